@@ -1,0 +1,263 @@
+//! The domain's errors. Each maps to one gRPC code and one `ErrorInfo`
+//! reason (SPEC §7); the mapping lives in the server, exhaustively.
+
+use std::fmt;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::ids::ConsumerKey;
+use crate::offset::Offset;
+use crate::time::duration_millis;
+use crate::validate::FieldViolation;
+
+/// Why a lease presented by a caller does not hold its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseLoss {
+    /// The lease's deadline passed without a renewal.
+    Expired,
+    /// The holder released it.
+    Released,
+    /// An operator revoked it (or forced a reset/delete).
+    Revoked,
+    /// A newer lease (a takeover) replaced it.
+    Superseded,
+    /// The lease id is known but the epoch given with it is not the lease's.
+    EpochMismatch,
+    /// No such lease (never granted, or its record was pruned).
+    Unknown,
+}
+
+impl LeaseLoss {
+    /// Stable lower-case name, for error metadata and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseLoss::Expired => "expired",
+            LeaseLoss::Released => "released",
+            LeaseLoss::Revoked => "revoked",
+            LeaseLoss::Superseded => "superseded",
+            LeaseLoss::EpochMismatch => "epoch_mismatch",
+            LeaseLoss::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for LeaseLoss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A broken rule. Nothing was changed when one of these is returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreError {
+    /// Malformed input; each violation names its field.
+    #[error("invalid argument: {}", join_violations(.0))]
+    InvalidArgument(Vec<FieldViolation>),
+
+    /// L2: another holder's lease on the key is live.
+    #[error(
+        "consumer {key} is leased by holder {holder:?} (epoch {epoch}) for another {}ms; concurrent queries sharing one consumer are not allowed",
+        duration_millis(*remaining)
+    )]
+    LeaseHeld {
+        /// The key.
+        key: ConsumerKey,
+        /// Who holds it.
+        holder: String,
+        /// The live lease's epoch.
+        epoch: i64,
+        /// Time left on the live lease.
+        remaining: Duration,
+    },
+
+    /// L5/C1: the presented lease is not the key's live lease.
+    #[error(
+        "lease {lease_id} is not held ({loss}){}; the query must stop and acquire a new lease",
+        current_epoch.map(|e| format!(", current epoch {e}")).unwrap_or_default()
+    )]
+    LeaseNotHeld {
+        /// The lease presented.
+        lease_id: Uuid,
+        /// Why it does not hold the key.
+        loss: LeaseLoss,
+        /// The key's current epoch, when the key is known.
+        current_epoch: Option<i64>,
+    },
+
+    /// C5: the lease already committed this batch id with another end offset.
+    #[error("batch {batch_id} was already committed with end {committed}, not {requested}")]
+    BatchConflict {
+        /// The batch id.
+        batch_id: i64,
+        /// End offset committed first.
+        committed: Offset,
+        /// End offset of this request.
+        requested: Offset,
+    },
+
+    /// C6: a lease that already wrote the consumer tried to move it back.
+    #[error("commit would move consumer back from next_snapshot {current} to {computed} under the same lease")]
+    PositionRegression {
+        /// The consumer's next snapshot.
+        current: i64,
+        /// The position the commit computed.
+        computed: i64,
+    },
+
+    /// R2/R3: the position is no longer readable; resuming would lose data.
+    #[error(
+        "snapshot {next} is no longer readable (earliest readable is {earliest}); resuming there would silently skip data. Set on_expired = ON_EXPIRED_CLAMP_TO_EARLIEST to accept the loss, or reset the consumer"
+    )]
+    PositionExpired {
+        /// The snapshot to resume at.
+        next: i64,
+        /// The earliest readable snapshot.
+        earliest: i64,
+    },
+
+    /// R2: the position is beyond the table's latest snapshot + 1.
+    #[error("next snapshot {next} is ahead of the table (latest snapshot {latest}); the table may have been recreated")]
+    PositionAheadOfTable {
+        /// The snapshot to resume at.
+        next: i64,
+        /// The table's latest snapshot.
+        latest: i64,
+    },
+
+    /// R4: replaying the logged batch would mix a full and an incremental plan.
+    #[error(
+        "the logged batch cannot be replayed: its start {start} and end {end} in snapshot {snapshot_id} use different scan modes, and the checkpointed range is no longer readable without changing its data. Start a new query with a new checkpoint"
+    )]
+    ReplayScanMismatch {
+        /// The shared snapshot.
+        snapshot_id: i64,
+        /// The (possibly fallen-back) start.
+        start: Offset,
+        /// The logged end.
+        end: Offset,
+    },
+
+    /// R4: the recovery start is after the logged batch's end.
+    #[error(
+        "the logged batch cannot be replayed: recovery start {start} is newer than the logged end offset {end}, so the checkpointed range is no longer readable. Start a new query with a new checkpoint"
+    )]
+    ReplayRangeExpired {
+        /// The (possibly fallen-back) start.
+        start: Offset,
+        /// The logged end.
+        end: Offset,
+    },
+}
+
+impl CoreError {
+    /// The `google.rpc.ErrorInfo` reason (SPEC §2–§4).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CoreError::InvalidArgument(_) => "INVALID_ARGUMENT",
+            CoreError::LeaseHeld { .. } => "LEASE_HELD",
+            CoreError::LeaseNotHeld { .. } => "LEASE_NOT_HELD",
+            CoreError::BatchConflict { .. } => "BATCH_CONFLICT",
+            CoreError::PositionRegression { .. } => "POSITION_REGRESSION",
+            CoreError::PositionExpired { .. } => "POSITION_EXPIRED",
+            CoreError::PositionAheadOfTable { .. } => "POSITION_AHEAD_OF_TABLE",
+            CoreError::ReplayScanMismatch { .. } => "REPLAY_SCAN_MISMATCH",
+            CoreError::ReplayRangeExpired { .. } => "REPLAY_RANGE_EXPIRED",
+        }
+    }
+
+    /// The `ErrorInfo` metadata: the error's details as strings.
+    pub fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            CoreError::InvalidArgument(violations) => violations
+                .first()
+                .map(|v| vec![("field", v.field.clone())])
+                .unwrap_or_default(),
+            CoreError::LeaseHeld {
+                key,
+                holder,
+                epoch,
+                remaining,
+            } => {
+                let mut m = key_metadata(key);
+                m.extend([
+                    ("holder", holder.clone()),
+                    ("epoch", epoch.to_string()),
+                    ("remaining_ms", duration_millis(*remaining).to_string()),
+                ]);
+                m
+            }
+            CoreError::LeaseNotHeld {
+                lease_id,
+                loss,
+                current_epoch,
+            } => {
+                let mut m = vec![("lease_id", lease_id.to_string()), ("state", loss.as_str().to_owned())];
+                if let Some(epoch) = current_epoch {
+                    m.push(("current_epoch", epoch.to_string()));
+                }
+                m
+            }
+            CoreError::BatchConflict {
+                batch_id,
+                committed,
+                requested,
+            } => vec![
+                ("batch_id", batch_id.to_string()),
+                ("committed_end", committed.to_string()),
+                ("requested_end", requested.to_string()),
+            ],
+            CoreError::PositionRegression { current, computed } => vec![
+                ("next_snapshot", current.to_string()),
+                ("computed_next_snapshot", computed.to_string()),
+            ],
+            CoreError::PositionExpired { next, earliest } => vec![
+                ("next_snapshot", next.to_string()),
+                ("earliest_snapshot", earliest.to_string()),
+            ],
+            CoreError::PositionAheadOfTable { next, latest } => vec![
+                ("next_snapshot", next.to_string()),
+                ("latest_snapshot", latest.to_string()),
+            ],
+            CoreError::ReplayScanMismatch {
+                snapshot_id,
+                start,
+                end,
+            } => vec![
+                ("snapshot_id", snapshot_id.to_string()),
+                ("start", start.to_string()),
+                ("end", end.to_string()),
+            ],
+            CoreError::ReplayRangeExpired { start, end } => {
+                vec![("start", start.to_string()), ("end", end.to_string())]
+            }
+        }
+    }
+
+    /// A single-field invalid-argument error.
+    pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
+        CoreError::InvalidArgument(vec![FieldViolation::new(field, description)])
+    }
+}
+
+fn key_metadata(key: &ConsumerKey) -> Vec<(&'static str, String)> {
+    vec![
+        ("table", key.table.as_str().to_owned()),
+        ("branch", key.branch.as_str().to_owned()),
+        ("consumer_id", key.consumer_id.as_str().to_owned()),
+    ]
+}
+
+fn join_violations(violations: &[FieldViolation]) -> String {
+    violations
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl From<Vec<FieldViolation>> for CoreError {
+    fn from(violations: Vec<FieldViolation>) -> Self {
+        CoreError::InvalidArgument(violations)
+    }
+}

@@ -1,0 +1,30 @@
+//! tidemark's domain core: the rules of SPEC §2–§5 as pure functions.
+//!
+//! Nothing here does I/O or reads a clock. Storage loads a key's
+//! [`KeyState`] together with the database's `now`, calls a rule, and writes
+//! the [`Transition`] it returns (new state plus history) in one transaction.
+
+pub mod commit;
+pub mod error;
+pub mod expiry;
+pub mod ids;
+pub mod lease;
+pub mod offset;
+pub mod recovery;
+pub mod state;
+pub mod time;
+pub mod validate;
+
+pub use commit::{CommitBatch, CommitOutcome, Committed};
+pub use error::{CoreError, LeaseLoss};
+pub use ids::{BranchName, ConsumerId, ConsumerKey, TableName};
+pub use lease::{Acquired, LeasePolicy, Revoked};
+pub use offset::Offset;
+pub use recovery::{
+    LoggedBatch, OnExpired, RecoveryPlan, RecoveryRequest, RecoverySource, SnapshotRange, StartupKind, StartupMode,
+};
+pub use state::{
+    CommittedBatch, ConsumerRecord, EventKind, HistoryEvent, KeyState, LeaseRecord, LeaseStatus, Transition,
+};
+pub use time::Timestamp;
+pub use validate::FieldViolation;
