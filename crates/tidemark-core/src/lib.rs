@@ -21,7 +21,8 @@ pub use ids::{BranchName, ConsumerId, ConsumerKey, TableName};
 pub use lease::{Acquired, LeasePolicy, Revoked};
 pub use offset::Offset;
 pub use recovery::{
-    LoggedBatch, OnExpired, RecoveryPlan, RecoveryRequest, RecoverySource, SnapshotRange, StartupKind, StartupMode,
+    LoggedBatch, OnExpired, Recovered, RecoveryPlan, RecoveryRequest, RecoverySource, SnapshotRange, StartupKind,
+    StartupMode,
 };
 pub use state::{
     CommittedBatch, ConsumerRecord, EventKind, HistoryEvent, KeyState, LeaseRecord, LeaseStatus, Transition,

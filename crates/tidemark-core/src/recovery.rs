@@ -1,10 +1,16 @@
 //! GetRecoveryPosition (SPEC §4, rules R1–R4): where a starting query resumes.
 
 use std::cmp::Ordering;
+use std::time::Duration;
+
+use uuid::Uuid;
 
 use crate::error::CoreError;
+use crate::expiry::consumer_expired;
+use crate::lease::check_lease;
 use crate::offset::Offset;
-use crate::state::ConsumerRecord;
+use crate::state::{ConsumerRecord, KeyState, Transition};
+use crate::time::Timestamp;
 use crate::validate::{FieldViolation, Violations, path};
 
 /// Startup mode used when neither a checkpoint nor a consumer applies.
@@ -335,4 +341,75 @@ fn replay_checkpoint(
         return Err(CoreError::ReplayRangeExpired { start: plan.start, end });
     }
     Ok(plan)
+}
+
+/// The answer to GetRecoveryPosition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    /// The plan.
+    pub plan: RecoveryPlan,
+    /// The key's consumer, if it exists and has not expired.
+    pub consumer: Option<ConsumerRecord>,
+    /// Whether the plan's full-scan snapshot is pinned for the caller's lease.
+    pub pinned: bool,
+}
+
+/// R1–R4 plus E2 and E5 for one key: ignores an expired consumer, plans the
+/// start, and — when the caller names its live lease and the plan is a full
+/// scan — pins that snapshot for the lease.
+pub fn recover(
+    state: Option<&KeyState>,
+    req: &RecoveryRequest,
+    lease_id: Option<Uuid>,
+    expiration: Option<Duration>,
+    now: Timestamp,
+) -> Result<Transition<Recovered>, CoreError> {
+    if let Some(lease_id) = lease_id {
+        check_lease_on_key(state, lease_id, now)?;
+    }
+    let mut warnings = Vec::new();
+    let consumer = match state {
+        Some(s) if consumer_expired(s, expiration, now) => {
+            warnings.push(format!(
+                "CONSUMER_EXPIRED: the consumer at next_snapshot {} has expired and is ignored",
+                s.next_snapshot().unwrap_or_default()
+            ));
+            None
+        }
+        Some(s) => s.consumer,
+        None => None,
+    };
+    let mut plan = plan(req, consumer.as_ref())?;
+    plan.warnings.splice(0..0, warnings);
+
+    let pin = plan.start.scan_snapshot.then_some(plan.start.snapshot_id);
+    let mut write = None;
+    if let (Some(pin), Some(state)) = (pin.filter(|_| lease_id.is_some()), state) {
+        let lease = state.lease.as_ref().expect("lease checked");
+        if lease.full_scan_pin != Some(pin) {
+            let mut next = state.clone();
+            next.lease.as_mut().expect("lease checked").full_scan_pin = Some(pin);
+            write = Some(next);
+        }
+    }
+    let output = Recovered {
+        plan,
+        consumer,
+        pinned: lease_id.is_some() && pin.is_some(),
+    };
+    Ok(Transition {
+        requires_live_lease: write.is_some(),
+        write,
+        events: Vec::new(),
+        output,
+    })
+}
+
+/// The lease named in a recovery request must be the key's live lease.
+fn check_lease_on_key(state: Option<&KeyState>, lease_id: Uuid, now: Timestamp) -> Result<(), CoreError> {
+    let epoch = state
+        .and_then(|s| s.lease.as_ref())
+        .filter(|l| l.lease_id == lease_id)
+        .map_or(0, |l| l.epoch);
+    check_lease(state, lease_id, epoch, now).map(|_| ())
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tidemark_core::expiry::consumer_expired;
 use tidemark_core::lease::{self, LeasePolicy};
-use tidemark_core::recovery::plan;
+use tidemark_core::recovery::{self, plan};
 use tidemark_core::{
     ConsumerKey, ConsumerRecord, CoreError, KeyState, LoggedBatch, Offset, OnExpired, RecoveryRequest, RecoverySource,
     SnapshotRange, StartupKind, StartupMode, Timestamp,
@@ -304,4 +304,79 @@ fn e2_consumer_expires_after_idle_time_unless_a_live_lease_holds_it() {
         Some(day),
         t0.plus(day + Duration::from_secs(1))
     ));
+}
+
+// ---------------------------------------------------------------- E5 pin
+
+fn leased_key() -> KeyState {
+    let key = ConsumerKey::parse("db.t", "main", "c", "").unwrap();
+    lease::acquire(
+        None,
+        &key,
+        "h",
+        None,
+        &LeasePolicy::default(),
+        Timestamp::from_micros(0),
+        Uuid::from_u128(1),
+    )
+    .unwrap()
+    .write
+    .unwrap()
+}
+
+#[test]
+fn e5_a_full_scan_plan_made_with_the_lease_pins_its_snapshot() {
+    let state = leased_key();
+    let now = Timestamp::from_micros(1);
+    let r = request(StartupMode::LatestFull, range(1, 10));
+    let t = recovery::recover(Some(&state), &r, Some(Uuid::from_u128(1)), None, now).unwrap();
+    assert!(t.output.pinned);
+    assert_eq!(t.write.unwrap().lease.unwrap().full_scan_pin, Some(10));
+    // Without the lease: a plan, no pin, nothing written.
+    let t = recovery::recover(Some(&state), &r, None, None, now).unwrap();
+    assert!(!t.output.pinned && t.write.is_none());
+    // A delta plan pins nothing.
+    let t = recovery::recover(
+        Some(&state),
+        &request(StartupMode::Latest, range(1, 10)),
+        Some(Uuid::from_u128(1)),
+        None,
+        now,
+    )
+    .unwrap();
+    assert!(!t.output.pinned && t.write.is_none());
+}
+
+#[test]
+fn e5_recovery_with_a_lease_that_is_not_held_is_lease_not_held() {
+    let state = leased_key();
+    let r = request(StartupMode::LatestFull, range(1, 10));
+    let err = recovery::recover(
+        Some(&state),
+        &r,
+        Some(Uuid::from_u128(2)),
+        None,
+        Timestamp::from_micros(1),
+    )
+    .unwrap_err();
+    assert_eq!(err.reason(), "LEASE_NOT_HELD");
+    let late = Timestamp::from_micros(31_000_000);
+    let err = recovery::recover(Some(&state), &r, Some(Uuid::from_u128(1)), None, late).unwrap_err();
+    assert_eq!(err.reason(), "LEASE_NOT_HELD");
+}
+
+#[test]
+fn e2_an_expired_consumer_is_ignored_by_recovery() {
+    let mut state = leased_key();
+    state.consumer = Some(consumer(4));
+    state.lease = None;
+    let r = request(StartupMode::LatestFull, range(1, 10));
+    let day = Duration::from_secs(86_400);
+    let later = Timestamp::from_micros(0).plus(day * 2);
+    let t = recovery::recover(Some(&state), &r, None, Some(day), later).unwrap();
+    assert_eq!(t.output.plan.source, RecoverySource::StartupOptions);
+    assert_eq!(t.output.consumer, None);
+    assert!(t.output.plan.warnings[0].starts_with("CONSUMER_EXPIRED:"));
+    let t = recovery::recover(Some(&state), &r, None, None, later).unwrap();
+    assert_eq!(t.output.plan.source, RecoverySource::Consumer);
 }

@@ -1,0 +1,69 @@
+//! tidemark's storage.
+//!
+//! One trait, [`Backend`], implemented for Postgres ([`PostgresBackend`], the
+//! production store) and SQLite ([`SqliteBackend`], the embedded default), and
+//! [`Store`], which applies the domain rules of `tidemark-core` over either.
+//! The same conformance suite (`tests/conformance`) runs against both.
+
+mod backend;
+mod clock;
+mod error;
+pub mod postgres;
+mod row;
+pub mod sqlite;
+mod store;
+
+use std::sync::Arc;
+
+pub use backend::{Backend, CallContext, Change, HistoryRecord, Loaded, Locate};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::StoreError;
+pub use postgres::{PostgresBackend, PostgresOptions};
+pub use sqlite::SqliteBackend;
+pub use store::Store;
+
+/// The database used when none is configured: an SQLite file in the working
+/// directory.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://tidemark.db";
+
+/// Opens the backend a database URL names: `postgres://` / `postgresql://`
+/// for Postgres, `sqlite:` for SQLite.
+pub async fn open_backend(url: &str, postgres: &PostgresOptions) -> Result<Arc<dyn Backend>, StoreError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(PostgresBackend::connect(url, postgres)?))
+    } else if url.starts_with("sqlite:") {
+        Ok(Arc::new(SqliteBackend::open(url, Arc::new(SystemClock)).await?))
+    } else {
+        Err(StoreError::Internal(format!(
+            "unsupported database URL {:?}: use postgres://... or sqlite://path/to/file.db",
+            redact(url)
+        )))
+    }
+}
+
+/// A database URL without its password, for logs and errors.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let credentials = &url[scheme_end + 3..at];
+            match credentials.find(':') {
+                Some(colon) => format!("{}{}:***{}", &url[..scheme_end + 3], &credentials[..colon], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redact_hides_passwords_only() {
+        assert_eq!(
+            super::redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(super::redact("sqlite://tidemark.db"), "sqlite://tidemark.db");
+    }
+}

@@ -1,0 +1,390 @@
+//! The Postgres backend (production).
+//!
+//! A read is one statement (the row plus `now()`); a write is one statement
+//! whose CTEs compare-and-set the row, record a lease grant and append the
+//! history, so each is its own transaction and costs one round trip. Times
+//! come from the database clock.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Row, query::Query};
+use tidemark_core::{ConsumerKey, EventKind, Timestamp};
+use uuid::Uuid;
+
+use crate::backend::{Backend, Change, HistoryRecord, Loaded, Locate};
+use crate::error::StoreError;
+use crate::row::{EventColumns, KeyRow};
+
+/// The embedded Postgres migrations (`migrations/postgres`).
+pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
+
+/// Connection settings for the Postgres backend.
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// Most connections the pool opens.
+    pub max_connections: u32,
+    /// How long a call waits for a free connection before failing with
+    /// UNAVAILABLE.
+    pub acquire_timeout: Duration,
+    /// Server-side limit on any one statement.
+    pub statement_timeout: Option<Duration>,
+    /// Schema to use instead of the default search path (tests use one
+    /// schema each).
+    pub schema: Option<String>,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(5),
+            statement_timeout: Some(Duration::from_secs(10)),
+            schema: None,
+        }
+    }
+}
+
+/// tidemark state in Postgres.
+#[derive(Debug, Clone)]
+pub struct PostgresBackend {
+    pool: PgPool,
+}
+
+impl PostgresBackend {
+    /// Creates the pool. Connections are opened lazily, so this succeeds even
+    /// while the database is down.
+    pub fn connect(url: &str, options: &PostgresOptions) -> Result<Self, StoreError> {
+        let mut connect: PgConnectOptions = url
+            .parse()
+            .map_err(|e| StoreError::Internal(format!("invalid Postgres URL: {e}")))?;
+        connect = connect.application_name("tidemark");
+        let mut settings = Vec::new();
+        if let Some(timeout) = options.statement_timeout {
+            settings.push(("statement_timeout", timeout.as_millis().to_string()));
+        }
+        if let Some(schema) = &options.schema {
+            settings.push(("search_path", schema.clone()));
+        }
+        if !settings.is_empty() {
+            connect = connect.options(settings);
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.acquire_timeout)
+            .connect_lazy_with(connect);
+        Ok(Self { pool })
+    }
+
+    /// The connection pool (for tests and benchmarks).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+fn ts(value: Timestamp) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(value.as_micros()).unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+fn from_ts(value: DateTime<Utc>) -> Timestamp {
+    Timestamp::from_micros(value.timestamp_micros())
+}
+
+fn opt_ts(row: &PgRow, column: &str) -> Result<Option<Timestamp>, sqlx::Error> {
+    Ok(row.try_get::<Option<DateTime<Utc>>, _>(column)?.map(from_ts))
+}
+
+/// Columns of a loaded row, after `now() AS db_now`.
+macro_rules! key_columns {
+    () => {
+        "k.table_name, k.branch, k.consumer_id, k.version, k.epoch, k.next_snapshot, k.consumer_created_at, \
+         k.consumer_updated_at, k.latest_snapshot, k.lease_id, k.lease_holder, k.lease_epoch, k.lease_status, \
+         k.lease_ttl_us, k.lease_acquired_at, k.lease_deadline, k.last_batch_id, k.last_end_snapshot, \
+         k.last_end_index, k.last_end_full, k.last_end_total_splits, k.lease_wrote_consumer, \
+         k.legacy_warned_snapshot, k.full_scan_pin"
+    };
+}
+
+const LOAD_BY_KEY: &str = concat!(
+    "SELECT now() AS db_now, ",
+    key_columns!(),
+    " FROM (SELECT 1) AS one ",
+    "LEFT JOIN consumer_keys k ON k.table_name = $1 AND k.branch = $2 AND k.consumer_id = $3"
+);
+
+// Through lease_grants, so a superseded lease still finds its key.
+const LOAD_BY_LEASE: &str = concat!(
+    "SELECT now() AS db_now, ",
+    key_columns!(),
+    " FROM (SELECT 1) AS one ",
+    "LEFT JOIN lease_grants g ON g.lease_id = $1 ",
+    "LEFT JOIN consumer_keys k ",
+    "ON k.table_name = g.table_name AND k.branch = g.branch AND k.consumer_id = g.consumer_id"
+);
+
+/// The grant and history CTEs shared by both writes; `$G` is the "a lease
+/// was granted" flag, `$P`/`$R` principal and request id, then the eight
+/// history arrays.
+macro_rules! write_tail {
+    ($source:literal, $grant:literal, $p:literal, $r:literal, $a:literal, $b:literal, $c:literal, $d:literal,
+     $e:literal, $f:literal, $g:literal, $h:literal) => {
+        concat!(
+            ", grant_row AS (",
+            "INSERT INTO lease_grants (lease_id, table_name, branch, consumer_id, epoch, holder, granted_at) ",
+            "SELECT $9, w.table_name, w.branch, w.consumer_id, $11, $10, $14 FROM ",
+            $source,
+            " w WHERE ",
+            $grant,
+            "), events AS (",
+            "INSERT INTO history (table_name, branch, consumer_id, event, old_next, new_next, epoch, lease_id, ",
+            "batch_id, holder, principal, request_id, detail) ",
+            "SELECT w.table_name, w.branch, w.consumer_id, e.event, e.old_next, e.new_next, e.epoch, e.lease_id, ",
+            "e.batch_id, e.holder, ",
+            $p,
+            ", ",
+            $r,
+            ", e.detail FROM ",
+            $source,
+            " w, unnest(",
+            $a,
+            "::text[], ",
+            $b,
+            "::int8[], ",
+            $c,
+            "::int8[], ",
+            $d,
+            "::int8[], ",
+            $e,
+            "::uuid[], ",
+            $f,
+            "::int8[], ",
+            $g,
+            "::text[], ",
+            $h,
+            "::text[]) AS e(event, old_next, new_next, epoch, lease_id, batch_id, holder, detail)",
+            ") SELECT count(*) FROM ",
+            $source
+        )
+    };
+}
+
+const UPDATE_ROW: &str = concat!(
+    "WITH written AS (UPDATE consumer_keys SET version = version + 1, epoch = $4, next_snapshot = $5, ",
+    "consumer_created_at = $6, consumer_updated_at = $7, latest_snapshot = $8, lease_id = $9, lease_holder = $10, ",
+    "lease_epoch = $11, lease_status = $12, lease_ttl_us = $13, lease_acquired_at = $14, lease_deadline = $15, ",
+    "last_batch_id = $16, last_end_snapshot = $17, last_end_index = $18, last_end_full = $19, ",
+    "last_end_total_splits = $20, lease_wrote_consumer = $21, legacy_warned_snapshot = $22, full_scan_pin = $23 ",
+    "WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND version = $24 ",
+    "AND (NOT $25 OR (lease_status = 1 AND lease_deadline > now())) ",
+    "RETURNING table_name, branch, consumer_id)",
+    write_tail!(
+        "written", "$26", "$27", "$28", "$29", "$30", "$31", "$32", "$33", "$34", "$35", "$36"
+    )
+);
+
+const INSERT_ROW: &str = concat!(
+    "WITH written AS (INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, ",
+    "consumer_created_at, consumer_updated_at, latest_snapshot, lease_id, lease_holder, lease_epoch, lease_status, ",
+    "lease_ttl_us, lease_acquired_at, lease_deadline, last_batch_id, last_end_snapshot, last_end_index, ",
+    "last_end_full, last_end_total_splits, lease_wrote_consumer, legacy_warned_snapshot, full_scan_pin) ",
+    "VALUES ($1, $2, $3, 1, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, ",
+    "$22, $23) ON CONFLICT DO NOTHING RETURNING table_name, branch, consumer_id)",
+    write_tail!(
+        "written", "$24", "$25", "$26", "$27", "$28", "$29", "$30", "$31", "$32", "$33", "$34"
+    )
+);
+
+type PgQuery<'q> = Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+/// Binds `$1..$23`: the key and every row column.
+fn bind_row<'q>(query: PgQuery<'q>, key: &ConsumerKey, row: KeyRow) -> PgQuery<'q> {
+    query
+        .bind(key.table.as_str().to_owned())
+        .bind(key.branch.as_str().to_owned())
+        .bind(key.consumer_id.as_str().to_owned())
+        .bind(row.epoch)
+        .bind(row.next_snapshot)
+        .bind(row.consumer_created_at.map(ts))
+        .bind(row.consumer_updated_at.map(ts))
+        .bind(row.latest_snapshot)
+        .bind(row.lease_id)
+        .bind(row.lease_holder)
+        .bind(row.lease_epoch)
+        .bind(row.lease_status)
+        .bind(row.lease_ttl_us)
+        .bind(row.lease_acquired_at.map(ts))
+        .bind(row.lease_deadline.map(ts))
+        .bind(row.last_batch_id)
+        .bind(row.last_end_snapshot)
+        .bind(row.last_end_index)
+        .bind(row.last_end_full)
+        .bind(row.last_end_total_splits)
+        .bind(row.lease_wrote_consumer)
+        .bind(row.legacy_warned_snapshot)
+        .bind(row.full_scan_pin)
+}
+
+fn bind_tail<'q>(query: PgQuery<'q>, change: &Change<'_>) -> PgQuery<'q> {
+    let events = EventColumns::new(change.events);
+    query
+        .bind(change.new_grant.is_some())
+        .bind(change.ctx.principal.clone())
+        .bind(change.ctx.request_id.clone())
+        .bind(events.event)
+        .bind(events.old_next)
+        .bind(events.new_next)
+        .bind(events.epoch)
+        .bind(events.lease_id)
+        .bind(events.batch_id)
+        .bind(events.holder)
+        .bind(events.detail)
+}
+
+fn decode_loaded(row: &PgRow) -> Result<Loaded, StoreError> {
+    let decode = || -> Result<Loaded, sqlx::Error> {
+        let now = from_ts(row.try_get("db_now")?);
+        let Some(table) = row.try_get::<Option<String>, _>("table_name")? else {
+            return Ok(Loaded {
+                state: None,
+                version: None,
+                now,
+            });
+        };
+        let key = ConsumerKey::from_trusted(
+            &table,
+            &row.try_get::<String, _>("branch")?,
+            &row.try_get::<String, _>("consumer_id")?,
+        );
+        let key_row = KeyRow {
+            epoch: row.try_get("epoch")?,
+            next_snapshot: row.try_get("next_snapshot")?,
+            consumer_created_at: opt_ts(row, "consumer_created_at")?,
+            consumer_updated_at: opt_ts(row, "consumer_updated_at")?,
+            latest_snapshot: row.try_get("latest_snapshot")?,
+            lease_id: row.try_get("lease_id")?,
+            lease_holder: row.try_get("lease_holder")?,
+            lease_epoch: row.try_get("lease_epoch")?,
+            lease_status: row.try_get("lease_status")?,
+            lease_ttl_us: row.try_get("lease_ttl_us")?,
+            lease_acquired_at: opt_ts(row, "lease_acquired_at")?,
+            lease_deadline: opt_ts(row, "lease_deadline")?,
+            last_batch_id: row.try_get("last_batch_id")?,
+            last_end_snapshot: row.try_get("last_end_snapshot")?,
+            last_end_index: row.try_get("last_end_index")?,
+            last_end_full: row.try_get("last_end_full")?,
+            last_end_total_splits: row.try_get("last_end_total_splits")?,
+            lease_wrote_consumer: row.try_get("lease_wrote_consumer")?,
+            legacy_warned_snapshot: row.try_get("legacy_warned_snapshot")?,
+            full_scan_pin: row.try_get("full_scan_pin")?,
+        };
+        Ok(Loaded {
+            state: Some(
+                key_row
+                    .into_state(key)
+                    .map_err(|e| sqlx::Error::Protocol(e.to_string()))?,
+            ),
+            version: Some(row.try_get("version")?),
+            now,
+        })
+    };
+    decode().map_err(StoreError::from)
+}
+
+fn decode_history(row: &PgRow) -> Result<HistoryRecord, StoreError> {
+    let event: String = row.try_get("event")?;
+    let key = ConsumerKey::from_trusted(
+        &row.try_get::<String, _>("table_name")?,
+        &row.try_get::<String, _>("branch")?,
+        &row.try_get::<String, _>("consumer_id")?,
+    );
+    Ok(HistoryRecord {
+        id: row.try_get("id")?,
+        at: from_ts(row.try_get("at")?),
+        key,
+        kind: EventKind::parse(&event)
+            .ok_or_else(|| StoreError::Internal(format!("unknown history event {event:?}")))?,
+        old_next: row.try_get("old_next")?,
+        new_next: row.try_get("new_next")?,
+        epoch: row.try_get("epoch")?,
+        lease_id: row.try_get::<Option<Uuid>, _>("lease_id")?,
+        batch_id: row.try_get("batch_id")?,
+        holder: row.try_get("holder")?,
+        principal: row.try_get("principal")?,
+        request_id: row.try_get("request_id")?,
+        detail: row.try_get("detail")?,
+    })
+}
+
+#[async_trait]
+impl Backend for PostgresBackend {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        // sqlx takes a Postgres advisory lock around the run, so replicas
+        // starting at once apply each migration exactly once.
+        MIGRATOR.run(&self.pool).await.map_err(|e| match e {
+            sqlx::migrate::MigrateError::Execute(inner) => StoreError::from(inner),
+            other => StoreError::Internal(format!("migration failed: {other}")),
+        })
+    }
+
+    async fn load(&self, locate: Locate<'_>) -> Result<Loaded, StoreError> {
+        let row = match locate {
+            Locate::Key(key) => {
+                sqlx::query(LOAD_BY_KEY)
+                    .bind(key.table.as_str())
+                    .bind(key.branch.as_str())
+                    .bind(key.consumer_id.as_str())
+                    .fetch_one(&self.pool)
+                    .await?
+            }
+            Locate::Lease(lease_id) => sqlx::query(LOAD_BY_LEASE).bind(lease_id).fetch_one(&self.pool).await?,
+        };
+        decode_loaded(&row)
+    }
+
+    async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<bool, StoreError> {
+        let key = &change.state.key;
+        let row = KeyRow::from_state(change.state);
+        let query = match loaded.version {
+            Some(version) => bind_tail(
+                bind_row(sqlx::query(UPDATE_ROW), key, row)
+                    .bind(version)
+                    .bind(change.requires_live_lease),
+                change,
+            ),
+            None => bind_tail(bind_row(sqlx::query(INSERT_ROW), key, row), change),
+        };
+        let written: i64 = query.fetch_one(&self.pool).await?.try_get(0)?;
+        Ok(written == 1)
+    }
+
+    async fn history(&self, key: &ConsumerKey, limit: i64) -> Result<Vec<HistoryRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, at, table_name, branch, consumer_id, event, old_next, new_next, epoch, lease_id, batch_id, \
+             holder, principal, request_id, detail FROM history \
+             WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 ORDER BY id DESC LIMIT $4",
+        )
+        .bind(key.table.as_str())
+        .bind(key.branch.as_str())
+        .bind(key.consumer_id.as_str())
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(decode_history).collect()
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}

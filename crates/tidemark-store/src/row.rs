@@ -1,0 +1,150 @@
+//! The `consumer_keys` row, as plain values shared by both backends.
+
+use std::time::Duration;
+
+use tidemark_core::{
+    CommittedBatch, ConsumerKey, ConsumerRecord, KeyState, LeaseRecord, LeaseStatus, Offset, Timestamp,
+};
+use uuid::Uuid;
+
+use crate::error::StoreError;
+
+/// Every column of `consumer_keys` except the key and the version.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct KeyRow {
+    pub epoch: i64,
+    pub next_snapshot: Option<i64>,
+    pub consumer_created_at: Option<Timestamp>,
+    pub consumer_updated_at: Option<Timestamp>,
+    pub latest_snapshot: Option<i64>,
+    pub lease_id: Option<Uuid>,
+    pub lease_holder: Option<String>,
+    pub lease_epoch: Option<i64>,
+    pub lease_status: Option<i16>,
+    pub lease_ttl_us: Option<i64>,
+    pub lease_acquired_at: Option<Timestamp>,
+    pub lease_deadline: Option<Timestamp>,
+    pub last_batch_id: Option<i64>,
+    pub last_end_snapshot: Option<i64>,
+    pub last_end_index: Option<i64>,
+    pub last_end_full: Option<bool>,
+    pub last_end_total_splits: Option<i64>,
+    pub lease_wrote_consumer: Option<bool>,
+    pub legacy_warned_snapshot: Option<i64>,
+    pub full_scan_pin: Option<i64>,
+}
+
+impl KeyRow {
+    /// The row that stores `state`.
+    pub fn from_state(state: &KeyState) -> Self {
+        let consumer = state.consumer.as_ref();
+        let lease = state.lease.as_ref();
+        let last = lease.and_then(|l| l.last_batch);
+        Self {
+            epoch: state.epoch,
+            next_snapshot: consumer.map(|c| c.next_snapshot),
+            consumer_created_at: consumer.map(|c| c.created_at),
+            consumer_updated_at: consumer.map(|c| c.updated_at),
+            latest_snapshot: state.latest_snapshot,
+            lease_id: lease.map(|l| l.lease_id),
+            lease_holder: lease.map(|l| l.holder.clone()),
+            lease_epoch: lease.map(|l| l.epoch),
+            lease_status: lease.map(|l| l.status.code()),
+            lease_ttl_us: lease.map(|l| i64::try_from(l.ttl.as_micros()).unwrap_or(i64::MAX)),
+            lease_acquired_at: lease.map(|l| l.acquired_at),
+            lease_deadline: lease.map(|l| l.deadline),
+            last_batch_id: last.map(|b| b.batch_id),
+            last_end_snapshot: last.map(|b| b.end.snapshot_id),
+            last_end_index: last.map(|b| b.end.index),
+            last_end_full: last.map(|b| b.end.scan_snapshot),
+            last_end_total_splits: last.and_then(|b| b.end.total_splits),
+            lease_wrote_consumer: lease.map(|l| l.wrote_consumer),
+            legacy_warned_snapshot: lease.and_then(|l| l.legacy_warned_snapshot),
+            full_scan_pin: lease.and_then(|l| l.full_scan_pin),
+        }
+    }
+
+    /// The state this row stores for `key`.
+    pub fn into_state(self, key: ConsumerKey) -> Result<KeyState, StoreError> {
+        let corrupt = |what: &str| StoreError::Internal(format!("corrupt row for {key}: {what}"));
+        let consumer = match (self.next_snapshot, self.consumer_created_at, self.consumer_updated_at) {
+            (Some(next_snapshot), Some(created_at), Some(updated_at)) => Some(ConsumerRecord {
+                next_snapshot,
+                created_at,
+                updated_at,
+            }),
+            (None, _, _) => None,
+            _ => return Err(corrupt("consumer timestamps missing")),
+        };
+        let lease = match self.lease_id {
+            None => None,
+            Some(lease_id) => {
+                let status = self
+                    .lease_status
+                    .and_then(LeaseStatus::from_code)
+                    .ok_or_else(|| corrupt("lease status"))?;
+                let last_batch = match (self.last_batch_id, self.last_end_snapshot, self.last_end_index) {
+                    (Some(batch_id), Some(snapshot_id), Some(index)) => Some(CommittedBatch {
+                        batch_id,
+                        end: Offset {
+                            snapshot_id,
+                            index,
+                            scan_snapshot: self.last_end_full.unwrap_or(false),
+                            total_splits: self.last_end_total_splits,
+                        },
+                    }),
+                    _ => None,
+                };
+                Some(LeaseRecord {
+                    lease_id,
+                    holder: self.lease_holder.ok_or_else(|| corrupt("lease holder"))?,
+                    epoch: self.lease_epoch.ok_or_else(|| corrupt("lease epoch"))?,
+                    ttl: Duration::from_micros(
+                        u64::try_from(self.lease_ttl_us.ok_or_else(|| corrupt("lease ttl"))?).unwrap_or(0),
+                    ),
+                    acquired_at: self.lease_acquired_at.ok_or_else(|| corrupt("lease acquired_at"))?,
+                    deadline: self.lease_deadline.ok_or_else(|| corrupt("lease deadline"))?,
+                    status,
+                    last_batch,
+                    wrote_consumer: self.lease_wrote_consumer.unwrap_or(false),
+                    legacy_warned_snapshot: self.legacy_warned_snapshot,
+                    full_scan_pin: self.full_scan_pin,
+                })
+            }
+        };
+        Ok(KeyState {
+            key,
+            epoch: self.epoch,
+            consumer,
+            lease,
+            latest_snapshot: self.latest_snapshot,
+        })
+    }
+}
+
+/// History columns in the order both backends bind them.
+pub(crate) struct EventColumns {
+    pub event: Vec<String>,
+    pub old_next: Vec<Option<i64>>,
+    pub new_next: Vec<Option<i64>>,
+    pub epoch: Vec<Option<i64>>,
+    pub lease_id: Vec<Option<Uuid>>,
+    pub batch_id: Vec<Option<i64>>,
+    pub holder: Vec<Option<String>>,
+    pub detail: Vec<Option<String>>,
+}
+
+impl EventColumns {
+    pub fn new(events: &[tidemark_core::HistoryEvent]) -> Self {
+        Self {
+            event: events.iter().map(|e| e.kind.as_str().to_owned()).collect(),
+            old_next: events.iter().map(|e| e.old_next).collect(),
+            new_next: events.iter().map(|e| e.new_next).collect(),
+            epoch: events.iter().map(|e| e.epoch).collect(),
+            lease_id: events.iter().map(|e| e.lease_id).collect(),
+            batch_id: events.iter().map(|e| e.batch_id).collect(),
+            holder: events.iter().map(|e| e.holder.clone()).collect(),
+            detail: events.iter().map(|e| e.detail.clone()).collect(),
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! [`Store`]: the domain rules applied over a [`Backend`], one short
+//! optimistic transaction per operation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidemark_core::commit::{self, CommitBatch, Committed};
+use tidemark_core::lease::{self, Acquired, LeasePolicy, Revoked};
+use tidemark_core::recovery::{self, Recovered, RecoveryRequest};
+use tidemark_core::{ConsumerKey, CoreError, KeyState, Transition};
+use uuid::Uuid;
+
+use crate::backend::{Backend, CallContext, Change, HistoryRecord, Loaded, Locate};
+use crate::error::StoreError;
+
+/// How many times an operation re-reads and re-decides after losing a
+/// compare-and-set race before giving up with [`StoreError::Contention`].
+const MAX_ATTEMPTS: u32 = 32;
+
+/// Randomized exponential backoff after `attempt` lost races: up to
+/// 2^attempt ms, capped at 50 ms, so racing writers spread out.
+fn backoff(attempt: u32) -> Duration {
+    use std::hash::{BuildHasher, RandomState};
+    let cap_ms = (1u64 << attempt.min(6)).min(50);
+    let jitter = RandomState::new().hash_one(attempt) % (cap_ms * 1000);
+    Duration::from_micros(jitter + 100)
+}
+
+/// tidemark's state: leases, consumers and history, kept by a backend.
+#[derive(Debug, Clone)]
+pub struct Store {
+    backend: Arc<dyn Backend>,
+    policy: LeasePolicy,
+}
+
+impl Store {
+    /// A store over `backend` granting leases per `policy`.
+    pub fn new(backend: Arc<dyn Backend>, policy: LeasePolicy) -> Self {
+        Self { backend, policy }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// The lease policy.
+    pub fn policy(&self) -> &LeasePolicy {
+        &self.policy
+    }
+
+    /// Loads, decides and writes with compare-and-set, deciding again on
+    /// fresh state whenever another writer changed the key in between.
+    async fn apply<T>(
+        &self,
+        locate: Locate<'_>,
+        ctx: &CallContext,
+        mut decide: impl FnMut(&Loaded) -> Result<Transition<T>, CoreError>,
+    ) -> Result<T, StoreError> {
+        for attempt in 0..MAX_ATTEMPTS {
+            let loaded = self.backend.load(locate).await?;
+            let transition = decide(&loaded)?;
+            let Some(state) = &transition.write else {
+                return Ok(transition.output);
+            };
+            let previous_lease = loaded.state.as_ref().and_then(|s| s.lease.as_ref()).map(|l| l.lease_id);
+            let new_grant = state.lease.as_ref().filter(|l| Some(l.lease_id) != previous_lease);
+            let change = Change {
+                state,
+                requires_live_lease: transition.requires_live_lease,
+                new_grant,
+                events: &transition.events,
+                ctx,
+            };
+            match self.backend.save(&loaded, &change).await {
+                Ok(true) => return Ok(transition.output),
+                Ok(false) | Err(StoreError::Contention) => {
+                    tracing::debug!(attempt, "lost a write race; deciding again on fresh state");
+                    if attempt >= 1 {
+                        tokio::time::sleep(backoff(attempt)).await;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Contention)
+    }
+
+    /// L1–L4: takes the key's lease for `holder`.
+    pub async fn acquire_lease(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        holder: &str,
+        ttl: Option<Duration>,
+    ) -> Result<Acquired, StoreError> {
+        self.apply(Locate::Key(key), ctx, |loaded| {
+            lease::acquire(
+                loaded.state.as_ref(),
+                key,
+                holder,
+                ttl,
+                &self.policy,
+                loaded.now,
+                Uuid::now_v7(),
+            )
+        })
+        .await
+    }
+
+    /// L5: renews a live lease; returns the time left.
+    pub async fn renew_lease(
+        &self,
+        ctx: &CallContext,
+        lease_id: Uuid,
+        epoch: i64,
+        ttl: Option<Duration>,
+    ) -> Result<Duration, StoreError> {
+        self.apply(Locate::Lease(lease_id), ctx, |loaded| {
+            lease::renew(loaded.state.as_ref(), lease_id, epoch, ttl, &self.policy, loaded.now)
+        })
+        .await
+    }
+
+    /// L6: releases a lease; `true` when it was live.
+    pub async fn release_lease(&self, ctx: &CallContext, lease_id: Uuid, epoch: i64) -> Result<bool, StoreError> {
+        self.apply(Locate::Lease(lease_id), ctx, |loaded| {
+            Ok(lease::release(loaded.state.as_ref(), lease_id, epoch, loaded.now))
+        })
+        .await
+    }
+
+    /// L8: revokes the key's live lease and burns an epoch.
+    pub async fn revoke_lease(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        reason: &str,
+    ) -> Result<Revoked, StoreError> {
+        self.apply(Locate::Key(key), ctx, |loaded| {
+            Ok(lease::revoke(loaded.state.as_ref(), loaded.now, reason))
+        })
+        .await
+    }
+
+    /// C1–C7: records a committed micro-batch.
+    pub async fn commit_batch(&self, ctx: &CallContext, req: &CommitBatch) -> Result<Committed, StoreError> {
+        self.apply(Locate::Lease(req.lease_id), ctx, |loaded| {
+            commit::commit(loaded.state.as_ref(), req, loaded.now)
+        })
+        .await
+    }
+
+    /// R1–R4 (+ E5 pin when `lease_id` is given): where the key's query
+    /// resumes.
+    pub async fn recovery_position(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        req: &RecoveryRequest,
+        lease_id: Option<Uuid>,
+    ) -> Result<Recovered, StoreError> {
+        // Consumer expiration times are table options (a later addition);
+        // until one is set, consumers never expire.
+        let expiration = None;
+        self.apply(Locate::Key(key), ctx, |loaded| {
+            recovery::recover(loaded.state.as_ref(), req, lease_id, expiration, loaded.now)
+        })
+        .await
+    }
+
+    /// The key's full state, if the key was ever used.
+    pub async fn key_state(&self, key: &ConsumerKey) -> Result<Option<KeyState>, StoreError> {
+        Ok(self.backend.load(Locate::Key(key)).await?.state)
+    }
+
+    /// The key's newest history rows, newest first.
+    pub async fn history(&self, key: &ConsumerKey, limit: i64) -> Result<Vec<HistoryRecord>, StoreError> {
+        self.backend.history(key, limit).await
+    }
+
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.backend.ping().await
+    }
+}

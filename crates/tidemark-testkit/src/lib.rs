@@ -1,0 +1,145 @@
+//! Throwaway databases for tests.
+//!
+//! Postgres tests use the server named by `DATABASE_URL` (the README's test
+//! command starts a throwaway cluster and sets it). Each [`TestDb`] gets its
+//! own schema, dropped when the `TestDb` is dropped. Without `DATABASE_URL`
+//! the Postgres tests fail, unless `TIDEMARK_SKIP_POSTGRES=1` says to skip
+//! them on purpose.
+
+use std::sync::Arc;
+
+use tidemark_store::{Backend, PostgresBackend, PostgresOptions, SqliteBackend, SystemClock};
+
+/// Which database a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A schema on the Postgres server at `DATABASE_URL`.
+    Postgres,
+    /// An SQLite file in a temporary directory.
+    Sqlite,
+}
+
+/// A fresh, migrated, private database.
+#[derive(Debug)]
+pub struct TestDb {
+    kind: Kind,
+    url: String,
+    schema: Option<String>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// The Postgres server URL for tests, or `None` when Postgres tests are
+/// explicitly skipped. Panics when it is neither set nor skipped, so a
+/// missing database can never pass silently.
+pub fn postgres_url() -> Option<String> {
+    if let Ok(url) = std::env::var("DATABASE_URL")
+        && !url.is_empty()
+    {
+        return Some(url);
+    }
+    if std::env::var("TIDEMARK_SKIP_POSTGRES").is_ok_and(|v| v == "1") {
+        return None;
+    }
+    panic!(
+        "DATABASE_URL is not set. Run the README's test command (scripts/test.sh), which starts a throwaway \
+         Postgres, or set DATABASE_URL, or set TIDEMARK_SKIP_POSTGRES=1 to skip the Postgres tests on purpose"
+    );
+}
+
+impl TestDb {
+    /// A fresh database of `kind`; `None` when Postgres tests are skipped.
+    pub async fn new(kind: Kind) -> Option<Self> {
+        let db = match kind {
+            Kind::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let url = format!("sqlite://{}", dir.path().join("tidemark.db").display());
+                Self {
+                    kind,
+                    url,
+                    schema: None,
+                    _dir: Some(dir),
+                }
+            }
+            Kind::Postgres => {
+                let url = postgres_url()?;
+                let schema = format!("tidemark_test_{}", uuid::Uuid::new_v4().simple());
+                let pool = sqlx::PgPool::connect(&url).await.expect("connect to DATABASE_URL");
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+                    .execute(&pool)
+                    .await
+                    .expect("create test schema");
+                pool.close().await;
+                Self {
+                    kind,
+                    url,
+                    schema: Some(schema),
+                    _dir: None,
+                }
+            }
+        };
+        Some(db)
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The database URL (for Postgres, the schema is set separately: see
+    /// [`TestDb::postgres_options`]).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Postgres options that select this database's schema.
+    pub fn postgres_options(&self) -> PostgresOptions {
+        PostgresOptions {
+            schema: self.schema.clone(),
+            ..PostgresOptions::default()
+        }
+    }
+
+    /// A new backend (its own connection pool) on this database, migrated.
+    /// Several backends on one `TestDb` behave like several server replicas.
+    pub async fn backend(&self) -> Arc<dyn Backend> {
+        let backend = self.unmigrated_backend().await;
+        backend.migrate().await.expect("migrate");
+        backend
+    }
+
+    /// A new backend on this database, without running migrations.
+    pub async fn unmigrated_backend(&self) -> Arc<dyn Backend> {
+        match self.kind {
+            Kind::Postgres => {
+                Arc::new(PostgresBackend::connect(&self.url, &self.postgres_options()).expect("postgres backend"))
+            }
+            Kind::Sqlite => Arc::new(
+                SqliteBackend::open(&self.url, Arc::new(SystemClock))
+                    .await
+                    .expect("sqlite backend"),
+            ),
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some(schema) = self.schema.take() else { return };
+        let url = self.url.clone();
+        // Drop runs outside any runtime guarantee; use a private one.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            rt.block_on(async move {
+                if let Ok(pool) = sqlx::PgPool::connect(&url).await {
+                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {schema} CASCADE")))
+                        .execute(&pool)
+                        .await;
+                    pool.close().await;
+                }
+            });
+        })
+        .join();
+    }
+}

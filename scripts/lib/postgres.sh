@@ -1,0 +1,58 @@
+# shellcheck shell=bash
+# Throwaway Postgres cluster from the installed PostgreSQL binaries.
+#
+#   source scripts/lib/postgres.sh
+#   start_throwaway_postgres      # exports DATABASE_URL, registers cleanup
+#
+# initdb refuses to run as root, so as root the cluster runs as the
+# `postgres` user (or `nobody` when there is none).
+
+find_pg_bin() {
+  if [ -n "${PG_BIN:-}" ]; then echo "$PG_BIN"; return; fi
+  if command -v pg_ctl >/dev/null 2>&1; then dirname "$(command -v pg_ctl)"; return; fi
+  local dir
+  dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  if [ -z "$dir" ]; then
+    echo "no PostgreSQL binaries found (set PG_BIN or DATABASE_URL)" >&2
+    return 1
+  fi
+  echo "$dir"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# start_throwaway_postgres [extra postgres -c settings...]
+start_throwaway_postgres() {
+  local pg_bin run_as=() owner
+  pg_bin=$(find_pg_bin) || return 1
+  TIDEMARK_PG_DIR=$(mktemp -d /tmp/tidemark-pg.XXXXXX)
+  if [ "$(id -u)" = 0 ]; then
+    owner=postgres
+    id -u postgres >/dev/null 2>&1 || owner=nobody
+    chown "$owner" "$TIDEMARK_PG_DIR"
+    run_as=(runuser -u "$owner" --)
+  fi
+  local port
+  port=$(free_port)
+  "${run_as[@]}" "$pg_bin/initdb" -D "$TIDEMARK_PG_DIR/data" -U tidemark --auth=trust -E UTF8 \
+    >"$TIDEMARK_PG_DIR/initdb.log" 2>&1 || { cat "$TIDEMARK_PG_DIR/initdb.log" >&2; return 1; }
+  local opts="-p $port -k $TIDEMARK_PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=300"
+  local setting
+  for setting in "$@"; do opts="$opts -c $setting"; done
+  "${run_as[@]}" "$pg_bin/pg_ctl" -D "$TIDEMARK_PG_DIR/data" -o "$opts" -l "$TIDEMARK_PG_DIR/server.log" -w start \
+    >/dev/null || { cat "$TIDEMARK_PG_DIR/server.log" >&2; return 1; }
+  TIDEMARK_PG_STOP=("${run_as[@]}" "$pg_bin/pg_ctl" -D "$TIDEMARK_PG_DIR/data" -m immediate -w stop)
+  export DATABASE_URL="postgres://tidemark@127.0.0.1:$port/postgres"
+  export TIDEMARK_PG_DIR
+  trap stop_throwaway_postgres EXIT
+  echo "throwaway Postgres on 127.0.0.1:$port ($TIDEMARK_PG_DIR)" >&2
+}
+
+stop_throwaway_postgres() {
+  if [ -n "${TIDEMARK_PG_DIR:-}" ] && [ -d "$TIDEMARK_PG_DIR" ]; then
+    "${TIDEMARK_PG_STOP[@]}" >/dev/null 2>&1 || true
+    rm -rf "$TIDEMARK_PG_DIR"
+  fi
+}
