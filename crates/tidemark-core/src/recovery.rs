@@ -178,9 +178,18 @@ impl RecoveryRequest {
         let mut v = Violations::new();
         v.check(self.range.validate("table"));
         if let Some(cp) = self.checkpoint {
-            v.check(cp.start.validate("checkpoint.start"));
-            v.check(cp.end.validate("checkpoint.end"));
+            v.check(cp.validate("checkpoint"));
         }
+        v.finish()
+    }
+}
+
+impl LoggedBatch {
+    /// C2 on both offsets, named under `prefix` (e.g. `checkpoint.start.index`).
+    pub fn validate(&self, prefix: &str) -> Result<(), Vec<FieldViolation>> {
+        let mut v = Violations::new();
+        v.check(self.start.validate(&path(prefix, "start")));
+        v.check(self.end.validate(&path(prefix, "end")));
         v.finish()
     }
 }

@@ -1,0 +1,72 @@
+//! Per-call context: the request id and the principal, for logs and the
+//! audit trail.
+
+use tidemark_store::CallContext;
+use tonic::metadata::MetadataValue;
+use tonic::{Request, Response, Status};
+
+/// The metadata key a caller may set to correlate its requests; the server
+/// echoes it (or the id it generated) in every response.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+const MAX_REQUEST_ID: usize = 128;
+
+/// Who is calling. Set by the authentication layer as a request extension;
+/// absent means no authentication is configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal(pub String);
+
+/// The call context of a request: the caller's request id when it is
+/// sensible (printable ASCII, at most 128 bytes), else a fresh UUIDv7.
+pub fn call_context<T>(request: &Request<T>) -> CallContext {
+    let request_id = request
+        .metadata()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| !id.is_empty() && id.len() <= MAX_REQUEST_ID && id.bytes().all(|b| b.is_ascii_graphic()))
+        .map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_owned);
+    let principal = request
+        .extensions()
+        .get::<Principal>()
+        .map_or_else(|| "anonymous".to_owned(), |p| p.0.clone());
+    CallContext { principal, request_id }
+}
+
+/// A response carrying the request id.
+pub fn respond<T>(ctx: &CallContext, body: T) -> Response<T> {
+    let mut response = Response::new(body);
+    if let Ok(value) = MetadataValue::try_from(ctx.request_id.as_str()) {
+        response.metadata_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    response
+}
+
+/// An error status carrying the request id.
+pub fn with_request_id(ctx: &CallContext, mut status: Status) -> Status {
+    if let Ok(value) = MetadataValue::try_from(ctx.request_id.as_str()) {
+        status.metadata_mut().insert(REQUEST_ID_HEADER, value);
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_id_is_taken_from_metadata_when_sane() {
+        let mut request = Request::new(());
+        request
+            .metadata_mut()
+            .insert(REQUEST_ID_HEADER, "abc-123".parse().unwrap());
+        assert_eq!(call_context(&request).request_id, "abc-123");
+        assert_eq!(call_context(&request).principal, "anonymous");
+
+        let mut request = Request::new(());
+        request
+            .metadata_mut()
+            .insert(REQUEST_ID_HEADER, "x".repeat(300).parse().unwrap());
+        let generated = call_context(&request).request_id;
+        assert!(uuid::Uuid::try_parse(&generated).is_ok(), "{generated}");
+    }
+}

@@ -1,0 +1,256 @@
+//! The `tidemark.v1.Coordinator` service: the worker protocol.
+
+use tidemark_core::validate::Violations;
+use tidemark_core::{CommitBatch, CoreError, RecoveryRequest};
+use tidemark_proto::v1 as pb;
+use tidemark_proto::v1::coordinator_server::Coordinator;
+use tidemark_store::{CallContext, Store, StoreError};
+use tonic::{Request, Response, Status};
+use tracing::Instrument;
+
+use crate::context::{call_context, respond, with_request_id};
+use crate::convert;
+use crate::status::store_status;
+
+/// The worker protocol over a [`Store`].
+#[derive(Debug, Clone)]
+pub struct CoordinatorService {
+    store: Store,
+}
+
+impl CoordinatorService {
+    /// The service over `store`.
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+}
+
+/// Runs one RPC: builds its context and span, maps errors to statuses, and
+/// stamps the request id on the answer.
+async fn rpc<T, F>(method: &'static str, ctx: CallContext, body: F) -> Result<Response<T>, Status>
+where
+    F: Future<Output = Result<T, StoreError>>,
+{
+    let span = tracing::info_span!("rpc", method, request_id = %ctx.request_id, principal = %ctx.principal);
+    let result = body.instrument(span.clone()).await;
+    let _entered = span.enter();
+    match result {
+        Ok(body) => Ok(respond(&ctx, body)),
+        Err(err) => {
+            if let StoreError::Rule(rule) = &err {
+                tracing::info!(reason = rule.reason(), "refused: {rule}");
+            }
+            Err(with_request_id(&ctx, store_status(err, &ctx.request_id)))
+        }
+    }
+}
+
+fn invalid(v: Violations) -> StoreError {
+    StoreError::Rule(CoreError::InvalidArgument(v.into_vec()))
+}
+
+#[tonic::async_trait]
+impl Coordinator for CoordinatorService {
+    async fn acquire_lease(
+        &self,
+        request: Request<pb::AcquireLeaseRequest>,
+    ) -> Result<Response<pb::AcquireLeaseResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        rpc("AcquireLease", ctx.clone(), async {
+            let mut v = Violations::new();
+            let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
+            let holder = v.check(tidemark_core::ids::parse_holder(&req.holder, "holder").map_err(|e| vec![e]));
+            let ttl = convert::duration(&mut v, req.ttl.as_ref(), "ttl");
+            let (Some(key), Some(holder)) = (key, holder) else {
+                return Err(invalid(v));
+            };
+            if !v.is_empty() {
+                return Err(invalid(v));
+            }
+            let acquired = self.store.acquire_lease(&ctx, &key, &holder, ttl).await?;
+            let lease = &acquired.lease;
+            if acquired.takeover {
+                tracing::info!(
+                    consumer = %key, holder, epoch = lease.epoch,
+                    previous_epoch = acquired.previous_epoch, previous_holder = acquired.previous_holder,
+                    "lease taken over"
+                );
+            } else {
+                tracing::info!(consumer = %key, holder, epoch = lease.epoch, "lease acquired");
+            }
+            Ok(pb::AcquireLeaseResponse {
+                lease: Some(pb::Lease {
+                    lease_id: lease.lease_id.to_string(),
+                    epoch: lease.epoch,
+                    ttl: Some(convert::duration_to_pb(lease.ttl)),
+                    holder: lease.holder.clone(),
+                    consumer: Some(convert::key_to_pb(&key)),
+                }),
+                consumer: acquired
+                    .consumer
+                    .as_ref()
+                    .map(|c| convert::consumer_to_pb(&key, c, None)),
+                takeover: acquired.takeover,
+                previous_epoch: acquired.previous_epoch,
+            })
+        })
+        .await
+    }
+
+    async fn renew_lease(
+        &self,
+        request: Request<pb::RenewLeaseRequest>,
+    ) -> Result<Response<pb::RenewLeaseResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        rpc("RenewLease", ctx.clone(), async {
+            let mut v = Violations::new();
+            let lease_id = convert::lease_id(&mut v, &req.lease_id, "lease_id");
+            let epoch = convert::epoch(&mut v, req.epoch, "epoch");
+            let ttl = convert::duration(&mut v, req.ttl.as_ref(), "ttl");
+            let (Some(lease_id), Some(epoch), true) = (lease_id, epoch, v.is_empty()) else {
+                return Err(invalid(v));
+            };
+            let ttl = self.store.renew_lease(&ctx, lease_id, epoch, ttl).await?;
+            tracing::debug!(%lease_id, epoch, "lease renewed");
+            Ok(pb::RenewLeaseResponse {
+                ttl: Some(convert::duration_to_pb(ttl)),
+            })
+        })
+        .await
+    }
+
+    async fn release_lease(
+        &self,
+        request: Request<pb::ReleaseLeaseRequest>,
+    ) -> Result<Response<pb::ReleaseLeaseResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        rpc("ReleaseLease", ctx.clone(), async {
+            let mut v = Violations::new();
+            let lease_id = convert::lease_id(&mut v, &req.lease_id, "lease_id");
+            let epoch = convert::epoch(&mut v, req.epoch, "epoch");
+            let (Some(lease_id), Some(epoch)) = (lease_id, epoch) else {
+                return Err(invalid(v));
+            };
+            let released = self.store.release_lease(&ctx, lease_id, epoch).await?;
+            tracing::info!(%lease_id, epoch, released, "lease release");
+            Ok(pb::ReleaseLeaseResponse { released })
+        })
+        .await
+    }
+
+    async fn commit_batch(
+        &self,
+        request: Request<pb::CommitBatchRequest>,
+    ) -> Result<Response<pb::CommitBatchResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        rpc("CommitBatch", ctx.clone(), async {
+            let mut v = Violations::new();
+            let lease_id = convert::lease_id(&mut v, &req.lease_id, "lease_id");
+            let epoch = convert::epoch(&mut v, req.epoch, "epoch");
+            if req.batch_id < 0 {
+                v.add("batch_id", format!("must be >= 0 (got {})", req.batch_id));
+            }
+            if let Some(latest) = req.latest_snapshot
+                && latest < 0
+            {
+                v.add("latest_snapshot", format!("must be >= 0 when present (got {latest})"));
+            }
+            let (Some(lease_id), Some(epoch), true) = (lease_id, epoch, v.is_empty()) else {
+                return Err(invalid(v));
+            };
+            // The end offset is validated by the rule, after the lease check
+            // (C1 before C2).
+            let commit = CommitBatch {
+                lease_id,
+                epoch,
+                batch_id: req.batch_id,
+                end: req.end.as_ref().map(convert::offset),
+                latest_snapshot: req.latest_snapshot,
+            };
+            let done = self.store.commit_batch(&ctx, &commit).await?;
+            if done.log_legacy_warning {
+                tracing::warn!(
+                    %lease_id, epoch, batch_id = req.batch_id,
+                    snapshot_id = commit.end.map(|e| e.snapshot_id),
+                    "cannot advance the consumer: the end offset has no total_splits (an offset from an older \
+                     checkpoint); the consumer stays unchanged and the snapshot may be replayed"
+                );
+            }
+            tracing::debug!(
+                %lease_id, epoch, batch_id = req.batch_id, outcome = done.outcome.as_str(),
+                next_snapshot = done.next_snapshot, "batch committed"
+            );
+            Ok(pb::CommitBatchResponse {
+                outcome: convert::outcome_to_pb(done.outcome).into(),
+                next_snapshot: done.next_snapshot,
+                lease_ttl: Some(convert::duration_to_pb(done.lease_ttl)),
+                warnings: done.warnings,
+                previous_next_snapshot: done.previous_next_snapshot,
+                lag: done.lag,
+            })
+        })
+        .await
+    }
+
+    async fn get_recovery_position(
+        &self,
+        request: Request<pb::GetRecoveryPositionRequest>,
+    ) -> Result<Response<pb::GetRecoveryPositionResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        rpc("GetRecoveryPosition", ctx.clone(), async {
+            let mut v = Violations::new();
+            let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
+            let startup = convert::startup(&mut v, req.startup.as_ref());
+            let range = convert::snapshot_range(&mut v, req.table.as_ref());
+            let checkpoint = convert::logged_batch(&mut v, req.checkpoint.as_ref());
+            let on_expired = convert::on_expired(&mut v, req.on_expired);
+            let lease_id = req
+                .lease_id
+                .as_deref()
+                .filter(|id| !id.is_empty())
+                .map(|id| convert::lease_id(&mut v, id, "lease_id"));
+            if let Some(range) = &range {
+                v.check(range.validate("table"));
+            }
+            if let Some(Some(checkpoint)) = &checkpoint {
+                v.check(checkpoint.validate("checkpoint"));
+            }
+            let (Some(key), Some(startup), Some(range), Some(checkpoint), Some(on_expired), true) =
+                (key, startup, range, checkpoint, on_expired, v.is_empty())
+            else {
+                return Err(invalid(v));
+            };
+            let recovery = RecoveryRequest {
+                startup,
+                ignore_progress: req.ignore_progress,
+                range,
+                checkpoint,
+                on_expired,
+            };
+            let lease_id = lease_id.flatten();
+            let recovered = self.store.recovery_position(&ctx, &key, &recovery, lease_id).await?;
+            let plan = &recovered.plan;
+            tracing::info!(
+                consumer = %key, source = ?plan.source, start = %plan.start, pinned = recovered.pinned,
+                "recovery position"
+            );
+            Ok(pb::GetRecoveryPositionResponse {
+                source: convert::source_to_pb(plan.source).into(),
+                start: Some(convert::offset_to_pb(&plan.start)),
+                consumer: recovered
+                    .consumer
+                    .as_ref()
+                    .map(|c| convert::consumer_to_pb(&key, c, Some(range.latest_snapshot))),
+                warnings: plan.warnings.clone(),
+                skipped: plan.skipped.map(|(first, last)| pb::SnapshotInterval { first, last }),
+                pinned: recovered.pinned,
+            })
+        })
+        .await
+    }
+}

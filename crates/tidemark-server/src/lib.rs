@@ -1,0 +1,16 @@
+//! tidemark's gRPC server.
+//!
+//! [`serve`] runs the `tidemark.v1` services over a [`tidemark_store::Store`]
+//! with `grpc.health.v1`, server reflection (v1 and v1alpha, so grpcurl works
+//! with no proto files), request timeouts, concurrency limits with load
+//! shedding, and a graceful drain on shutdown. Every error is a gRPC status
+//! with a `google.rpc.ErrorInfo` reason ([`status`]).
+
+pub mod context;
+pub mod convert;
+mod coordinator;
+mod server;
+pub mod status;
+
+pub use coordinator::CoordinatorService;
+pub use server::{READINESS_SERVICE, ServeError, ServerConfig, serve};

@@ -1,0 +1,183 @@
+//! Assembles and runs the gRPC server: the tidemark services, health,
+//! reflection, tower layers, readiness tracking and graceful shutdown.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tidemark_proto::v1::coordinator_server::CoordinatorServer;
+use tidemark_store::Store;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+use tower::limit::GlobalConcurrencyLimitLayer;
+
+use crate::coordinator::CoordinatorService;
+
+/// The health service name whose status tracks the database: SERVING while
+/// the database answers. Kubernetes readiness probes ask for it; liveness
+/// probes ask for "" (the process), which never depends on the database.
+pub const READINESS_SERVICE: &str = "readiness";
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Longest time one RPC may take before it is cancelled.
+    pub request_timeout: Duration,
+    /// RPCs in flight across all connections; more are shed at once with
+    /// RESOURCE_EXHAUSTED instead of queueing.
+    pub max_in_flight: usize,
+    /// RPCs in flight on one connection; more wait.
+    pub per_connection_limit: usize,
+    /// Largest request message accepted.
+    pub max_message_bytes: usize,
+    /// How long to keep serving after turning NOT_SERVING on shutdown, so
+    /// load balancers stop sending new calls first.
+    pub shutdown_drain: Duration,
+    /// How long in-flight RPCs may take to finish once the server stops
+    /// accepting calls.
+    pub shutdown_grace: Duration,
+    /// How often the database is pinged for readiness.
+    pub readiness_interval: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            request_timeout: Duration::from_secs(30),
+            max_in_flight: 1024,
+            per_connection_limit: 256,
+            max_message_bytes: 1024 * 1024,
+            shutdown_drain: Duration::ZERO,
+            shutdown_grace: Duration::from_secs(30),
+            readiness_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why the server stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The reflection service could not be built from the descriptors.
+    #[error("cannot build the reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    /// The transport failed.
+    #[error("gRPC transport error: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves the tidemark API on `listener` until `shutdown` completes, then
+/// drains: health turns NOT_SERVING, the server keeps answering for
+/// `shutdown_drain`, stops accepting calls and waits up to `shutdown_grace`
+/// for in-flight RPCs.
+pub async fn serve(
+    config: ServerConfig,
+    store: Store,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter.set_serving::<CoordinatorServer<CoordinatorService>>().await;
+
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(tidemark_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(tidemark_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+
+    let coordinator = CoordinatorServer::new(CoordinatorService::new(store.clone()))
+        .max_decoding_message_size(config.max_message_bytes);
+
+    let stop_accepting = CancellationToken::new();
+    let readiness = tokio::spawn(track_readiness(
+        reporter.clone(),
+        store,
+        config.readiness_interval,
+        stop_accepting.clone(),
+    ));
+
+    let layers = tower::ServiceBuilder::new()
+        .load_shed()
+        .layer(GlobalConcurrencyLimitLayer::new(config.max_in_flight));
+    let router = Server::builder()
+        .timeout(config.request_timeout)
+        .concurrency_limit_per_connection(config.per_connection_limit)
+        .tcp_nodelay(true)
+        .layer(layers)
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(coordinator);
+
+    let local = listener.local_addr().ok();
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    let server = router.serve_with_incoming_shutdown(incoming, stop_accepting.clone().cancelled_owned());
+    tokio::pin!(server);
+    tracing::info!(address = ?local, "serving gRPC");
+
+    tokio::select! {
+        result = &mut server => {
+            stop_accepting.cancel();
+            let _ = readiness.await;
+            return result.map_err(ServeError::from);
+        }
+        () = shutdown => {}
+    }
+
+    tracing::info!(drain = ?config.shutdown_drain, "shutting down: health is NOT_SERVING, draining");
+    set_all(&reporter, ServingStatus::NotServing).await;
+    tokio::time::sleep(config.shutdown_drain).await;
+    stop_accepting.cancel();
+    let _ = readiness.await;
+    match tokio::time::timeout(config.shutdown_grace, server).await {
+        Ok(result) => {
+            tracing::info!("all in-flight RPCs finished; stopped");
+            result.map_err(ServeError::from)
+        }
+        Err(_) => {
+            tracing::warn!(grace = ?config.shutdown_grace, "in-flight RPCs did not finish in time; stopping anyway");
+            Ok(())
+        }
+    }
+}
+
+async fn set_all(reporter: &HealthReporter, status: ServingStatus) {
+    reporter.set_service_status("", status).await;
+    reporter.set_service_status(READINESS_SERVICE, status).await;
+    match status {
+        ServingStatus::Serving => reporter.set_serving::<CoordinatorServer<CoordinatorService>>().await,
+        _ => {
+            reporter
+                .set_not_serving::<CoordinatorServer<CoordinatorService>>()
+                .await
+        }
+    }
+}
+
+/// Keeps the readiness status in step with the database until `stop`.
+async fn track_readiness(reporter: HealthReporter, store: Store, every: Duration, stop: CancellationToken) {
+    let mut ready = None;
+    loop {
+        let now_ready = store.ping().await.is_ok();
+        if ready != Some(now_ready) {
+            let status = if now_ready {
+                tracing::info!("database reachable: ready");
+                ServingStatus::Serving
+            } else {
+                tracing::warn!("database unreachable: not ready");
+                ServingStatus::NotServing
+            };
+            reporter.set_service_status(READINESS_SERVICE, status).await;
+            ready = Some(now_ready);
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The one mapping from tidemark errors to gRPC statuses (SPEC §7).
+//!
+//! Every status carries a `google.rpc.ErrorInfo` (domain "tidemark", a
+//! reason, details as metadata); invalid input also carries a
+//! `google.rpc.BadRequest` naming each field. The match is exhaustive on
+//! purpose: a new error variant must be mapped here before it compiles.
+//! Internal errors are logged and replaced by a generic message, so no SQL
+//! text ever reaches a client.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tidemark_core::CoreError;
+use tidemark_store::StoreError;
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// The `ErrorInfo` domain of every tidemark error.
+pub const ERROR_DOMAIN: &str = "tidemark";
+
+/// Reasons that are not domain rules.
+pub mod reason {
+    /// The database could not be reached; retry later.
+    pub const STORE_UNAVAILABLE: &str = "STORE_UNAVAILABLE";
+    /// Too many concurrent writers on one key; retry.
+    pub const CONTENTION: &str = "CONTENTION";
+    /// A bug; see the server log for the request id.
+    pub const INTERNAL: &str = "INTERNAL";
+}
+
+/// The gRPC code of a domain error.
+pub fn code_of(err: &CoreError) -> Code {
+    match err {
+        CoreError::InvalidArgument(_) => Code::InvalidArgument,
+        CoreError::LeaseHeld { .. } => Code::FailedPrecondition,
+        CoreError::LeaseNotHeld { .. } => Code::FailedPrecondition,
+        CoreError::BatchConflict { .. } => Code::FailedPrecondition,
+        CoreError::PositionRegression { .. } => Code::FailedPrecondition,
+        CoreError::PositionExpired { .. } => Code::DataLoss,
+        CoreError::PositionAheadOfTable { .. } => Code::FailedPrecondition,
+        CoreError::ReplayScanMismatch { .. } => Code::FailedPrecondition,
+        CoreError::ReplayRangeExpired { .. } => Code::FailedPrecondition,
+    }
+}
+
+fn error_info(details: &mut ErrorDetails, reason: &str, metadata: Vec<(&'static str, String)>) {
+    let metadata: HashMap<String, String> = metadata.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    details.set_error_info(reason, ERROR_DOMAIN, metadata);
+}
+
+/// A domain error as a status.
+pub fn rule_status(err: &CoreError) -> Status {
+    let mut details = ErrorDetails::new();
+    error_info(&mut details, err.reason(), err.metadata());
+    match err {
+        CoreError::InvalidArgument(violations) => {
+            for v in violations {
+                details.add_bad_request_violation(v.field.clone(), v.description.clone());
+            }
+        }
+        CoreError::LeaseHeld { remaining, .. } => {
+            details.set_retry_info(Some(*remaining));
+        }
+        CoreError::LeaseNotHeld { .. }
+        | CoreError::BatchConflict { .. }
+        | CoreError::PositionRegression { .. }
+        | CoreError::PositionExpired { .. }
+        | CoreError::PositionAheadOfTable { .. }
+        | CoreError::ReplayScanMismatch { .. }
+        | CoreError::ReplayRangeExpired { .. } => {}
+    }
+    Status::with_error_details(code_of(err), err.to_string(), details)
+}
+
+/// A storage error as a status; `request_id` lets an operator find the log
+/// line of an internal error.
+pub fn store_status(err: StoreError, request_id: &str) -> Status {
+    match err {
+        StoreError::Rule(rule) => rule_status(&rule),
+        StoreError::Unavailable(why) => {
+            tracing::warn!(request_id, error = %why, "database unavailable");
+            let mut details = ErrorDetails::new();
+            error_info(&mut details, reason::STORE_UNAVAILABLE, Vec::new());
+            details.set_retry_info(Some(Duration::from_secs(1)));
+            Status::with_error_details(
+                Code::Unavailable,
+                "the tidemark database is unavailable; retry with backoff",
+                details,
+            )
+        }
+        StoreError::Contention => {
+            let mut details = ErrorDetails::new();
+            error_info(&mut details, reason::CONTENTION, Vec::new());
+            details.set_retry_info(Some(Duration::from_millis(50)));
+            Status::with_error_details(
+                Code::Aborted,
+                "too many concurrent changes to this consumer; nothing was changed, retry",
+                details,
+            )
+        }
+        StoreError::Internal(why) => {
+            tracing::error!(request_id, error = %why, "internal error");
+            let mut details = ErrorDetails::new();
+            error_info(
+                &mut details,
+                reason::INTERNAL,
+                vec![("request_id", request_id.to_owned())],
+            );
+            Status::with_error_details(
+                Code::Internal,
+                format!("internal error; the server log has the details under request id {request_id}"),
+                details,
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tidemark_core::{FieldViolation, LeaseLoss};
+    use uuid::Uuid;
+
+    use super::*;
+
+    #[test]
+    fn invalid_argument_names_every_field() {
+        let err = CoreError::InvalidArgument(vec![
+            FieldViolation::new("consumer.table", "bad"),
+            FieldViolation::new("end.index", "worse"),
+        ]);
+        let status = rule_status(&err);
+        assert_eq!(status.code(), Code::InvalidArgument);
+        let details = status.get_error_details();
+        let fields: Vec<_> = details
+            .bad_request()
+            .unwrap()
+            .field_violations
+            .iter()
+            .map(|v| v.field.as_str())
+            .collect();
+        assert_eq!(fields, ["consumer.table", "end.index"]);
+        assert_eq!(details.error_info().unwrap().reason, "INVALID_ARGUMENT");
+        assert_eq!(details.error_info().unwrap().domain, "tidemark");
+    }
+
+    #[test]
+    fn lease_not_held_carries_reason_and_epoch() {
+        let err = CoreError::LeaseNotHeld {
+            lease_id: Uuid::nil(),
+            loss: LeaseLoss::Superseded,
+            current_epoch: Some(4),
+        };
+        let status = rule_status(&err);
+        assert_eq!(status.code(), Code::FailedPrecondition);
+        let info = status.get_error_details().error_info().cloned().unwrap();
+        assert_eq!(info.reason, "LEASE_NOT_HELD");
+        assert_eq!(info.metadata["current_epoch"], "4");
+        assert_eq!(info.metadata["state"], "superseded");
+    }
+
+    #[test]
+    fn position_expired_is_data_loss() {
+        let status = rule_status(&CoreError::PositionExpired { next: 3, earliest: 5 });
+        assert_eq!(status.code(), Code::DataLoss);
+    }
+
+    #[test]
+    fn internal_errors_never_leak_their_text() {
+        let status = store_status(
+            StoreError::Internal("error returned from database: syntax error at or near SELECT".into()),
+            "req-1",
+        );
+        assert_eq!(status.code(), Code::Internal);
+        assert!(!status.message().contains("SELECT"));
+        assert!(status.message().contains("req-1"));
+    }
+
+    #[test]
+    fn unavailable_and_contention_are_retryable_codes() {
+        assert_eq!(
+            store_status(StoreError::Unavailable("down".into()), "r").code(),
+            Code::Unavailable
+        );
+        assert_eq!(store_status(StoreError::Contention, "r").code(), Code::Aborted);
+    }
+}

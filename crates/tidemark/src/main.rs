@@ -1,0 +1,229 @@
+//! `tidemark`: the recovery coordination service for streaming readers of
+//! snapshot-based tables.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tidemark_core::LeasePolicy;
+use tidemark_server::ServerConfig;
+use tidemark_store::{DEFAULT_DATABASE_URL, PostgresOptions, Store, open_backend, redact};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tidemark",
+    version,
+    about = "Recovery coordination for streaming readers of snapshot-based tables"
+)]
+struct Cli {
+    #[command(flatten)]
+    log: LogArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the gRPC API.
+    Serve(Box<ServeArgs>),
+    /// Apply the database migrations and exit (safe when several replicas
+    /// run it at once).
+    Migrate(DatabaseArgs),
+}
+
+#[derive(Debug, Args)]
+struct LogArgs {
+    /// Log format.
+    #[arg(long, env = "TIDEMARK_LOG_FORMAT", value_enum, default_value = "text", global = true)]
+    log_format: LogFormat,
+    /// Log filter (tracing env-filter syntax, e.g. "info" or "tidemark=debug").
+    #[arg(long, env = "TIDEMARK_LOG", default_value = "info", global = true)]
+    log: String,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+struct DatabaseArgs {
+    /// Database URL: postgres://user:pass@host/db, or sqlite://path/to/file.db.
+    /// Defaults to an SQLite file in the working directory.
+    #[arg(long, env = "TIDEMARK_DATABASE_URL", default_value = DEFAULT_DATABASE_URL, hide_env_values = true)]
+    database_url: String,
+    /// Most Postgres connections this process opens.
+    #[arg(long, env = "TIDEMARK_DB_MAX_CONNECTIONS", default_value_t = 16)]
+    db_max_connections: u32,
+    /// How long a call waits for a free database connection before failing
+    /// with UNAVAILABLE.
+    #[arg(long, env = "TIDEMARK_DB_ACQUIRE_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    db_acquire_timeout: Duration,
+    /// Server-side limit on one database statement.
+    #[arg(long, env = "TIDEMARK_DB_STATEMENT_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    db_statement_timeout: Duration,
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Address to serve gRPC on.
+    #[arg(long, env = "TIDEMARK_LISTEN", default_value = "127.0.0.1:50051")]
+    listen: SocketAddr,
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Do not apply migrations at start-up (run `tidemark migrate` first).
+    #[arg(long, env = "TIDEMARK_NO_MIGRATE")]
+    no_migrate: bool,
+    /// Serve on a non-loopback address without authentication. Anyone who
+    /// can reach the port can then move any consumer.
+    #[arg(long, env = "TIDEMARK_INSECURE_NO_AUTH")]
+    insecure_no_auth: bool,
+    /// Shortest lease ttl granted (requests are clamped).
+    #[arg(long, env = "TIDEMARK_MIN_LEASE_TTL", default_value = "5s", value_parser = humantime::parse_duration)]
+    min_lease_ttl: Duration,
+    /// Longest lease ttl granted (requests are clamped).
+    #[arg(long, env = "TIDEMARK_MAX_LEASE_TTL", default_value = "10m", value_parser = humantime::parse_duration)]
+    max_lease_ttl: Duration,
+    /// Lease ttl granted when a request names none.
+    #[arg(long, env = "TIDEMARK_DEFAULT_LEASE_TTL", default_value = "30s", value_parser = humantime::parse_duration)]
+    default_lease_ttl: Duration,
+    /// Longest time one RPC may take.
+    #[arg(long, env = "TIDEMARK_REQUEST_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration)]
+    request_timeout: Duration,
+    /// RPCs in flight across all connections; more are refused at once with
+    /// RESOURCE_EXHAUSTED.
+    #[arg(long, env = "TIDEMARK_MAX_IN_FLIGHT", default_value_t = 1024)]
+    max_in_flight: usize,
+    /// RPCs in flight on one connection; more wait.
+    #[arg(long, env = "TIDEMARK_PER_CONNECTION_LIMIT", default_value_t = 256)]
+    per_connection_limit: usize,
+    /// Largest request message accepted, in bytes.
+    #[arg(long, env = "TIDEMARK_MAX_MESSAGE_BYTES", default_value_t = 1024 * 1024)]
+    max_message_bytes: usize,
+    /// On SIGTERM/SIGINT, keep serving this long after health turns
+    /// NOT_SERVING (let load balancers notice).
+    #[arg(long, env = "TIDEMARK_SHUTDOWN_DRAIN", default_value = "0s", value_parser = humantime::parse_duration)]
+    shutdown_drain: Duration,
+    /// Then wait at most this long for in-flight RPCs.
+    #[arg(long, env = "TIDEMARK_SHUTDOWN_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
+}
+
+impl DatabaseArgs {
+    async fn store_backend(&self) -> anyhow::Result<std::sync::Arc<dyn tidemark_store::Backend>> {
+        let options = PostgresOptions {
+            max_connections: self.db_max_connections,
+            acquire_timeout: self.db_acquire_timeout,
+            statement_timeout: Some(self.db_statement_timeout),
+            schema: None,
+        };
+        open_backend(&self.database_url, &options)
+            .await
+            .with_context(|| format!("cannot open the database {}", redact(&self.database_url)))
+    }
+}
+
+fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log).context("invalid --log filter")?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match args.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_logging(&cli.log)?;
+    match cli.command {
+        Command::Serve(args) => serve(*args).await,
+        Command::Migrate(args) => {
+            let backend = args.store_backend().await?;
+            backend.migrate().await.context("migration failed")?;
+            tracing::info!(database = %redact(&args.database_url), "migrations applied");
+            backend.close().await;
+            Ok(())
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    if !args.listen.ip().is_loopback() && !args.insecure_no_auth {
+        bail!(
+            "refusing to serve on {} without authentication: anyone who can reach it could move any consumer. \
+             Listen on a loopback address, or pass --insecure-no-auth (TIDEMARK_INSECURE_NO_AUTH=true) \
+             if the network is otherwise protected",
+            args.listen
+        );
+    }
+    if !args.listen.ip().is_loopback() {
+        tracing::warn!(listen = %args.listen, "serving WITHOUT authentication on a non-loopback address");
+    }
+    let policy = LeasePolicy {
+        min_ttl: args.min_lease_ttl,
+        max_ttl: args.max_lease_ttl,
+        default_ttl: args.default_lease_ttl,
+    };
+    policy.validate().map_err(anyhow::Error::msg)?;
+
+    let backend = args.database.store_backend().await?;
+    if args.no_migrate {
+        tracing::info!("skipping migrations (--no-migrate)");
+    } else {
+        backend.migrate().await.context("migration failed")?;
+    }
+    tracing::info!(database = %redact(&args.database.database_url), backend = backend.name(), "database ready");
+    let store = Store::new(backend.clone(), policy);
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let local = listener.local_addr()?;
+    tracing::info!("listening on {local}");
+
+    let config = ServerConfig {
+        request_timeout: args.request_timeout,
+        max_in_flight: args.max_in_flight,
+        per_connection_limit: args.per_connection_limit,
+        max_message_bytes: args.max_message_bytes,
+        shutdown_drain: args.shutdown_drain,
+        shutdown_grace: args.shutdown_grace,
+        ..ServerConfig::default()
+    };
+    tidemark_server::serve(config, store, listener, shutdown_signal()).await?;
+    backend.close().await;
+    Ok(())
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("SIGINT received"),
+        () = terminate => tracing::info!("SIGTERM received"),
+    }
+}
