@@ -3,18 +3,27 @@
 
 use prost::Message;
 
+/// The tidemark API; Rust code is generated for these.
+const API_FILES: [&str; 2] = ["tidemark/v1/types.proto", "tidemark/v1/coordinator.proto"];
+
+/// Vendored `google.rpc` error detail types. They are only described through
+/// reflection, so that grpcurl can decode ErrorInfo and BadRequest details.
+const ERROR_DETAIL_FILES: [&str; 2] = ["google/rpc/error_details.proto", "google/rpc/status.proto"];
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto_root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     println!("cargo:rerun-if-changed={}", proto_root.display());
-    let files = ["tidemark/v1/types.proto", "tidemark/v1/coordinator.proto"];
-    let fds = protox::compile(files, [&proto_root])?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+
+    let reflected = protox::compile(API_FILES.iter().chain(&ERROR_DETAIL_FILES), [&proto_root])?;
     // tonic-prost-build only writes a descriptor set when it drives protoc
     // itself, so write the one reflection serves here.
-    std::fs::write(out.join("tidemark_descriptor.bin"), fds.encode_to_vec())?;
+    std::fs::write(out.join("tidemark_descriptor.bin"), reflected.encode_to_vec())?;
+
+    let api = protox::compile(API_FILES, [&proto_root])?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
-        .compile_fds(fds)?;
+        .compile_fds(api)?;
     Ok(())
 }

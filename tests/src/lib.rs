@@ -133,6 +133,12 @@ impl TestServer {
         )
     }
 
+    /// A summary of the whole database; equal before and after means
+    /// nothing was written.
+    pub async fn fingerprint(&self) -> tidemark_testkit::Fingerprint {
+        self.db.fingerprint().await
+    }
+
     /// Stops the server gracefully.
     pub async fn stop(mut self) {
         self.shutdown().await;

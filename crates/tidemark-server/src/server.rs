@@ -66,6 +66,9 @@ pub enum ServeError {
     /// The transport failed.
     #[error("gRPC transport error: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The server task panicked.
+    #[error("the server task failed: {0}")]
+    Task(String),
 }
 
 /// Serves the tidemark API on `listener` until `shutdown` completes, then
@@ -116,15 +119,17 @@ pub async fn serve(
 
     let local = listener.local_addr().ok();
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let server = router.serve_with_incoming_shutdown(incoming, stop_accepting.clone().cancelled_owned());
-    tokio::pin!(server);
+    // The server runs as its own task so it keeps accepting and answering
+    // while this function drains.
+    let mut server =
+        tokio::spawn(router.serve_with_incoming_shutdown(incoming, stop_accepting.clone().cancelled_owned()));
     tracing::info!(address = ?local, "serving gRPC");
 
     tokio::select! {
         result = &mut server => {
             stop_accepting.cancel();
             let _ = readiness.await;
-            return result.map_err(ServeError::from);
+            return flatten(result);
         }
         () = shutdown => {}
     }
@@ -132,17 +137,26 @@ pub async fn serve(
     tracing::info!(drain = ?config.shutdown_drain, "shutting down: health is NOT_SERVING, draining");
     set_all(&reporter, ServingStatus::NotServing).await;
     tokio::time::sleep(config.shutdown_drain).await;
+    tracing::info!("no longer accepting calls; waiting for in-flight RPCs");
     stop_accepting.cancel();
     let _ = readiness.await;
-    match tokio::time::timeout(config.shutdown_grace, server).await {
+    match tokio::time::timeout(config.shutdown_grace, &mut server).await {
         Ok(result) => {
             tracing::info!("all in-flight RPCs finished; stopped");
-            result.map_err(ServeError::from)
+            flatten(result)
         }
         Err(_) => {
+            server.abort();
             tracing::warn!(grace = ?config.shutdown_grace, "in-flight RPCs did not finish in time; stopping anyway");
             Ok(())
         }
+    }
+}
+
+fn flatten(result: Result<Result<(), tonic::transport::Error>, tokio::task::JoinError>) -> Result<(), ServeError> {
+    match result {
+        Ok(result) => result.map_err(ServeError::from),
+        Err(join) => Err(ServeError::Task(join.to_string())),
     }
 }
 

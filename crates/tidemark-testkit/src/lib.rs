@@ -122,6 +122,50 @@ impl TestDb {
     }
 }
 
+/// A summary of everything stored: (keys, sum of row versions, lease
+/// grants, history rows). Every write either adds a row or bumps a version,
+/// so any change to the database changes the fingerprint.
+pub type Fingerprint = (i64, i64, i64, i64);
+
+impl TestDb {
+    /// The database's [`Fingerprint`].
+    pub async fn fingerprint(&self) -> Fingerprint {
+        const QUERY: &str = "SELECT (SELECT count(*) FROM consumer_keys), \
+             (SELECT coalesce(sum(version), 0) FROM consumer_keys), \
+             (SELECT count(*) FROM lease_grants), (SELECT count(*) FROM history)";
+        match self.kind {
+            Kind::Postgres => {
+                let pool = sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(1)
+                    .connect_with(
+                        self.url
+                            .parse::<sqlx::postgres::PgConnectOptions>()
+                            .expect("url")
+                            .options([("search_path", self.schema.clone().expect("schema"))]),
+                    )
+                    .await
+                    .expect("connect");
+                let row: (i64, i64, i64, i64) = sqlx::query_as(
+                    "SELECT (SELECT count(*) FROM consumer_keys), \
+                     (SELECT coalesce(sum(version), 0)::bigint FROM consumer_keys), \
+                     (SELECT count(*) FROM lease_grants), (SELECT count(*) FROM history)",
+                )
+                .fetch_one(&pool)
+                .await
+                .expect("fingerprint");
+                pool.close().await;
+                row
+            }
+            Kind::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(&self.url).await.expect("connect");
+                let row: (i64, i64, i64, i64) = sqlx::query_as(QUERY).fetch_one(&pool).await.expect("fingerprint");
+                pool.close().await;
+                row
+            }
+        }
+    }
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         let Some(schema) = self.schema.take() else { return };
