@@ -139,6 +139,11 @@ impl TestServer {
         self.db.fingerprint().await
     }
 
+    /// A raw pool on the server's Postgres schema; `None` on SQLite.
+    pub async fn postgres_pool(&self) -> Option<sqlx::PgPool> {
+        self.db.postgres_pool().await
+    }
+
     /// Stops the server gracefully.
     pub async fn stop(mut self) {
         self.shutdown().await;

@@ -178,6 +178,6 @@ async fn readme_walkthrough_runs_verbatim(kind: Kind) {
     let key = tidemark_e2e::key("db.orders", "main", "orders-etl");
     let (state, history) = server.stored(&key).await;
     assert_eq!(state.unwrap().next_snapshot(), Some(43));
-    let kinds: Vec<&str> = history.iter().rev().map(|h| h.kind.as_str()).collect();
+    let kinds: Vec<&str> = history.iter().rev().map(|h| h.event.kind.as_str()).collect();
     assert_eq!(kinds, ["LEASE_ACQUIRE", "CREATE", "REFRESH", "LEASE_RELEASE"]);
 }

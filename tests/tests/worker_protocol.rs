@@ -333,9 +333,9 @@ async fn c6_no_regression_under_a_lease_but_a_first_write_may_rewind(kind: Kind)
     );
     let (_, history) = server.stored(&k("c6")).await;
     let rewind = &history[0];
-    assert_eq!(rewind.kind.as_str(), "REWIND");
+    assert_eq!(rewind.event.kind.as_str(), "REWIND");
     assert_eq!(
-        (rewind.old_next, rewind.new_next, rewind.epoch),
+        (rewind.event.old_next, rewind.event.new_next, rewind.event.epoch),
         (Some(31), Some(20), Some(2))
     );
 }
@@ -363,7 +363,10 @@ async fn c7_response_fields(kind: Kind) {
     assert!(c.warnings.is_empty());
     let (_, history) = server.stored(&k("c7")).await;
     let h = &history[0];
-    assert_eq!((h.kind.as_str(), h.batch_id, h.epoch), ("CREATE", Some(3), Some(1)));
+    assert_eq!(
+        (h.event.kind.as_str(), h.event.batch_id, h.event.epoch),
+        ("CREATE", Some(3), Some(1))
+    );
     assert_eq!(h.principal, "anonymous");
     assert!(!h.request_id.is_empty());
 }

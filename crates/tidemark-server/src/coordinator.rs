@@ -1,5 +1,7 @@
 //! The `tidemark.v1.Coordinator` service: the worker protocol.
 
+use std::time::Duration;
+
 use tidemark_core::validate::Violations;
 use tidemark_core::{CommitBatch, CoreError, RecoveryRequest};
 use tidemark_proto::v1 as pb;
@@ -10,37 +12,47 @@ use tracing::Instrument;
 
 use crate::context::{call_context, respond, with_request_id};
 use crate::convert;
-use crate::status::store_status;
+use crate::status::{store_status, timeout_status};
 
 /// The worker protocol over a [`Store`].
 #[derive(Debug, Clone)]
 pub struct CoordinatorService {
     store: Store,
+    request_timeout: Duration,
 }
 
 impl CoordinatorService {
-    /// The service over `store`.
-    pub fn new(store: Store) -> Self {
-        Self { store }
+    /// The service over `store`; calls taking longer than `request_timeout`
+    /// fail with DEADLINE_EXCEEDED.
+    pub fn new(store: Store, request_timeout: Duration) -> Self {
+        Self { store, request_timeout }
+    }
+
+    /// Runs one RPC: builds its context and span, bounds its time, maps
+    /// errors to statuses, and stamps the request id on the answer.
+    async fn rpc<T, F>(&self, method: &'static str, ctx: CallContext, body: F) -> Result<Response<T>, Status>
+    where
+        F: Future<Output = Result<T, StoreError>>,
+    {
+        let span = tracing::info_span!("rpc", method, request_id = %ctx.request_id, principal = %ctx.principal);
+        let result = tokio::time::timeout(self.request_timeout, body.instrument(span.clone())).await;
+        let _entered = span.enter();
+        let Ok(result) = result else {
+            tracing::warn!(timeout = ?self.request_timeout, "call timed out");
+            return Err(with_request_id(&ctx, timeout_status(self.request_timeout)));
+        };
+        finish(&ctx, result)
     }
 }
 
-/// Runs one RPC: builds its context and span, maps errors to statuses, and
-/// stamps the request id on the answer.
-async fn rpc<T, F>(method: &'static str, ctx: CallContext, body: F) -> Result<Response<T>, Status>
-where
-    F: Future<Output = Result<T, StoreError>>,
-{
-    let span = tracing::info_span!("rpc", method, request_id = %ctx.request_id, principal = %ctx.principal);
-    let result = body.instrument(span.clone()).await;
-    let _entered = span.enter();
+fn finish<T>(ctx: &CallContext, result: Result<T, StoreError>) -> Result<Response<T>, Status> {
     match result {
-        Ok(body) => Ok(respond(&ctx, body)),
+        Ok(body) => Ok(respond(ctx, body)),
         Err(err) => {
             if let StoreError::Rule(rule) = &err {
                 tracing::info!(reason = rule.reason(), "refused: {rule}");
             }
-            Err(with_request_id(&ctx, store_status(err, &ctx.request_id)))
+            Err(with_request_id(ctx, store_status(err, &ctx.request_id)))
         }
     }
 }
@@ -57,7 +69,7 @@ impl Coordinator for CoordinatorService {
     ) -> Result<Response<pb::AcquireLeaseResponse>, Status> {
         let ctx = call_context(&request);
         let req = request.into_inner();
-        rpc("AcquireLease", ctx.clone(), async {
+        self.rpc("AcquireLease", ctx.clone(), async {
             let mut v = Violations::new();
             let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
             let holder = v.check(tidemark_core::ids::parse_holder(&req.holder, "holder").map_err(|e| vec![e]));
@@ -104,7 +116,7 @@ impl Coordinator for CoordinatorService {
     ) -> Result<Response<pb::RenewLeaseResponse>, Status> {
         let ctx = call_context(&request);
         let req = request.into_inner();
-        rpc("RenewLease", ctx.clone(), async {
+        self.rpc("RenewLease", ctx.clone(), async {
             let mut v = Violations::new();
             let lease_id = convert::lease_id(&mut v, &req.lease_id, "lease_id");
             let epoch = convert::epoch(&mut v, req.epoch, "epoch");
@@ -127,7 +139,7 @@ impl Coordinator for CoordinatorService {
     ) -> Result<Response<pb::ReleaseLeaseResponse>, Status> {
         let ctx = call_context(&request);
         let req = request.into_inner();
-        rpc("ReleaseLease", ctx.clone(), async {
+        self.rpc("ReleaseLease", ctx.clone(), async {
             let mut v = Violations::new();
             let lease_id = convert::lease_id(&mut v, &req.lease_id, "lease_id");
             let epoch = convert::epoch(&mut v, req.epoch, "epoch");
@@ -147,7 +159,7 @@ impl Coordinator for CoordinatorService {
     ) -> Result<Response<pb::CommitBatchResponse>, Status> {
         let ctx = call_context(&request);
         let req = request.into_inner();
-        rpc("CommitBatch", ctx.clone(), async {
+        self.rpc("CommitBatch", ctx.clone(), async {
             let mut v = Violations::new();
             let lease_id = convert::lease_id(&mut v, &req.lease_id, "lease_id");
             let epoch = convert::epoch(&mut v, req.epoch, "epoch");
@@ -202,7 +214,7 @@ impl Coordinator for CoordinatorService {
     ) -> Result<Response<pb::GetRecoveryPositionResponse>, Status> {
         let ctx = call_context(&request);
         let req = request.into_inner();
-        rpc("GetRecoveryPosition", ctx.clone(), async {
+        self.rpc("GetRecoveryPosition", ctx.clone(), async {
             let mut v = Violations::new();
             let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
             let startup = convert::startup(&mut v, req.startup.as_ref());

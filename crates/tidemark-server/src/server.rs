@@ -24,7 +24,8 @@ pub const READINESS_SERVICE: &str = "readiness";
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Longest time one RPC may take before it is cancelled.
+    /// Longest time one RPC may take; slower calls fail with
+    /// DEADLINE_EXCEEDED (reason TIMEOUT).
     pub request_timeout: Duration,
     /// RPCs in flight across all connections; more are shed at once with
     /// RESOURCE_EXHAUSTED instead of queueing.
@@ -93,7 +94,7 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
 
-    let coordinator = CoordinatorServer::new(CoordinatorService::new(store.clone()))
+    let coordinator = CoordinatorServer::new(CoordinatorService::new(store.clone(), config.request_timeout))
         .max_decoding_message_size(config.max_message_bytes);
 
     let stop_accepting = CancellationToken::new();
@@ -108,7 +109,9 @@ pub async fn serve(
         .load_shed()
         .layer(GlobalConcurrencyLimitLayer::new(config.max_in_flight));
     let router = Server::builder()
-        .timeout(config.request_timeout)
+        // A backstop for every service (health, reflection); tidemark's own
+        // calls time out first, with DEADLINE_EXCEEDED and a reason.
+        .timeout(config.request_timeout + Duration::from_secs(1))
         .concurrency_limit_per_connection(config.per_connection_limit)
         .tcp_nodelay(true)
         .layer(layers)

@@ -26,6 +26,8 @@ pub mod reason {
     pub const CONTENTION: &str = "CONTENTION";
     /// A bug; see the server log for the request id.
     pub const INTERNAL: &str = "INTERNAL";
+    /// The call took longer than the server's request timeout.
+    pub const TIMEOUT: &str = "TIMEOUT";
 }
 
 /// The gRPC code of a domain error.
@@ -113,6 +115,25 @@ pub fn store_status(err: StoreError, request_id: &str) -> Status {
             )
         }
     }
+}
+
+/// A call that exceeded the server's request timeout. Whether a write landed
+/// is unknown, so the message says what is safe to do.
+pub fn timeout_status(limit: Duration) -> Status {
+    let mut details = ErrorDetails::new();
+    error_info(
+        &mut details,
+        reason::TIMEOUT,
+        vec![("timeout_ms", tidemark_core::time::duration_millis(limit).to_string())],
+    );
+    Status::with_error_details(
+        Code::DeadlineExceeded,
+        format!(
+            "the call took longer than the server's request timeout ({limit:?}); it may or may not have been \
+             applied. Retrying the same call is safe: commits are idempotent per batch"
+        ),
+        details,
+    )
 }
 
 #[cfg(test)]

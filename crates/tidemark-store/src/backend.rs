@@ -2,7 +2,7 @@
 //! SQLite implement it; [`crate::Store`] applies the domain rules over it.
 
 use async_trait::async_trait;
-use tidemark_core::{ConsumerKey, EventKind, HistoryEvent, KeyState, LeaseRecord, Timestamp};
+use tidemark_core::{ConsumerKey, HistoryEvent, KeyState, LeaseRecord, Timestamp};
 use uuid::Uuid;
 
 use crate::error::StoreError;
@@ -65,7 +65,7 @@ pub struct Change<'a> {
     pub ctx: &'a CallContext,
 }
 
-/// One history row as stored.
+/// One history row as stored: the event plus who, when and which key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryRecord {
     /// Monotonic id (order of insertion).
@@ -75,25 +75,11 @@ pub struct HistoryRecord {
     /// The key.
     pub key: ConsumerKey,
     /// What happened.
-    pub kind: EventKind,
-    /// Position before.
-    pub old_next: Option<i64>,
-    /// Position after.
-    pub new_next: Option<i64>,
-    /// Lease epoch involved.
-    pub epoch: Option<i64>,
-    /// Lease involved.
-    pub lease_id: Option<Uuid>,
-    /// Batch id, for commits.
-    pub batch_id: Option<i64>,
-    /// Lease holder involved.
-    pub holder: Option<String>,
+    pub event: HistoryEvent,
     /// Who asked.
     pub principal: String,
     /// The request id.
     pub request_id: String,
-    /// Free-form detail.
-    pub detail: Option<String>,
 }
 
 /// A database tidemark can keep its state in.

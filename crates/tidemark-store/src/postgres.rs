@@ -12,12 +12,11 @@ use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Row, query::Query};
-use tidemark_core::{ConsumerKey, EventKind, Timestamp};
-use uuid::Uuid;
+use tidemark_core::{ConsumerKey, Timestamp};
 
 use crate::backend::{Backend, Change, HistoryRecord, Loaded, Locate};
 use crate::error::StoreError;
-use crate::row::{EventColumns, KeyRow};
+use crate::row::{Decoder, EventColumns, KeyRow, TimestampColumns};
 
 /// The embedded Postgres migrations (`migrations/postgres`).
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
@@ -93,8 +92,10 @@ fn from_ts(value: DateTime<Utc>) -> Timestamp {
     Timestamp::from_micros(value.timestamp_micros())
 }
 
-fn opt_ts(row: &PgRow, column: &str) -> Result<Option<Timestamp>, sqlx::Error> {
-    Ok(row.try_get::<Option<DateTime<Utc>>, _>(column)?.map(from_ts))
+impl TimestampColumns for PgRow {
+    fn timestamp(&self, column: &str) -> Result<Option<Timestamp>, sqlx::Error> {
+        Ok(self.try_get::<Option<DateTime<Utc>>, _>(column)?.map(from_ts))
+    }
 }
 
 /// Columns of a loaded row, after `now() AS db_now`.
@@ -244,77 +245,20 @@ fn bind_tail<'q>(query: PgQuery<'q>, change: &Change<'_>) -> PgQuery<'q> {
 }
 
 fn decode_loaded(row: &PgRow) -> Result<Loaded, StoreError> {
-    let decode = || -> Result<Loaded, sqlx::Error> {
-        let now = from_ts(row.try_get("db_now")?);
-        let Some(table) = row.try_get::<Option<String>, _>("table_name")? else {
-            return Ok(Loaded {
-                state: None,
-                version: None,
-                now,
-            });
-        };
-        let key = ConsumerKey::from_trusted(
-            &table,
-            &row.try_get::<String, _>("branch")?,
-            &row.try_get::<String, _>("consumer_id")?,
-        );
-        let key_row = KeyRow {
-            epoch: row.try_get("epoch")?,
-            next_snapshot: row.try_get("next_snapshot")?,
-            consumer_created_at: opt_ts(row, "consumer_created_at")?,
-            consumer_updated_at: opt_ts(row, "consumer_updated_at")?,
-            latest_snapshot: row.try_get("latest_snapshot")?,
-            lease_id: row.try_get("lease_id")?,
-            lease_holder: row.try_get("lease_holder")?,
-            lease_epoch: row.try_get("lease_epoch")?,
-            lease_status: row.try_get("lease_status")?,
-            lease_ttl_us: row.try_get("lease_ttl_us")?,
-            lease_acquired_at: opt_ts(row, "lease_acquired_at")?,
-            lease_deadline: opt_ts(row, "lease_deadline")?,
-            last_batch_id: row.try_get("last_batch_id")?,
-            last_end_snapshot: row.try_get("last_end_snapshot")?,
-            last_end_index: row.try_get("last_end_index")?,
-            last_end_full: row.try_get("last_end_full")?,
-            last_end_total_splits: row.try_get("last_end_total_splits")?,
-            lease_wrote_consumer: row.try_get("lease_wrote_consumer")?,
-            legacy_warned_snapshot: row.try_get("legacy_warned_snapshot")?,
-            full_scan_pin: row.try_get("full_scan_pin")?,
-        };
-        Ok(Loaded {
-            state: Some(
-                key_row
-                    .into_state(key)
-                    .map_err(|e| sqlx::Error::Protocol(e.to_string()))?,
-            ),
-            version: Some(row.try_get("version")?),
+    let now = from_ts(row.try_get("db_now")?);
+    // The LEFT JOIN yields NULL key columns when the key has no row.
+    if row.try_get::<Option<String>, _>("table_name")?.is_none() {
+        return Ok(Loaded {
+            state: None,
+            version: None,
             now,
-        })
-    };
-    decode().map_err(StoreError::from)
-}
-
-fn decode_history(row: &PgRow) -> Result<HistoryRecord, StoreError> {
-    let event: String = row.try_get("event")?;
-    let key = ConsumerKey::from_trusted(
-        &row.try_get::<String, _>("table_name")?,
-        &row.try_get::<String, _>("branch")?,
-        &row.try_get::<String, _>("consumer_id")?,
-    );
-    Ok(HistoryRecord {
-        id: row.try_get("id")?,
-        at: from_ts(row.try_get("at")?),
-        key,
-        kind: EventKind::parse(&event)
-            .ok_or_else(|| StoreError::Internal(format!("unknown history event {event:?}")))?,
-        old_next: row.try_get("old_next")?,
-        new_next: row.try_get("new_next")?,
-        epoch: row.try_get("epoch")?,
-        lease_id: row.try_get::<Option<Uuid>, _>("lease_id")?,
-        batch_id: row.try_get("batch_id")?,
-        holder: row.try_get("holder")?,
-        principal: row.try_get("principal")?,
-        request_id: row.try_get("request_id")?,
-        detail: row.try_get("detail")?,
+        });
+    }
+    let (state, version) = Decoder::key_row(row)?;
+    Ok(Loaded {
+        state: Some(state),
+        version: Some(version),
+        now,
     })
 }
 
@@ -376,7 +320,7 @@ impl Backend for PostgresBackend {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(decode_history).collect()
+        rows.iter().map(Decoder::history).collect()
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -2,11 +2,14 @@
 
 use std::time::Duration;
 
+use sqlx::{ColumnIndex, Decode, Row, Type};
 use tidemark_core::{
-    CommittedBatch, ConsumerKey, ConsumerRecord, KeyState, LeaseRecord, LeaseStatus, Offset, Timestamp,
+    CommittedBatch, ConsumerKey, ConsumerRecord, EventKind, HistoryEvent, KeyState, LeaseRecord, LeaseStatus, Offset,
+    Timestamp,
 };
 use uuid::Uuid;
 
+use crate::backend::HistoryRecord;
 use crate::error::StoreError;
 
 /// Every column of `consumer_keys` except the key and the version.
@@ -135,7 +138,7 @@ pub(crate) struct EventColumns {
 }
 
 impl EventColumns {
-    pub fn new(events: &[tidemark_core::HistoryEvent]) -> Self {
+    pub fn new(events: &[HistoryEvent]) -> Self {
         Self {
             event: events.iter().map(|e| e.kind.as_str().to_owned()).collect(),
             old_next: events.iter().map(|e| e.old_next).collect(),
@@ -147,4 +150,99 @@ impl EventColumns {
             detail: events.iter().map(|e| e.detail.clone()).collect(),
         }
     }
+}
+
+/// A database row type whose timestamps tidemark can read (Postgres stores
+/// `timestamptz`, SQLite integer microseconds).
+pub(crate) trait TimestampColumns: Row {
+    /// The timestamp in `column`, if not NULL.
+    fn timestamp(&self, column: &str) -> Result<Option<Timestamp>, sqlx::Error>;
+}
+
+/// Decodes `consumer_keys` and `history` rows of either backend, by column
+/// name.
+pub(crate) struct Decoder;
+
+impl Decoder {
+    /// A `consumer_keys` row (with its key and version columns).
+    pub fn key_row<R>(row: &R) -> Result<(KeyState, i64), StoreError>
+    where
+        R: TimestampColumns,
+        for<'c> &'c str: ColumnIndex<R>,
+        for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> i16: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> Uuid: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        let key = key_of(row)?;
+        let key_row = KeyRow {
+            epoch: row.try_get("epoch")?,
+            next_snapshot: row.try_get("next_snapshot")?,
+            consumer_created_at: row.timestamp("consumer_created_at")?,
+            consumer_updated_at: row.timestamp("consumer_updated_at")?,
+            latest_snapshot: row.try_get("latest_snapshot")?,
+            lease_id: row.try_get("lease_id")?,
+            lease_holder: row.try_get("lease_holder")?,
+            lease_epoch: row.try_get("lease_epoch")?,
+            lease_status: row.try_get("lease_status")?,
+            lease_ttl_us: row.try_get("lease_ttl_us")?,
+            lease_acquired_at: row.timestamp("lease_acquired_at")?,
+            lease_deadline: row.timestamp("lease_deadline")?,
+            last_batch_id: row.try_get("last_batch_id")?,
+            last_end_snapshot: row.try_get("last_end_snapshot")?,
+            last_end_index: row.try_get("last_end_index")?,
+            last_end_full: row.try_get("last_end_full")?,
+            last_end_total_splits: row.try_get("last_end_total_splits")?,
+            lease_wrote_consumer: row.try_get("lease_wrote_consumer")?,
+            legacy_warned_snapshot: row.try_get("legacy_warned_snapshot")?,
+            full_scan_pin: row.try_get("full_scan_pin")?,
+        };
+        Ok((key_row.into_state(key)?, row.try_get("version")?))
+    }
+
+    /// A `history` row.
+    pub fn history<R>(row: &R) -> Result<HistoryRecord, StoreError>
+    where
+        R: TimestampColumns,
+        for<'c> &'c str: ColumnIndex<R>,
+        for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> Uuid: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        let kind: String = row.try_get("event")?;
+        Ok(HistoryRecord {
+            id: row.try_get("id")?,
+            at: row
+                .timestamp("at")?
+                .ok_or_else(|| StoreError::Internal("history row without a time".into()))?,
+            key: key_of(row)?,
+            event: HistoryEvent {
+                kind: EventKind::parse(&kind)
+                    .ok_or_else(|| StoreError::Internal(format!("unknown history event {kind:?}")))?,
+                old_next: row.try_get("old_next")?,
+                new_next: row.try_get("new_next")?,
+                epoch: row.try_get("epoch")?,
+                lease_id: row.try_get("lease_id")?,
+                batch_id: row.try_get("batch_id")?,
+                holder: row.try_get("holder")?,
+                detail: row.try_get("detail")?,
+            },
+            principal: row.try_get("principal")?,
+            request_id: row.try_get("request_id")?,
+        })
+    }
+}
+
+fn key_of<R>(row: &R) -> Result<ConsumerKey, sqlx::Error>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(ConsumerKey::from_trusted(
+        &row.try_get::<String, _>("table_name")?,
+        &row.try_get::<String, _>("branch")?,
+        &row.try_get::<String, _>("consumer_id")?,
+    ))
 }

@@ -18,13 +18,12 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Row, query::Query};
-use tidemark_core::{ConsumerKey, EventKind, Timestamp};
-use uuid::Uuid;
+use tidemark_core::{ConsumerKey, Timestamp};
 
 use crate::backend::{Backend, Change, HistoryRecord, Loaded, Locate};
 use crate::clock::Clock;
 use crate::error::StoreError;
-use crate::row::{EventColumns, KeyRow};
+use crate::row::{Decoder, EventColumns, KeyRow, TimestampColumns};
 
 /// The embedded SQLite migrations (`migrations/sqlite`).
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
@@ -109,8 +108,10 @@ fn micros(t: Option<Timestamp>) -> Option<i64> {
     t.map(Timestamp::as_micros)
 }
 
-fn opt_ts(row: &SqliteRow, column: &str) -> Result<Option<Timestamp>, sqlx::Error> {
-    Ok(row.try_get::<Option<i64>, _>(column)?.map(Timestamp::from_micros))
+impl TimestampColumns for SqliteRow {
+    fn timestamp(&self, column: &str) -> Result<Option<Timestamp>, sqlx::Error> {
+        Ok(self.try_get::<Option<i64>, _>(column)?.map(Timestamp::from_micros))
+    }
 }
 
 fn bind_row<'q>(query: SqliteQuery<'q>, key: &ConsumerKey, row: KeyRow) -> SqliteQuery<'q> {
@@ -138,62 +139,6 @@ fn bind_row<'q>(query: SqliteQuery<'q>, key: &ConsumerKey, row: KeyRow) -> Sqlit
         .bind(row.lease_wrote_consumer)
         .bind(row.legacy_warned_snapshot)
         .bind(row.full_scan_pin)
-}
-
-fn decode_state(row: &SqliteRow) -> Result<(tidemark_core::KeyState, i64), StoreError> {
-    let key = ConsumerKey::from_trusted(
-        &row.try_get::<String, _>("table_name")?,
-        &row.try_get::<String, _>("branch")?,
-        &row.try_get::<String, _>("consumer_id")?,
-    );
-    let key_row = KeyRow {
-        epoch: row.try_get("epoch")?,
-        next_snapshot: row.try_get("next_snapshot")?,
-        consumer_created_at: opt_ts(row, "consumer_created_at")?,
-        consumer_updated_at: opt_ts(row, "consumer_updated_at")?,
-        latest_snapshot: row.try_get("latest_snapshot")?,
-        lease_id: row.try_get("lease_id")?,
-        lease_holder: row.try_get("lease_holder")?,
-        lease_epoch: row.try_get("lease_epoch")?,
-        lease_status: row.try_get("lease_status")?,
-        lease_ttl_us: row.try_get("lease_ttl_us")?,
-        lease_acquired_at: opt_ts(row, "lease_acquired_at")?,
-        lease_deadline: opt_ts(row, "lease_deadline")?,
-        last_batch_id: row.try_get("last_batch_id")?,
-        last_end_snapshot: row.try_get("last_end_snapshot")?,
-        last_end_index: row.try_get("last_end_index")?,
-        last_end_full: row.try_get("last_end_full")?,
-        last_end_total_splits: row.try_get("last_end_total_splits")?,
-        lease_wrote_consumer: row.try_get("lease_wrote_consumer")?,
-        legacy_warned_snapshot: row.try_get("legacy_warned_snapshot")?,
-        full_scan_pin: row.try_get("full_scan_pin")?,
-    };
-    Ok((key_row.into_state(key)?, row.try_get("version")?))
-}
-
-fn decode_history(row: &SqliteRow) -> Result<HistoryRecord, StoreError> {
-    let event: String = row.try_get("event")?;
-    let key = ConsumerKey::from_trusted(
-        &row.try_get::<String, _>("table_name")?,
-        &row.try_get::<String, _>("branch")?,
-        &row.try_get::<String, _>("consumer_id")?,
-    );
-    Ok(HistoryRecord {
-        id: row.try_get("id")?,
-        at: Timestamp::from_micros(row.try_get("at")?),
-        key,
-        kind: EventKind::parse(&event)
-            .ok_or_else(|| StoreError::Internal(format!("unknown history event {event:?}")))?,
-        old_next: row.try_get("old_next")?,
-        new_next: row.try_get("new_next")?,
-        epoch: row.try_get("epoch")?,
-        lease_id: row.try_get::<Option<Uuid>, _>("lease_id")?,
-        batch_id: row.try_get("batch_id")?,
-        holder: row.try_get("holder")?,
-        principal: row.try_get("principal")?,
-        request_id: row.try_get("request_id")?,
-        detail: row.try_get("detail")?,
-    })
 }
 
 #[async_trait]
@@ -265,7 +210,7 @@ impl Backend for SqliteBackend {
                 now,
             }),
             Some(row) => {
-                let (state, version) = decode_state(&row)?;
+                let (state, version) = Decoder::key_row(&row)?;
                 Ok(Loaded {
                     state: Some(state),
                     version: Some(version),
@@ -343,7 +288,7 @@ impl Backend for SqliteBackend {
         .bind(limit)
         .fetch_all(&self.readers)
         .await?;
-        rows.iter().map(decode_history).collect()
+        rows.iter().map(Decoder::history).collect()
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

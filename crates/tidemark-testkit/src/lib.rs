@@ -99,6 +99,24 @@ impl TestDb {
         }
     }
 
+    /// A raw connection pool on this Postgres schema (to hold locks or read
+    /// tables directly); `None` for SQLite.
+    pub async fn postgres_pool(&self) -> Option<sqlx::PgPool> {
+        let schema = self.schema.clone()?;
+        let options = self
+            .url
+            .parse::<sqlx::postgres::PgConnectOptions>()
+            .expect("url")
+            .options([("search_path", schema)]);
+        Some(
+            sqlx::postgres::PgPoolOptions::new()
+                .max_connections(2)
+                .connect_with(options)
+                .await
+                .expect("connect"),
+        )
+    }
+
     /// A new backend (its own connection pool) on this database, migrated.
     /// Several backends on one `TestDb` behave like several server replicas.
     pub async fn backend(&self) -> Arc<dyn Backend> {
@@ -135,16 +153,7 @@ impl TestDb {
              (SELECT count(*) FROM lease_grants), (SELECT count(*) FROM history)";
         match self.kind {
             Kind::Postgres => {
-                let pool = sqlx::postgres::PgPoolOptions::new()
-                    .max_connections(1)
-                    .connect_with(
-                        self.url
-                            .parse::<sqlx::postgres::PgConnectOptions>()
-                            .expect("url")
-                            .options([("search_path", self.schema.clone().expect("schema"))]),
-                    )
-                    .await
-                    .expect("connect");
+                let pool = self.postgres_pool().await.expect("postgres");
                 let row: (i64, i64, i64, i64) = sqlx::query_as(
                     "SELECT (SELECT count(*) FROM consumer_keys), \
                      (SELECT coalesce(sum(version), 0)::bigint FROM consumer_keys), \

@@ -135,18 +135,18 @@ pub async fn lease_lifecycle_writes_history_with_principal_and_request_id(db: &T
     assert!(state.live_lease(state.lease.as_ref().unwrap().acquired_at).is_none());
 
     let history = store.history(&k, 10).await.unwrap();
-    let kinds: Vec<_> = history.iter().rev().map(|h| h.kind).collect();
+    let kinds: Vec<_> = history.iter().rev().map(|h| h.event.kind).collect();
     assert_eq!(
         kinds,
         [EventKind::LeaseAcquire, EventKind::Create, EventKind::LeaseRelease]
     );
     let create = &history[1];
-    assert_eq!((create.old_next, create.new_next), (None, Some(6)));
+    assert_eq!((create.event.old_next, create.event.new_next), (None, Some(6)));
     assert_eq!(
-        (create.epoch, create.batch_id, create.lease_id),
+        (create.event.epoch, create.event.batch_id, create.event.lease_id),
         (Some(1), Some(0), Some(lease.lease_id))
     );
-    assert_eq!(create.holder.as_deref(), Some("query-1"));
+    assert_eq!(create.event.holder.as_deref(), Some("query-1"));
     assert_eq!(
         (create.principal.as_str(), create.request_id.as_str()),
         ("tester", "r2")
@@ -192,7 +192,7 @@ pub async fn lease_held_by_another_holder_and_takeover_by_the_same_holder(db: &T
         }
     ));
     let history = store.history(&k, 10).await.unwrap();
-    assert_eq!(history[0].kind, EventKind::LeaseTakeover);
+    assert_eq!(history[0].event.kind, EventKind::LeaseTakeover);
 }
 
 pub async fn expired_lease_is_fenced_and_the_key_can_be_taken(db: &TestDb) {
@@ -307,7 +307,13 @@ pub async fn commit_decision_table_is_persisted(db: &TestDb) {
         (c.outcome, c.next_snapshot),
         (CommitOutcome::UnchangedLegacyOffset, Some(14))
     );
-    let kinds: Vec<_> = store.history(&k, 10).await.unwrap().iter().map(|h| h.kind).collect();
+    let kinds: Vec<_> = store
+        .history(&k, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| h.event.kind)
+        .collect();
     assert_eq!(
         kinds,
         [
@@ -388,7 +394,7 @@ pub async fn regression_is_refused_and_first_write_rewinds(db: &TestDb) {
     );
     let h = &store.history(&k, 1).await.unwrap()[0];
     assert_eq!(
-        (h.kind, h.old_next, h.new_next),
+        (h.event.kind, h.event.old_next, h.event.new_next),
         (EventKind::Rewind, Some(21), Some(15))
     );
 }
@@ -441,8 +447,8 @@ pub async fn revoke_burns_an_epoch_that_is_never_reused(db: &TestDb) {
     let next = store.acquire_lease(&ctx("d"), &k, "q", None).await.unwrap().lease;
     assert_eq!(next.epoch, 3);
     let h = store.history(&k, 2).await.unwrap();
-    assert_eq!(h[1].kind, EventKind::LeaseRevoke);
-    assert_eq!(h[1].detail.as_deref(), Some("operator request"));
+    assert_eq!(h[1].event.kind, EventKind::LeaseRevoke);
+    assert_eq!(h[1].event.detail.as_deref(), Some("operator request"));
 }
 
 fn recovery(startup: StartupMode, earliest: i64, latest: i64) -> RecoveryRequest {
@@ -597,12 +603,12 @@ pub async fn concurrent_commits_on_one_lease_serialize(db: &TestDb) {
         "position matches the last batch"
     );
     let history = stores[0].history(&k, 100).await.unwrap();
-    let writes: Vec<_> = history.iter().filter(|h| h.batch_id.is_some()).collect();
+    let writes: Vec<_> = history.iter().filter(|h| h.event.batch_id.is_some()).collect();
     assert_eq!(writes.len(), applied, "one history row per applied commit");
     // History, oldest first, moves strictly forward in batch id and position.
     let mut previous = (-1, 0);
     for h in writes.iter().rev() {
-        let now = (h.batch_id.unwrap(), h.new_next.unwrap());
+        let now = (h.event.batch_id.unwrap(), h.event.new_next.unwrap());
         assert!(now.0 > previous.0 && now.1 > previous.1, "{previous:?} then {now:?}");
         previous = now;
     }
@@ -720,5 +726,11 @@ pub async fn release_is_idempotent_and_frees_the_key(db: &TestDb) {
     assert!(!next.takeover);
     assert_eq!(next.lease.epoch, 2);
     let history = store.history(&k, 10).await.unwrap();
-    assert_eq!(history.iter().filter(|h| h.kind == EventKind::LeaseRelease).count(), 1);
+    assert_eq!(
+        history
+            .iter()
+            .filter(|h| h.event.kind == EventKind::LeaseRelease)
+            .count(),
+        1
+    );
 }
