@@ -58,7 +58,15 @@ impl Store {
         mut decide: impl FnMut(&Loaded) -> Result<Transition<T>, CoreError>,
     ) -> Result<T, StoreError> {
         for attempt in 0..MAX_ATTEMPTS {
-            let loaded = self.backend.load(locate).await?;
+            if attempt >= 1 {
+                tracing::debug!(attempt, "lost a race; deciding again on fresh state");
+                tokio::time::sleep(backoff(attempt)).await;
+            }
+            let loaded = match self.backend.load(locate).await {
+                Ok(loaded) => loaded,
+                Err(StoreError::Contention) => continue,
+                Err(e) => return Err(e),
+            };
             let transition = decide(&loaded)?;
             let Some(state) = &transition.write else {
                 return Ok(transition.output);
@@ -74,12 +82,9 @@ impl Store {
             };
             match self.backend.save(&loaded, &change).await {
                 Ok(true) => return Ok(transition.output),
-                Ok(false) | Err(StoreError::Contention) => {
-                    tracing::debug!(attempt, "lost a write race; deciding again on fresh state");
-                    if attempt >= 1 {
-                        tokio::time::sleep(backoff(attempt)).await;
-                    }
-                }
+                // Another writer changed the key since the read (or the
+                // database asked for a retry): nothing was written.
+                Ok(false) | Err(StoreError::Contention) => {}
                 Err(e) => return Err(e),
             }
         }
