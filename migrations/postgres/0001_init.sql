@@ -46,7 +46,7 @@ CREATE TABLE consumer_keys (
 
 -- Retention fences: min(next_snapshot) per branch.
 CREATE INDEX consumer_keys_by_position
-    ON consumer_keys (table_name, branch, next_snapshot)
+    ON consumer_keys (table_name, branch, next_snapshot, consumer_id)
     WHERE next_snapshot IS NOT NULL;
 
 -- Every lease ever granted, so a superseded lease id still finds its key and

@@ -34,7 +34,7 @@ CREATE TABLE consumer_keys (
 ) WITHOUT ROWID;
 
 CREATE INDEX consumer_keys_by_position
-    ON consumer_keys (table_name, branch, next_snapshot)
+    ON consumer_keys (table_name, branch, next_snapshot, consumer_id)
     WHERE next_snapshot IS NOT NULL;
 
 CREATE TABLE lease_grants (

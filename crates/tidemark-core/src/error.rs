@@ -138,6 +138,25 @@ pub enum CoreError {
         end: Offset,
     },
 
+    /// A2: the operator's compare-and-set precondition failed.
+    #[error(
+        "expected next_snapshot {expected} but the consumer {}; nothing was changed",
+        actual.map(|a| format!("is at {a}")).unwrap_or_else(|| "does not exist".into())
+    )]
+    NextSnapshotMismatch {
+        /// What the operator expected.
+        expected: i64,
+        /// What the consumer has (`None`: no consumer).
+        actual: Option<i64>,
+    },
+
+    /// The key has no consumer (and no lease) to describe.
+    #[error("consumer {key} not found")]
+    ConsumerNotFound {
+        /// The key.
+        key: ConsumerKey,
+    },
+
     /// R4: the recovery start is after the logged batch's end.
     #[error(
         "the logged batch cannot be replayed: recovery start {start} is newer than the logged end offset {end}, so the checkpointed range is no longer readable. Start a new query with a new checkpoint"
@@ -163,6 +182,8 @@ impl CoreError {
             CoreError::PositionAheadOfTable { .. } => "POSITION_AHEAD_OF_TABLE",
             CoreError::ReplayScanMismatch { .. } => "REPLAY_SCAN_MISMATCH",
             CoreError::ReplayRangeExpired { .. } => "REPLAY_RANGE_EXPIRED",
+            CoreError::NextSnapshotMismatch { .. } => "NEXT_SNAPSHOT_MISMATCH",
+            CoreError::ConsumerNotFound { .. } => "CONSUMER_NOT_FOUND",
         }
     }
 
@@ -231,6 +252,14 @@ impl CoreError {
             CoreError::ReplayRangeExpired { start, end } => {
                 vec![("start", start.to_string()), ("end", end.to_string())]
             }
+            CoreError::NextSnapshotMismatch { expected, actual } => {
+                let mut m = vec![("expected_next_snapshot", expected.to_string())];
+                if let Some(actual) = actual {
+                    m.push(("next_snapshot", actual.to_string()));
+                }
+                m
+            }
+            CoreError::ConsumerNotFound { key } => key_metadata(key),
         }
     }
 

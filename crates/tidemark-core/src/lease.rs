@@ -70,20 +70,36 @@ pub struct Acquired {
     pub previous_holder: Option<String>,
 }
 
-/// L1–L4: grants the key's lease to `holder`.
+/// A lease request: who asks, for how long, and the id the new grant gets.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseRequest<'a> {
+    /// The query's stable identity.
+    pub holder: &'a str,
+    /// Requested ttl (`None`: the default).
+    pub ttl: Option<Duration>,
+    /// The id of the new grant.
+    pub lease_id: Uuid,
+}
+
+/// L1–L4: grants the key's lease to `request.holder`.
 ///
-/// Succeeds when no lease is live, or when the live lease is `holder`'s own (a
-/// restarted query takes over at once, L3). The new epoch is the key's
-/// high-water mark + 1, so epochs are never reused.
+/// Succeeds when no lease is live, or when the live lease is the holder's own
+/// (a restarted query takes over at once, L3). The new epoch is the key's
+/// high-water mark + 1, so epochs are never reused. A consumer that has
+/// expired (E2) is deleted first, so the new lease never revives it.
 pub fn acquire(
     state: Option<&KeyState>,
     key: &ConsumerKey,
-    holder: &str,
-    requested_ttl: Option<Duration>,
+    request: LeaseRequest<'_>,
     policy: &LeasePolicy,
+    expiration: Option<Duration>,
     now: Timestamp,
-    new_lease_id: Uuid,
 ) -> Result<Transition<Acquired>, CoreError> {
+    let LeaseRequest {
+        holder,
+        ttl: requested_ttl,
+        lease_id: new_lease_id,
+    } = request;
     let mut next = state.cloned().unwrap_or_else(|| KeyState::new(key.clone()));
     if let Some(live) = next.live_lease(now)
         && live.holder != holder
@@ -94,6 +110,12 @@ pub fn acquire(
             epoch: live.epoch,
             remaining: live.remaining(now),
         });
+    }
+    let mut events = Vec::new();
+    let expired = crate::admin::expire(Some(&next), expiration, now);
+    if let Some(expired_state) = expired.write {
+        next = expired_state;
+        events.extend(expired.events);
     }
     let previous = next.lease.as_ref().filter(|l| l.status == LeaseStatus::Active);
     let takeover = previous.is_some();
@@ -126,6 +148,7 @@ pub fn acquire(
     if let (Some(epoch), Some(holder)) = (previous_epoch, &previous_holder) {
         event.detail = Some(format!("superseded epoch {epoch} held by {holder:?}"));
     }
+    events.push(event);
     let output = Acquired {
         lease,
         consumer: next.consumer,
@@ -136,7 +159,7 @@ pub fn acquire(
     Ok(Transition {
         write: Some(next),
         requires_live_lease: false,
-        events: vec![event],
+        events,
         output,
     })
 }

@@ -4,13 +4,16 @@
 //! [`KeyState`] together with the database's `now`, calls a rule, and writes
 //! the [`Transition`] it returns (new state plus history) in one transaction.
 
+pub mod admin;
 pub mod commit;
 pub mod error;
 pub mod expiry;
 pub mod ids;
 pub mod lease;
 pub mod offset;
+pub mod options;
 pub mod recovery;
+pub mod retention;
 pub mod state;
 pub mod time;
 pub mod validate;
@@ -20,6 +23,7 @@ pub use error::{CoreError, LeaseLoss};
 pub use ids::{BranchName, ConsumerId, ConsumerKey, TableName};
 pub use lease::{Acquired, LeasePolicy, Revoked};
 pub use offset::Offset;
+pub use options::{ConsumerMode, TableOptions};
 pub use recovery::{
     LoggedBatch, OnExpired, Recovered, RecoveryPlan, RecoveryRequest, RecoverySource, SnapshotRange, StartupKind,
     StartupMode,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tidemark_core::commit::{self, CommitBatch, CommitOutcome, Target};
-use tidemark_core::lease::{self, LeasePolicy};
+use tidemark_core::lease::{self, LeasePolicy, LeaseRequest};
 use tidemark_core::{ConsumerKey, CoreError, EventKind, KeyState, LeaseLoss, Offset, Timestamp};
 use uuid::Uuid;
 
@@ -28,10 +28,21 @@ fn lease_id(n: u128) -> Uuid {
 
 /// A key with a fresh 30 s lease granted at t=0 to `holder-a` (epoch 1).
 fn leased() -> KeyState {
-    lease::acquire(None, &key(), "holder-a", None, &policy(), at(0), lease_id(1))
-        .unwrap()
-        .write
-        .unwrap()
+    lease::acquire(
+        None,
+        &key(),
+        LeaseRequest {
+            holder: "holder-a",
+            ttl: None,
+            lease_id: lease_id(1),
+        },
+        &policy(),
+        None,
+        at(0),
+    )
+    .unwrap()
+    .write
+    .unwrap()
 }
 
 fn off(snapshot_id: i64, index: i64, full: bool, total: Option<i64>) -> Offset {
@@ -69,7 +80,19 @@ fn commit_err(state: &KeyState, batch_id: i64, end: Offset, now: Timestamp) -> C
 
 #[test]
 fn l1_acquire_on_a_fresh_key_grants_epoch_1() {
-    let t = lease::acquire(None, &key(), "holder-a", None, &policy(), at(0), lease_id(1)).unwrap();
+    let t = lease::acquire(
+        None,
+        &key(),
+        LeaseRequest {
+            holder: "holder-a",
+            ttl: None,
+            lease_id: lease_id(1),
+        },
+        &policy(),
+        None,
+        at(0),
+    )
+    .unwrap();
     let l = &t.output.lease;
     assert_eq!((l.epoch, l.ttl, l.deadline), (1, Duration::from_secs(30), at(30)));
     assert!(!t.output.takeover);
@@ -80,7 +103,19 @@ fn l1_acquire_on_a_fresh_key_grants_epoch_1() {
 #[test]
 fn l1_l2_a_live_lease_of_another_holder_is_refused_with_holder_and_remaining() {
     let state = leased();
-    let err = lease::acquire(Some(&state), &key(), "holder-b", None, &policy(), at(10), lease_id(2)).unwrap_err();
+    let err = lease::acquire(
+        Some(&state),
+        &key(),
+        LeaseRequest {
+            holder: "holder-b",
+            ttl: None,
+            lease_id: lease_id(2),
+        },
+        &policy(),
+        None,
+        at(10),
+    )
+    .unwrap_err();
     match &err {
         CoreError::LeaseHeld {
             holder,
@@ -103,7 +138,19 @@ fn l1_l2_a_live_lease_of_another_holder_is_refused_with_holder_and_remaining() {
 #[test]
 fn l1_after_expiry_another_holder_takes_the_key_with_a_higher_epoch() {
     let state = leased();
-    let t = lease::acquire(Some(&state), &key(), "holder-b", None, &policy(), at(30), lease_id(2)).unwrap();
+    let t = lease::acquire(
+        Some(&state),
+        &key(),
+        LeaseRequest {
+            holder: "holder-b",
+            ttl: None,
+            lease_id: lease_id(2),
+        },
+        &policy(),
+        None,
+        at(30),
+    )
+    .unwrap();
     assert_eq!(t.output.lease.epoch, 2);
     assert!(t.output.takeover, "the expired lease was never released");
     assert_eq!(t.output.previous_epoch, Some(1));
@@ -113,7 +160,19 @@ fn l1_after_expiry_another_holder_takes_the_key_with_a_higher_epoch() {
 #[test]
 fn l3_same_holder_takes_over_a_live_lease_with_a_new_epoch_and_fences_the_old_one() {
     let state = leased();
-    let t = lease::acquire(Some(&state), &key(), "holder-a", None, &policy(), at(5), lease_id(2)).unwrap();
+    let t = lease::acquire(
+        Some(&state),
+        &key(),
+        LeaseRequest {
+            holder: "holder-a",
+            ttl: None,
+            lease_id: lease_id(2),
+        },
+        &policy(),
+        None,
+        at(5),
+    )
+    .unwrap();
     assert_eq!(t.output.lease.epoch, 2);
     assert_ne!(t.output.lease.lease_id, lease_id(1));
     assert!(t.output.takeover);
@@ -137,7 +196,19 @@ fn l4_ttl_is_clamped_to_the_policy() {
     assert_eq!(p.clamp(Some(Duration::from_millis(1))), Duration::from_secs(5));
     assert_eq!(p.clamp(Some(Duration::from_secs(3600))), Duration::from_secs(600));
     assert_eq!(p.clamp(Some(Duration::from_secs(42))), Duration::from_secs(42));
-    let t = lease::acquire(None, &key(), "h", Some(Duration::from_secs(1)), &p, at(0), lease_id(1)).unwrap();
+    let t = lease::acquire(
+        None,
+        &key(),
+        LeaseRequest {
+            holder: "h",
+            ttl: Some(Duration::from_secs(1)),
+            lease_id: lease_id(1),
+        },
+        &p,
+        None,
+        at(0),
+    )
+    .unwrap();
     assert_eq!(t.output.lease.deadline, at(5));
 }
 
@@ -189,10 +260,21 @@ fn l5_renew_of_an_expired_released_revoked_or_superseded_lease_is_lease_not_held
     assert_eq!(loss(&released, lease_id(1), 1, at(2)), LeaseLoss::Released);
     let revoked = lease::revoke(Some(&state), at(1), "test").write.unwrap();
     assert_eq!(loss(&revoked, lease_id(1), 1, at(2)), LeaseLoss::Revoked);
-    let taken = lease::acquire(Some(&state), &key(), "holder-a", None, &policy(), at(1), lease_id(2))
-        .unwrap()
-        .write
-        .unwrap();
+    let taken = lease::acquire(
+        Some(&state),
+        &key(),
+        LeaseRequest {
+            holder: "holder-a",
+            ttl: None,
+            lease_id: lease_id(2),
+        },
+        &policy(),
+        None,
+        at(1),
+    )
+    .unwrap()
+    .write
+    .unwrap();
     assert_eq!(loss(&taken, lease_id(1), 1, at(2)), LeaseLoss::Superseded);
     assert_eq!(loss(&state, lease_id(1), 7, at(2)), LeaseLoss::EpochMismatch);
     assert!(matches!(
@@ -219,7 +301,19 @@ fn l6_release_ends_the_lease_at_once_is_idempotent_and_keeps_the_consumer() {
     assert!(!again.output);
     assert!(again.write.is_none(), "a second release changes nothing");
     // The key is free at once for another holder.
-    let t = lease::acquire(Some(&released), &key(), "holder-b", None, &policy(), at(3), lease_id(2)).unwrap();
+    let t = lease::acquire(
+        Some(&released),
+        &key(),
+        LeaseRequest {
+            holder: "holder-b",
+            ttl: None,
+            lease_id: lease_id(2),
+        },
+        &policy(),
+        None,
+        at(3),
+    )
+    .unwrap();
     assert!(!t.output.takeover);
     assert_eq!(t.output.lease.epoch, 2);
 }
@@ -240,7 +334,19 @@ fn l8_revoke_ends_the_lease_and_burns_an_epoch_that_is_never_reused() {
     assert_eq!(t.events[0].kind, EventKind::LeaseRevoke);
     let revoked = t.write.unwrap();
     assert!(revoked.live_lease(at(3)).is_none());
-    let next = lease::acquire(Some(&revoked), &key(), "holder-a", None, &policy(), at(4), lease_id(2)).unwrap();
+    let next = lease::acquire(
+        Some(&revoked),
+        &key(),
+        LeaseRequest {
+            holder: "holder-a",
+            ttl: None,
+            lease_id: lease_id(2),
+        },
+        &policy(),
+        None,
+        at(4),
+    )
+    .unwrap();
     assert_eq!(next.output.lease.epoch, 3);
     // Nothing to revoke: no change.
     assert!(lease::revoke(Some(&revoked), at(5), "again").write.is_none());
@@ -263,10 +369,21 @@ fn c1_a_fenced_or_expired_lease_never_changes_the_consumer() {
     ));
     // Superseded by a takeover.
     let old = req(&state, 1, off(4, 0, false, Some(1)));
-    let taken = lease::acquire(Some(&state), &key(), "holder-b", None, &policy(), at(40), lease_id(2))
-        .unwrap()
-        .write
-        .unwrap();
+    let taken = lease::acquire(
+        Some(&state),
+        &key(),
+        LeaseRequest {
+            holder: "holder-b",
+            ttl: None,
+            lease_id: lease_id(2),
+        },
+        &policy(),
+        None,
+        at(40),
+    )
+    .unwrap()
+    .write
+    .unwrap();
     let err = commit::commit(Some(&taken), &old, at(41)).unwrap_err();
     assert_eq!(err.reason(), "LEASE_NOT_HELD");
     assert!(err.metadata().contains(&("current_epoch", "2".to_owned())));
@@ -458,10 +575,21 @@ fn c6_a_leases_first_write_may_rewind_and_is_recorded() {
     let state = leased();
     let (state, _) = apply(&state, 0, off(20, 0, false, Some(1)), at(1));
     let released = lease::release(Some(&state), lease_id(1), 1, at(2)).write.unwrap();
-    let restarted = lease::acquire(Some(&released), &key(), "holder-b", None, &policy(), at(3), lease_id(2))
-        .unwrap()
-        .write
-        .unwrap();
+    let restarted = lease::acquire(
+        Some(&released),
+        &key(),
+        LeaseRequest {
+            holder: "holder-b",
+            ttl: None,
+            lease_id: lease_id(2),
+        },
+        &policy(),
+        None,
+        at(3),
+    )
+    .unwrap()
+    .write
+    .unwrap();
     let t = commit::commit(Some(&restarted), &req(&restarted, 0, off(12, 0, false, Some(3))), at(4)).unwrap();
     assert_eq!(t.output.outcome, CommitOutcome::Rewound);
     assert_eq!(t.output.previous_next_snapshot, Some(21));

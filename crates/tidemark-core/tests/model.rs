@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use tidemark_core::commit::{self, CommitBatch, CommitOutcome};
-use tidemark_core::lease::{self, LeasePolicy};
+use tidemark_core::lease::{self, LeasePolicy, LeaseRequest};
 use tidemark_core::{ConsumerKey, CoreError, KeyState, Offset, Timestamp};
 use uuid::Uuid;
 
@@ -129,11 +129,14 @@ impl World {
         let result = lease::acquire(
             self.states.get(&key),
             &self.keys[key],
-            &holder,
-            requested,
+            LeaseRequest {
+                holder: &holder,
+                ttl: requested,
+                lease_id: lease_id,
+            },
             &self.policy,
+            None,
             self.now,
-            lease_id,
         );
         let other_live = self.oracle_live_holder(key).filter(|h| *h != holder).map(str::to_owned);
         match result {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use tidemark_core::expiry::consumer_expired;
-use tidemark_core::lease::{self, LeasePolicy};
+use tidemark_core::lease::{self, LeasePolicy, LeaseRequest};
 use tidemark_core::recovery::{self, plan};
 use tidemark_core::{
     ConsumerKey, ConsumerRecord, CoreError, KeyState, LoggedBatch, Offset, OnExpired, RecoveryRequest, RecoverySource,
@@ -295,10 +295,21 @@ fn e2_consumer_expires_after_idle_time_unless_a_live_lease_holds_it() {
         max_ttl: day * 2,
         ..LeasePolicy::default()
     };
-    let leased = lease::acquire(Some(&state), &key, "h", Some(day * 2), &policy, t0, Uuid::from_u128(1))
-        .unwrap()
-        .write
-        .unwrap();
+    let leased = lease::acquire(
+        Some(&state),
+        &key,
+        LeaseRequest {
+            holder: "h",
+            ttl: Some(day * 2),
+            lease_id: Uuid::from_u128(1),
+        },
+        &policy,
+        None,
+        t0,
+    )
+    .unwrap()
+    .write
+    .unwrap();
     assert!(!consumer_expired(
         &leased,
         Some(day),
@@ -313,11 +324,14 @@ fn leased_key() -> KeyState {
     lease::acquire(
         None,
         &key,
-        "h",
-        None,
+        LeaseRequest {
+            holder: "h",
+            ttl: None,
+            lease_id: Uuid::from_u128(1),
+        },
         &LeasePolicy::default(),
+        None,
         Timestamp::from_micros(0),
-        Uuid::from_u128(1),
     )
     .unwrap()
     .write

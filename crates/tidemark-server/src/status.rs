@@ -42,6 +42,8 @@ pub fn code_of(err: &CoreError) -> Code {
         CoreError::PositionAheadOfTable { .. } => Code::FailedPrecondition,
         CoreError::ReplayScanMismatch { .. } => Code::FailedPrecondition,
         CoreError::ReplayRangeExpired { .. } => Code::FailedPrecondition,
+        CoreError::NextSnapshotMismatch { .. } => Code::FailedPrecondition,
+        CoreError::ConsumerNotFound { .. } => Code::NotFound,
     }
 }
 
@@ -69,7 +71,9 @@ pub fn rule_status(err: &CoreError) -> Status {
         | CoreError::PositionExpired { .. }
         | CoreError::PositionAheadOfTable { .. }
         | CoreError::ReplayScanMismatch { .. }
-        | CoreError::ReplayRangeExpired { .. } => {}
+        | CoreError::ReplayRangeExpired { .. }
+        | CoreError::NextSnapshotMismatch { .. }
+        | CoreError::ConsumerNotFound { .. } => {}
     }
     Status::with_error_details(code_of(err), err.to_string(), details)
 }

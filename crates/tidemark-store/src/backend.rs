@@ -1,8 +1,12 @@
 //! The storage trait: what a database must do for tidemark. Postgres and
 //! SQLite implement it; [`crate::Store`] applies the domain rules over it.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
-use tidemark_core::{ConsumerKey, HistoryEvent, KeyState, LeaseRecord, Timestamp};
+use tidemark_core::{
+    BranchName, ConsumerId, ConsumerKey, HistoryEvent, KeyState, LeaseRecord, TableName, TableOptions, Timestamp,
+};
 use uuid::Uuid;
 
 use crate::error::StoreError;
@@ -47,6 +51,8 @@ pub struct Loaded {
     pub version: Option<i64>,
     /// The database clock at the read.
     pub now: Timestamp,
+    /// The options of the key's table.
+    pub options: TableOptions,
 }
 
 /// A change to write atomically: the key's new state, a lease grant record
@@ -82,6 +88,83 @@ pub struct HistoryRecord {
     pub request_id: String,
 }
 
+/// A table's options as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StoredOptions {
+    /// The options (defaults when never set).
+    pub options: TableOptions,
+    /// The row's version; `None` when the table has no options row.
+    pub version: Option<i64>,
+    /// Last change.
+    pub updated_at: Option<Timestamp>,
+    /// Who made it.
+    pub updated_by: Option<String>,
+}
+
+/// Which keys a listing returns.
+#[derive(Debug, Clone, Default)]
+pub struct KeyFilter {
+    /// Only this table.
+    pub table: Option<TableName>,
+    /// Only this branch.
+    pub branch: Option<BranchName>,
+    /// Only consumer ids starting with this.
+    pub consumer_id_prefix: Option<String>,
+}
+
+/// Keys that have a consumer or a live lease, with their table's options.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// The database clock at the read.
+    pub now: Timestamp,
+    /// The keys, in (table, branch, consumer_id) order.
+    pub rows: Vec<(KeyState, TableOptions)>,
+}
+
+/// What holds a branch's retention back, lowest first.
+#[derive(Debug, Clone)]
+pub struct BranchView {
+    /// The database clock at the read.
+    pub now: Timestamp,
+    /// The table's options.
+    pub options: TableOptions,
+    /// Unexpired consumers, by (next_snapshot, consumer_id).
+    pub consumers: Vec<KeyState>,
+    /// Keys whose live lease pins an initial full scan, by (pin, consumer_id).
+    pub pins: Vec<KeyState>,
+}
+
+/// Which history rows a page returns.
+#[derive(Debug, Clone)]
+pub struct HistoryFilter {
+    /// The table.
+    pub table: TableName,
+    /// Only this branch.
+    pub branch: Option<BranchName>,
+    /// Only this consumer (with `branch`).
+    pub consumer_id: Option<ConsumerId>,
+}
+
+impl HistoryFilter {
+    /// The history of one key.
+    pub fn key(key: &ConsumerKey) -> Self {
+        Self {
+            table: key.table.clone(),
+            branch: Some(key.branch.clone()),
+            consumer_id: Some(key.consumer_id.clone()),
+        }
+    }
+}
+
+/// What a pruning run deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pruned {
+    /// History rows.
+    pub history: u64,
+    /// Lease grant records of leases that are no longer current.
+    pub grants: u64,
+}
+
 /// A database tidemark can keep its state in.
 ///
 /// Writes are optimistic: [`Backend::save`] applies a change only if the row
@@ -104,8 +187,50 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// means another writer got there first (nothing was written).
     async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<bool, StoreError>;
 
-    /// The newest history rows of a key, newest first.
-    async fn history(&self, key: &ConsumerKey, limit: i64) -> Result<Vec<HistoryRecord>, StoreError>;
+    /// A page of history, newest first, with ids below `before_id`.
+    async fn history_page(
+        &self,
+        filter: &HistoryFilter,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<HistoryRecord>, StoreError>;
+
+    /// A table's options.
+    async fn table_options(&self, table: &TableName) -> Result<StoredOptions, StoreError>;
+
+    /// Writes a table's options if they are unchanged since `previous` was
+    /// read. `Ok(false)`: another writer got there first.
+    async fn save_table_options(
+        &self,
+        table: &TableName,
+        previous: &StoredOptions,
+        options: &TableOptions,
+        ctx: &CallContext,
+    ) -> Result<bool, StoreError>;
+
+    /// Keys with a consumer or a live lease, after `after`, in key order.
+    async fn list_keys(
+        &self,
+        filter: &KeyFilter,
+        after: Option<&ConsumerKey>,
+        limit: i64,
+    ) -> Result<Listed, StoreError>;
+
+    /// The lowest `limit` unexpired consumers and live full-scan pins of a
+    /// branch (E2, E4, E5); indexed, so it stays fast with many consumers.
+    async fn branch_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError>;
+
+    /// Up to `limit` consumers that have expired (E2), longest idle first.
+    async fn expired_keys(
+        &self,
+        table: Option<&TableName>,
+        branch: Option<&BranchName>,
+        limit: i64,
+    ) -> Result<Vec<ConsumerKey>, StoreError>;
+
+    /// Deletes up to `limit` history rows and stale lease grants older than
+    /// `older_than`.
+    async fn prune(&self, older_than: Duration, limit: i64) -> Result<Pruned, StoreError>;
 
     /// Checks that the database answers.
     async fn ping(&self) -> Result<(), StoreError>;

@@ -5,6 +5,19 @@
 //! [`Store`], which applies the domain rules of `tidemark-core` over either.
 //! The same conformance suite (`tests/conformance`) runs against both.
 
+/// Every `consumer_keys` column, qualified with `k.`, in the order both
+/// backends decode them.
+macro_rules! key_columns {
+    () => {
+        "k.table_name, k.branch, k.consumer_id, k.version, k.epoch, k.next_snapshot, k.consumer_created_at, \
+         k.consumer_updated_at, k.latest_snapshot, k.lease_id, k.lease_holder, k.lease_epoch, k.lease_status, \
+         k.lease_ttl_us, k.lease_acquired_at, k.lease_deadline, k.last_batch_id, k.last_end_snapshot, \
+         k.last_end_index, k.last_end_full, k.last_end_total_splits, k.lease_wrote_consumer, \
+         k.legacy_warned_snapshot, k.full_scan_pin"
+    };
+}
+
+mod admin;
 mod backend;
 mod clock;
 mod error;
@@ -15,12 +28,20 @@ mod store;
 
 use std::sync::Arc;
 
-pub use backend::{Backend, CallContext, Change, HistoryRecord, Loaded, Locate};
+pub use admin::{
+    Cleared, ConsumerPage, ConsumerView, Expired, Explanation, FenceReport, Holder, HolderKind, MAX_BATCH, MAX_PAGE,
+    OptionsChange, Planned,
+};
+pub use backend::{
+    Backend, BranchView, CallContext, Change, HistoryFilter, HistoryRecord, KeyFilter, Listed, Loaded, Locate, Pruned,
+    StoredOptions,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
 pub use postgres::{PostgresBackend, PostgresOptions};
 pub use sqlite::SqliteBackend;
 pub use store::Store;
+pub use tidemark_core::Timestamp;
 
 /// The database used when none is configured: an SQLite file in the working
 /// directory.

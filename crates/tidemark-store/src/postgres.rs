@@ -1,6 +1,6 @@
 //! The Postgres backend (production).
 //!
-//! A read is one statement (the row plus `now()`); a write is one statement
+//! A read is one statement (the row plus `tidemark_now()`); a write is one statement
 //! whose CTEs compare-and-set the row, record a lease grant and append the
 //! history, so each is its own transaction and costs one round trip. Times
 //! come from the database clock.
@@ -12,11 +12,14 @@ use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Row, query::Query};
-use tidemark_core::{ConsumerKey, Timestamp};
+use tidemark_core::{BranchName, ConsumerId, ConsumerKey, KeyState, TableName, TableOptions, Timestamp};
 
-use crate::backend::{Backend, Change, HistoryRecord, Loaded, Locate};
+use crate::backend::{
+    Backend, BranchView, CallContext, Change, HistoryFilter, HistoryRecord, KeyFilter, Listed, Loaded, Locate, Pruned,
+    StoredOptions,
+};
 use crate::error::StoreError;
-use crate::row::{Decoder, EventColumns, KeyRow, TimestampColumns};
+use crate::row::{Decoder, EventColumns, KeyRow, TimestampColumns, expiration_us, mode_text};
 
 /// The embedded Postgres migrations (`migrations/postgres`).
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
@@ -98,33 +101,125 @@ impl TimestampColumns for PgRow {
     }
 }
 
-/// Columns of a loaded row, after `now() AS db_now`.
-macro_rules! key_columns {
+/// The table options joined as `o`.
+macro_rules! option_columns {
     () => {
-        "k.table_name, k.branch, k.consumer_id, k.version, k.epoch, k.next_snapshot, k.consumer_created_at, \
-         k.consumer_updated_at, k.latest_snapshot, k.lease_id, k.lease_holder, k.lease_epoch, k.lease_status, \
-         k.lease_ttl_us, k.lease_acquired_at, k.lease_deadline, k.last_batch_id, k.last_end_snapshot, \
-         k.last_end_index, k.last_end_full, k.last_end_total_splits, k.lease_wrote_consumer, \
-         k.legacy_warned_snapshot, k.full_scan_pin"
+        "o.expiration_us AS opt_expiration_us, o.changelog_only AS opt_changelog_only, o.mode AS opt_mode"
+    };
+}
+
+/// E2: `k` has not expired (by `o`'s expiration time, or because a live
+/// lease holds it).
+macro_rules! unexpired {
+    () => {
+        "(o.expiration_us IS NULL \
+          OR k.consumer_updated_at >= tidemark_now() - o.expiration_us * interval '1 microsecond' \
+          OR (k.lease_status = 1 AND k.lease_deadline > tidemark_now()))"
+    };
+}
+
+/// `k`'s lease is live.
+macro_rules! live_lease {
+    () => {
+        "(k.lease_status = 1 AND k.lease_deadline > tidemark_now())"
     };
 }
 
 const LOAD_BY_KEY: &str = concat!(
-    "SELECT now() AS db_now, ",
+    "SELECT tidemark_now() AS db_now, ",
     key_columns!(),
+    ", ",
+    option_columns!(),
     " FROM (SELECT 1) AS one ",
-    "LEFT JOIN consumer_keys k ON k.table_name = $1 AND k.branch = $2 AND k.consumer_id = $3"
+    "LEFT JOIN consumer_keys k ON k.table_name = $1 AND k.branch = $2 AND k.consumer_id = $3 ",
+    "LEFT JOIN table_options o ON o.table_name = $1"
 );
 
 // Through lease_grants, so a superseded lease still finds its key.
 const LOAD_BY_LEASE: &str = concat!(
-    "SELECT now() AS db_now, ",
+    "SELECT tidemark_now() AS db_now, ",
     key_columns!(),
+    ", ",
+    option_columns!(),
     " FROM (SELECT 1) AS one ",
     "LEFT JOIN lease_grants g ON g.lease_id = $1 ",
     "LEFT JOIN consumer_keys k ",
-    "ON k.table_name = g.table_name AND k.branch = g.branch AND k.consumer_id = g.consumer_id"
+    "ON k.table_name = g.table_name AND k.branch = g.branch AND k.consumer_id = g.consumer_id ",
+    "LEFT JOIN table_options o ON o.table_name = g.table_name"
 );
+
+const LIST_KEYS: &str = concat!(
+    "SELECT tidemark_now() AS db_now, ",
+    key_columns!(),
+    ", ",
+    option_columns!(),
+    " FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name ",
+    "WHERE ($1::text IS NULL OR k.table_name = $1) AND ($2::text IS NULL OR k.branch = $2) ",
+    "AND ($3::text IS NULL OR left(k.consumer_id, length($3)) = $3) ",
+    "AND ($4::text IS NULL OR (k.table_name, k.branch, k.consumer_id) > ($4::text, $5::text, $6::text)) ",
+    "AND (k.next_snapshot IS NOT NULL OR ",
+    live_lease!(),
+    ") ORDER BY k.table_name, k.branch, k.consumer_id LIMIT $7"
+);
+
+const BRANCH_OPTIONS: &str = concat!(
+    "SELECT tidemark_now() AS db_now, ",
+    option_columns!(),
+    " FROM (SELECT 1) AS one LEFT JOIN table_options o ON o.table_name = $1"
+);
+
+const BRANCH_CONSUMERS: &str = concat!(
+    "SELECT ",
+    key_columns!(),
+    " FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name ",
+    "WHERE k.table_name = $1 AND k.branch = $2 AND k.next_snapshot IS NOT NULL AND ",
+    unexpired!(),
+    " ORDER BY k.next_snapshot, k.consumer_id LIMIT $3"
+);
+
+const BRANCH_PINS: &str = concat!(
+    "SELECT ",
+    key_columns!(),
+    " FROM consumer_keys k WHERE k.table_name = $1 AND k.branch = $2 AND k.full_scan_pin IS NOT NULL AND ",
+    live_lease!(),
+    " ORDER BY k.full_scan_pin, k.consumer_id LIMIT $3"
+);
+
+const EXPIRED_KEYS: &str = concat!(
+    "SELECT k.table_name, k.branch, k.consumer_id FROM table_options o ",
+    "JOIN consumer_keys k ON k.table_name = o.table_name ",
+    "WHERE o.expiration_us IS NOT NULL AND ($1::text IS NULL OR k.table_name = $1) ",
+    "AND ($2::text IS NULL OR k.branch = $2) AND k.next_snapshot IS NOT NULL ",
+    "AND k.consumer_updated_at < tidemark_now() - o.expiration_us * interval '1 microsecond' ",
+    "AND NOT coalesce(",
+    live_lease!(),
+    ", false) ORDER BY k.consumer_updated_at LIMIT $3"
+);
+
+const HISTORY_PAGE: &str = "SELECT id, at, table_name, branch, consumer_id, event, old_next, new_next, epoch, \
+    lease_id, batch_id, holder, principal, request_id, detail FROM history \
+    WHERE table_name = $1 AND ($2::text IS NULL OR branch = $2) AND ($3::text IS NULL OR consumer_id = $3) \
+    AND ($4::bigint IS NULL OR id < $4) ORDER BY id DESC LIMIT $5";
+
+const TABLE_OPTIONS: &str = "SELECT expiration_us AS opt_expiration_us, changelog_only AS opt_changelog_only, \
+    mode AS opt_mode, version, updated_at, updated_by FROM table_options WHERE table_name = $1";
+
+const INSERT_OPTIONS: &str = "INSERT INTO table_options \
+    (table_name, expiration_us, changelog_only, mode, version, updated_at, updated_by) \
+    VALUES ($1, $2, $3, $4, 1, tidemark_now(), $5) ON CONFLICT DO NOTHING";
+
+const UPDATE_OPTIONS: &str = "UPDATE table_options SET expiration_us = $2, changelog_only = $3, mode = $4, \
+    version = version + 1, updated_at = tidemark_now(), updated_by = $5 WHERE table_name = $1 AND version = $6";
+
+const PRUNE_HISTORY: &str = "DELETE FROM history WHERE id IN (SELECT id FROM history \
+    WHERE at < tidemark_now() - $1 * interval '1 microsecond' ORDER BY at LIMIT $2)";
+
+// A grant is only needed while it is its key's current lease (or recent
+// enough that a stale caller should learn the current epoch).
+const PRUNE_GRANTS: &str = "DELETE FROM lease_grants WHERE lease_id IN (SELECT g.lease_id FROM lease_grants g \
+    WHERE g.granted_at < tidemark_now() - $1 * interval '1 microsecond' AND NOT EXISTS (SELECT 1 FROM consumer_keys k \
+    WHERE k.table_name = g.table_name AND k.branch = g.branch AND k.consumer_id = g.consumer_id \
+    AND k.lease_id = g.lease_id) LIMIT $2)";
 
 /// The grant and history CTEs shared by both writes; `$G` is the "a lease
 /// was granted" flag, `$P`/`$R` principal and request id, then the eight
@@ -140,9 +235,10 @@ macro_rules! write_tail {
             " w WHERE ",
             $grant,
             "), events AS (",
-            "INSERT INTO history (table_name, branch, consumer_id, event, old_next, new_next, epoch, lease_id, ",
+            "INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, lease_id, ",
             "batch_id, holder, principal, request_id, detail) ",
-            "SELECT w.table_name, w.branch, w.consumer_id, e.event, e.old_next, e.new_next, e.epoch, e.lease_id, ",
+            "SELECT tidemark_now(), w.table_name, w.branch, w.consumer_id, e.event, e.old_next, e.new_next, e.epoch, ",
+            "e.lease_id, ",
             "e.batch_id, e.holder, ",
             $p,
             ", ",
@@ -179,7 +275,7 @@ const UPDATE_ROW: &str = concat!(
     "last_batch_id = $16, last_end_snapshot = $17, last_end_index = $18, last_end_full = $19, ",
     "last_end_total_splits = $20, lease_wrote_consumer = $21, legacy_warned_snapshot = $22, full_scan_pin = $23 ",
     "WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND version = $24 ",
-    "AND (NOT $25 OR (lease_status = 1 AND lease_deadline > now())) ",
+    "AND (NOT $25 OR (lease_status = 1 AND lease_deadline > tidemark_now())) ",
     "RETURNING table_name, branch, consumer_id)",
     write_tail!(
         "written", "$26", "$27", "$28", "$29", "$30", "$31", "$32", "$33", "$34", "$35", "$36"
@@ -246,12 +342,14 @@ fn bind_tail<'q>(query: PgQuery<'q>, change: &Change<'_>) -> PgQuery<'q> {
 
 fn decode_loaded(row: &PgRow) -> Result<Loaded, StoreError> {
     let now = from_ts(row.try_get("db_now")?);
+    let options = Decoder::options(row)?;
     // The LEFT JOIN yields NULL key columns when the key has no row.
     if row.try_get::<Option<String>, _>("table_name")?.is_none() {
         return Ok(Loaded {
             state: None,
             version: None,
             now,
+            options,
         });
     }
     let (state, version) = Decoder::key_row(row)?;
@@ -259,7 +357,12 @@ fn decode_loaded(row: &PgRow) -> Result<Loaded, StoreError> {
         state: Some(state),
         version: Some(version),
         now,
+        options,
     })
+}
+
+fn micros_of(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 #[async_trait]
@@ -308,19 +411,154 @@ impl Backend for PostgresBackend {
         Ok(written == 1)
     }
 
-    async fn history(&self, key: &ConsumerKey, limit: i64) -> Result<Vec<HistoryRecord>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, at, table_name, branch, consumer_id, event, old_next, new_next, epoch, lease_id, batch_id, \
-             holder, principal, request_id, detail FROM history \
-             WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 ORDER BY id DESC LIMIT $4",
-        )
-        .bind(key.table.as_str())
-        .bind(key.branch.as_str())
-        .bind(key.consumer_id.as_str())
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
+    async fn history_page(
+        &self,
+        filter: &HistoryFilter,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<HistoryRecord>, StoreError> {
+        let rows = sqlx::query(HISTORY_PAGE)
+            .bind(filter.table.as_str())
+            .bind(filter.branch.as_ref().map(BranchName::as_str))
+            .bind(filter.consumer_id.as_ref().map(ConsumerId::as_str))
+            .bind(before_id)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(Decoder::history).collect()
+    }
+
+    async fn table_options(&self, table: &TableName) -> Result<StoredOptions, StoreError> {
+        let Some(row) = sqlx::query(TABLE_OPTIONS)
+            .bind(table.as_str())
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(StoredOptions::default());
+        };
+        Ok(StoredOptions {
+            options: Decoder::options(&row)?,
+            version: Some(row.try_get("version")?),
+            updated_at: Some(from_ts(row.try_get("updated_at")?)),
+            updated_by: Some(row.try_get("updated_by")?),
+        })
+    }
+
+    async fn save_table_options(
+        &self,
+        table: &TableName,
+        previous: &StoredOptions,
+        options: &TableOptions,
+        ctx: &CallContext,
+    ) -> Result<bool, StoreError> {
+        let query = match previous.version {
+            None => sqlx::query(INSERT_OPTIONS),
+            Some(_) => sqlx::query(UPDATE_OPTIONS),
+        }
+        .bind(table.as_str())
+        .bind(expiration_us(options))
+        .bind(options.changelog_only)
+        .bind(mode_text(options))
+        .bind(ctx.principal.clone());
+        let query = match previous.version {
+            None => query,
+            Some(version) => query.bind(version),
+        };
+        Ok(query.execute(&self.pool).await?.rows_affected() == 1)
+    }
+
+    async fn list_keys(
+        &self,
+        filter: &KeyFilter,
+        after: Option<&ConsumerKey>,
+        limit: i64,
+    ) -> Result<Listed, StoreError> {
+        let rows = sqlx::query(LIST_KEYS)
+            .bind(filter.table.as_ref().map(TableName::as_str))
+            .bind(filter.branch.as_ref().map(BranchName::as_str))
+            .bind(filter.consumer_id_prefix.as_deref())
+            .bind(after.map(|k| k.table.as_str()))
+            .bind(after.map(|k| k.branch.as_str()))
+            .bind(after.map(|k| k.consumer_id.as_str()))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        let now = match rows.first() {
+            Some(row) => from_ts(row.try_get("db_now")?),
+            None => Timestamp::default(),
+        };
+        let rows = rows
+            .iter()
+            .map(|row| Ok((Decoder::key_row(row)?.0, Decoder::options(row)?)))
+            .collect::<Result<_, StoreError>>()?;
+        Ok(Listed { now, rows })
+    }
+
+    async fn branch_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError> {
+        let head = sqlx::query(BRANCH_OPTIONS)
+            .bind(table.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        let consumers = sqlx::query(BRANCH_CONSUMERS)
+            .bind(table.as_str())
+            .bind(branch.as_str())
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        let pins = sqlx::query(BRANCH_PINS)
+            .bind(table.as_str())
+            .bind(branch.as_str())
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        let states = |rows: &[PgRow]| -> Result<Vec<KeyState>, StoreError> {
+            rows.iter().map(|r| Decoder::key_row(r).map(|(s, _)| s)).collect()
+        };
+        Ok(BranchView {
+            now: from_ts(head.try_get("db_now")?),
+            options: Decoder::options(&head)?,
+            consumers: states(&consumers)?,
+            pins: states(&pins)?,
+        })
+    }
+
+    async fn expired_keys(
+        &self,
+        table: Option<&TableName>,
+        branch: Option<&BranchName>,
+        limit: i64,
+    ) -> Result<Vec<ConsumerKey>, StoreError> {
+        let rows = sqlx::query(EXPIRED_KEYS)
+            .bind(table.map(TableName::as_str))
+            .bind(branch.map(BranchName::as_str))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ConsumerKey::from_trusted(
+                    &row.try_get::<String, _>("table_name")?,
+                    &row.try_get::<String, _>("branch")?,
+                    &row.try_get::<String, _>("consumer_id")?,
+                ))
+            })
+            .collect()
+    }
+
+    async fn prune(&self, older_than: Duration, limit: i64) -> Result<Pruned, StoreError> {
+        let history = sqlx::query(PRUNE_HISTORY)
+            .bind(micros_of(older_than))
+            .bind(limit)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let grants = sqlx::query(PRUNE_GRANTS)
+            .bind(micros_of(older_than))
+            .bind(limit)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(Pruned { history, grants })
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use sqlx::{ColumnIndex, Decode, Row, Type};
 use tidemark_core::{
-    CommittedBatch, ConsumerKey, ConsumerRecord, EventKind, HistoryEvent, KeyState, LeaseRecord, LeaseStatus, Offset,
-    Timestamp,
+    CommittedBatch, ConsumerKey, ConsumerMode, ConsumerRecord, EventKind, HistoryEvent, KeyState, LeaseRecord,
+    LeaseStatus, Offset, TableOptions, Timestamp,
 };
 use uuid::Uuid;
 
@@ -201,6 +201,31 @@ impl Decoder {
         Ok((key_row.into_state(key)?, row.try_get("version")?))
     }
 
+    /// The table options joined into a row as `opt_expiration_us`,
+    /// `opt_changelog_only` and `opt_mode` (all NULL: defaults).
+    pub fn options<R>(row: &R) -> Result<TableOptions, StoreError>
+    where
+        R: Row,
+        for<'c> &'c str: ColumnIndex<R>,
+        for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        let expiration: Option<i64> = row.try_get("opt_expiration_us")?;
+        let mode: Option<String> = row.try_get("opt_mode")?;
+        Ok(TableOptions {
+            expiration: expiration.map(|us| Duration::from_micros(u64::try_from(us).unwrap_or(0))),
+            changelog_only: row.try_get::<Option<bool>, _>("opt_changelog_only")?.unwrap_or(false),
+            mode: match mode {
+                None => None,
+                Some(m) => Some(
+                    ConsumerMode::parse(&m)
+                        .ok_or_else(|| StoreError::Internal(format!("unknown consumer mode {m:?}")))?,
+                ),
+            },
+        })
+    }
+
     /// A `history` row.
     pub fn history<R>(row: &R) -> Result<HistoryRecord, StoreError>
     where
@@ -245,4 +270,16 @@ where
         &row.try_get::<String, _>("branch")?,
         &row.try_get::<String, _>("consumer_id")?,
     ))
+}
+
+/// `consumer.expiration-time` as stored (microseconds).
+pub(crate) fn expiration_us(options: &TableOptions) -> Option<i64> {
+    options
+        .expiration
+        .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// `consumer.mode` as stored.
+pub(crate) fn mode_text(options: &TableOptions) -> Option<&'static str> {
+    options.mode.map(ConsumerMode::as_str)
 }

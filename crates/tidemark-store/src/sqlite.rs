@@ -18,12 +18,15 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Row, query::Query};
-use tidemark_core::{ConsumerKey, Timestamp};
+use tidemark_core::{BranchName, ConsumerId, ConsumerKey, TableName, TableOptions, Timestamp};
 
-use crate::backend::{Backend, Change, HistoryRecord, Loaded, Locate};
+use crate::backend::{
+    Backend, BranchView, CallContext, Change, HistoryFilter, HistoryRecord, KeyFilter, Listed, Loaded, Locate, Pruned,
+    StoredOptions,
+};
 use crate::clock::Clock;
 use crate::error::StoreError;
-use crate::row::{Decoder, EventColumns, KeyRow, TimestampColumns};
+use crate::row::{Decoder, EventColumns, KeyRow, TimestampColumns, expiration_us, mode_text};
 
 /// The embedded SQLite migrations (`migrations/sqlite`).
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
@@ -74,13 +77,92 @@ impl SqliteBackend {
 
 type SqliteQuery<'q> = Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
 
-const SELECT_KEY: &str = "SELECT table_name, branch, consumer_id, version, epoch, next_snapshot, \
-    consumer_created_at, consumer_updated_at, latest_snapshot, lease_id, lease_holder, lease_epoch, lease_status, \
-    lease_ttl_us, lease_acquired_at, lease_deadline, last_batch_id, last_end_snapshot, last_end_index, \
-    last_end_full, last_end_total_splits, lease_wrote_consumer, legacy_warned_snapshot, full_scan_pin \
-    FROM consumer_keys WHERE table_name = ?1 AND branch = ?2 AND consumer_id = ?3";
+const SELECT_KEY: &str = concat!(
+    "SELECT ",
+    key_columns!(),
+    " FROM consumer_keys k WHERE k.table_name = ?1 AND k.branch = ?2 AND k.consumer_id = ?3"
+);
 
 const SELECT_GRANT: &str = "SELECT table_name, branch, consumer_id FROM lease_grants WHERE lease_id = ?1";
+
+const TABLE_OPTIONS: &str = "SELECT expiration_us AS opt_expiration_us, changelog_only AS opt_changelog_only, \
+    mode AS opt_mode, version, updated_at, updated_by FROM table_options WHERE table_name = ?1";
+
+// ?6 is the clock; ?7 the expected version (NULL for an insert, unused).
+const INSERT_OPTIONS: &str = "INSERT INTO table_options \
+    (table_name, expiration_us, changelog_only, mode, version, updated_at, updated_by) \
+    SELECT ?1, ?2, ?3, ?4, 1, ?6, ?5 WHERE ?7 IS NULL ON CONFLICT DO NOTHING";
+
+const UPDATE_OPTIONS: &str = "UPDATE table_options SET expiration_us = ?2, changelog_only = ?3, mode = ?4, \
+    version = version + 1, updated_at = ?6, updated_by = ?5 WHERE table_name = ?1 AND version = ?7";
+
+const HISTORY_PAGE: &str = "SELECT id, at, table_name, branch, consumer_id, event, old_next, new_next, epoch, \
+    lease_id, batch_id, holder, principal, request_id, detail FROM history \
+    WHERE table_name = ?1 AND (?2 IS NULL OR branch = ?2) AND (?3 IS NULL OR consumer_id = ?3) \
+    AND (?4 IS NULL OR id < ?4) ORDER BY id DESC LIMIT ?5";
+
+const PRUNE_HISTORY: &str = "DELETE FROM history WHERE id IN (SELECT id FROM history WHERE at < ?1 \
+    ORDER BY at LIMIT ?2)";
+
+const PRUNE_GRANTS: &str = "DELETE FROM lease_grants WHERE lease_id IN (SELECT g.lease_id FROM lease_grants g \
+    WHERE g.granted_at < ?1 AND NOT EXISTS (SELECT 1 FROM consumer_keys k WHERE k.table_name = g.table_name \
+    AND k.branch = g.branch AND k.consumer_id = g.consumer_id AND k.lease_id = g.lease_id) LIMIT ?2)";
+
+// The clock is the last parameter of each of these.
+const LIST_KEYS: &str = concat!(
+    "SELECT ",
+    key_columns!(),
+    ", ",
+    "o.expiration_us AS opt_expiration_us, o.changelog_only AS opt_changelog_only, o.mode AS opt_mode ",
+    "FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name ",
+    "WHERE (?1 IS NULL OR k.table_name = ?1) AND (?2 IS NULL OR k.branch = ?2) ",
+    "AND (?3 IS NULL OR substr(k.consumer_id, 1, length(?3)) = ?3) ",
+    "AND (?4 IS NULL OR (k.table_name, k.branch, k.consumer_id) > (?4, ?5, ?6)) ",
+    "AND (k.next_snapshot IS NOT NULL OR (k.lease_status = 1 AND k.lease_deadline > ?8)) ",
+    "ORDER BY k.table_name, k.branch, k.consumer_id LIMIT ?7"
+);
+
+const BRANCH_CONSUMERS: &str = concat!(
+    "SELECT ",
+    key_columns!(),
+    " ",
+    "FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name ",
+    "WHERE k.table_name = ?1 AND k.branch = ?2 AND k.next_snapshot IS NOT NULL ",
+    "AND (o.expiration_us IS NULL OR k.consumer_updated_at >= ?4 - o.expiration_us ",
+    "OR (k.lease_status = 1 AND k.lease_deadline > ?4)) ",
+    "ORDER BY k.next_snapshot, k.consumer_id LIMIT ?3"
+);
+
+const BRANCH_PINS: &str = concat!(
+    "SELECT ",
+    key_columns!(),
+    " ",
+    "FROM consumer_keys k WHERE k.table_name = ?1 AND k.branch = ?2 AND k.full_scan_pin IS NOT NULL ",
+    "AND k.lease_status = 1 AND k.lease_deadline > ?4 ORDER BY k.full_scan_pin, k.consumer_id LIMIT ?3"
+);
+
+const EXPIRED_KEYS: &str = "SELECT k.table_name, k.branch, k.consumer_id FROM table_options o \
+    JOIN consumer_keys k ON k.table_name = o.table_name \
+    WHERE o.expiration_us IS NOT NULL AND (?1 IS NULL OR k.table_name = ?1) AND (?2 IS NULL OR k.branch = ?2) \
+    AND k.next_snapshot IS NOT NULL AND k.consumer_updated_at < ?4 - o.expiration_us \
+    AND NOT coalesce(k.lease_status = 1 AND k.lease_deadline > ?4, 0) ORDER BY k.consumer_updated_at LIMIT ?3";
+
+/// A table's options row (defaults when it has none).
+async fn options_of(conn: &mut sqlx::SqliteConnection, table: &str) -> Result<StoredOptions, StoreError> {
+    let Some(row) = sqlx::query(TABLE_OPTIONS)
+        .bind(table)
+        .fetch_optional(&mut *conn)
+        .await?
+    else {
+        return Ok(StoredOptions::default());
+    };
+    Ok(StoredOptions {
+        options: Decoder::options(&row)?,
+        version: Some(row.try_get("version")?),
+        updated_at: Some(Timestamp::from_micros(row.try_get("updated_at")?)),
+        updated_by: Some(row.try_get("updated_by")?),
+    })
+}
 
 const UPDATE_ROW: &str = "UPDATE consumer_keys SET version = version + 1, epoch = ?4, next_snapshot = ?5, \
     consumer_created_at = ?6, consumer_updated_at = ?7, latest_snapshot = ?8, lease_id = ?9, lease_holder = ?10, \
@@ -175,49 +257,49 @@ impl Backend for SqliteBackend {
 
     async fn load(&self, locate: Locate<'_>) -> Result<Loaded, StoreError> {
         let mut conn = self.readers.acquire().await?;
-        let found = match locate {
-            Locate::Key(key) => {
-                sqlx::query(SELECT_KEY)
-                    .bind(key.table.as_str())
-                    .bind(key.branch.as_str())
-                    .bind(key.consumer_id.as_str())
+        // The key to read: given, or found through the lease's grant.
+        let key: Option<(String, String, String)> = match locate {
+            Locate::Key(key) => Some((
+                key.table.as_str().to_owned(),
+                key.branch.as_str().to_owned(),
+                key.consumer_id.as_str().to_owned(),
+            )),
+            Locate::Lease(lease_id) => {
+                sqlx::query_as(SELECT_GRANT)
+                    .bind(lease_id)
                     .fetch_optional(&mut *conn)
                     .await?
             }
-            Locate::Lease(lease_id) => {
-                let grant = sqlx::query(SELECT_GRANT)
-                    .bind(lease_id)
-                    .fetch_optional(&mut *conn)
-                    .await?;
-                match grant {
-                    None => None,
-                    Some(g) => {
-                        sqlx::query(SELECT_KEY)
-                            .bind(g.try_get::<String, _>("table_name")?)
-                            .bind(g.try_get::<String, _>("branch")?)
-                            .bind(g.try_get::<String, _>("consumer_id")?)
-                            .fetch_optional(&mut *conn)
-                            .await?
-                    }
-                }
-            }
         };
-        let now = self.clock.now();
-        match found {
-            None => Ok(Loaded {
+        let Some((table, branch, consumer_id)) = key else {
+            return Ok(Loaded {
                 state: None,
                 version: None,
-                now,
-            }),
+                now: self.clock.now(),
+                options: TableOptions::default(),
+            });
+        };
+        let found = sqlx::query(SELECT_KEY)
+            .bind(&table)
+            .bind(&branch)
+            .bind(&consumer_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+        let options = options_of(&mut conn, &table).await?.options;
+        let now = self.clock.now();
+        let (state, version) = match found {
+            None => (None, None),
             Some(row) => {
                 let (state, version) = Decoder::key_row(&row)?;
-                Ok(Loaded {
-                    state: Some(state),
-                    version: Some(version),
-                    now,
-                })
+                (Some(state), Some(version))
             }
-        }
+        };
+        Ok(Loaded {
+            state,
+            version,
+            now,
+            options,
+        })
     }
 
     async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<bool, StoreError> {
@@ -276,19 +358,137 @@ impl Backend for SqliteBackend {
         Ok(true)
     }
 
-    async fn history(&self, key: &ConsumerKey, limit: i64) -> Result<Vec<HistoryRecord>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, at, table_name, branch, consumer_id, event, old_next, new_next, epoch, lease_id, batch_id, \
-             holder, principal, request_id, detail FROM history \
-             WHERE table_name = ?1 AND branch = ?2 AND consumer_id = ?3 ORDER BY id DESC LIMIT ?4",
-        )
-        .bind(key.table.as_str())
-        .bind(key.branch.as_str())
-        .bind(key.consumer_id.as_str())
-        .bind(limit)
-        .fetch_all(&self.readers)
-        .await?;
+    async fn history_page(
+        &self,
+        filter: &HistoryFilter,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<HistoryRecord>, StoreError> {
+        let rows = sqlx::query(HISTORY_PAGE)
+            .bind(filter.table.as_str())
+            .bind(filter.branch.as_ref().map(BranchName::as_str))
+            .bind(filter.consumer_id.as_ref().map(ConsumerId::as_str))
+            .bind(before_id)
+            .bind(limit)
+            .fetch_all(&self.readers)
+            .await?;
         rows.iter().map(Decoder::history).collect()
+    }
+
+    async fn table_options(&self, table: &TableName) -> Result<StoredOptions, StoreError> {
+        let mut conn = self.readers.acquire().await?;
+        options_of(&mut conn, table.as_str()).await
+    }
+
+    async fn save_table_options(
+        &self,
+        table: &TableName,
+        previous: &StoredOptions,
+        options: &TableOptions,
+        ctx: &CallContext,
+    ) -> Result<bool, StoreError> {
+        let query = match previous.version {
+            None => sqlx::query(INSERT_OPTIONS),
+            Some(_) => sqlx::query(UPDATE_OPTIONS),
+        }
+        .bind(table.as_str())
+        .bind(expiration_us(options))
+        .bind(options.changelog_only)
+        .bind(mode_text(options))
+        .bind(ctx.principal.clone())
+        .bind(self.clock.now().as_micros())
+        .bind(previous.version);
+        Ok(query.execute(&self.writer).await?.rows_affected() == 1)
+    }
+
+    async fn list_keys(
+        &self,
+        filter: &KeyFilter,
+        after: Option<&ConsumerKey>,
+        limit: i64,
+    ) -> Result<Listed, StoreError> {
+        let now = self.clock.now();
+        let rows = sqlx::query(LIST_KEYS)
+            .bind(filter.table.as_ref().map(TableName::as_str))
+            .bind(filter.branch.as_ref().map(BranchName::as_str))
+            .bind(filter.consumer_id_prefix.as_deref())
+            .bind(after.map(|k| k.table.as_str()))
+            .bind(after.map(|k| k.branch.as_str()))
+            .bind(after.map(|k| k.consumer_id.as_str()))
+            .bind(limit)
+            .bind(now.as_micros())
+            .fetch_all(&self.readers)
+            .await?;
+        let rows = rows
+            .iter()
+            .map(|row| Ok((Decoder::key_row(row)?.0, Decoder::options(row)?)))
+            .collect::<Result<_, StoreError>>()?;
+        Ok(Listed { now, rows })
+    }
+
+    async fn branch_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError> {
+        let mut conn = self.readers.acquire().await?;
+        let options = options_of(&mut conn, table.as_str()).await?.options;
+        let now = self.clock.now();
+        let mut states = Vec::with_capacity(2);
+        for query in [BRANCH_CONSUMERS, BRANCH_PINS] {
+            let rows = sqlx::query(query)
+                .bind(table.as_str())
+                .bind(branch.as_str())
+                .bind(limit)
+                .bind(now.as_micros())
+                .fetch_all(&mut *conn)
+                .await?;
+            states.push(
+                rows.iter()
+                    .map(|r| Decoder::key_row(r).map(|(s, _)| s))
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+        let pins = states.pop().unwrap_or_default();
+        let consumers = states.pop().unwrap_or_default();
+        Ok(BranchView {
+            now,
+            options,
+            consumers,
+            pins,
+        })
+    }
+
+    async fn expired_keys(
+        &self,
+        table: Option<&TableName>,
+        branch: Option<&BranchName>,
+        limit: i64,
+    ) -> Result<Vec<ConsumerKey>, StoreError> {
+        let rows: Vec<(String, String, String)> = sqlx::query_as(EXPIRED_KEYS)
+            .bind(table.map(TableName::as_str))
+            .bind(branch.map(BranchName::as_str))
+            .bind(limit)
+            .bind(self.clock.now().as_micros())
+            .fetch_all(&self.readers)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|(t, b, c)| ConsumerKey::from_trusted(t, b, c))
+            .collect())
+    }
+
+    async fn prune(&self, older_than: Duration, limit: i64) -> Result<Pruned, StoreError> {
+        let cutoff = self.clock.now().as_micros() - i64::try_from(older_than.as_micros()).unwrap_or(i64::MAX);
+        let history = sqlx::query(PRUNE_HISTORY)
+            .bind(cutoff)
+            .bind(limit)
+            .execute(&self.writer)
+            .await?
+            .rows_affected();
+        let grants = sqlx::query(PRUNE_GRANTS)
+            .bind(cutoff)
+            .bind(limit)
+            .execute(&self.writer)
+            .await?
+            .rows_affected();
+        Ok(Pruned { history, grants })
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tidemark_core::commit::{self, CommitBatch, Committed};
-use tidemark_core::lease::{self, Acquired, LeasePolicy, Revoked};
+use tidemark_core::lease::{self, Acquired, LeasePolicy, LeaseRequest, Revoked};
 use tidemark_core::recovery::{self, Recovered, RecoveryRequest};
 use tidemark_core::{ConsumerKey, CoreError, KeyState, Transition};
 use uuid::Uuid;
 
-use crate::backend::{Backend, CallContext, Change, HistoryRecord, Loaded, Locate};
+use crate::backend::{Backend, CallContext, Change, HistoryFilter, HistoryRecord, Loaded, Locate};
 use crate::error::StoreError;
 
 /// How many times an operation re-reads and re-decides after losing a
@@ -51,7 +51,7 @@ impl Store {
 
     /// Loads, decides and writes with compare-and-set, deciding again on
     /// fresh state whenever another writer changed the key in between.
-    async fn apply<T>(
+    pub(crate) async fn apply<T>(
         &self,
         locate: Locate<'_>,
         ctx: &CallContext,
@@ -100,14 +100,18 @@ impl Store {
         ttl: Option<Duration>,
     ) -> Result<Acquired, StoreError> {
         self.apply(Locate::Key(key), ctx, |loaded| {
+            let request = LeaseRequest {
+                holder,
+                ttl,
+                lease_id: Uuid::now_v7(),
+            };
             lease::acquire(
                 loaded.state.as_ref(),
                 key,
-                holder,
-                ttl,
+                request,
                 &self.policy,
+                loaded.options.expiration,
                 loaded.now,
-                Uuid::now_v7(),
             )
         })
         .await
@@ -165,11 +169,14 @@ impl Store {
         req: &RecoveryRequest,
         lease_id: Option<Uuid>,
     ) -> Result<Recovered, StoreError> {
-        // Consumer expiration times are table options (a later addition);
-        // until one is set, consumers never expire.
-        let expiration = None;
         self.apply(Locate::Key(key), ctx, |loaded| {
-            recovery::recover(loaded.state.as_ref(), req, lease_id, expiration, loaded.now)
+            recovery::recover(
+                loaded.state.as_ref(),
+                req,
+                lease_id,
+                loaded.options.expiration,
+                loaded.now,
+            )
         })
         .await
     }
@@ -181,7 +188,7 @@ impl Store {
 
     /// The key's newest history rows, newest first.
     pub async fn history(&self, key: &ConsumerKey, limit: i64) -> Result<Vec<HistoryRecord>, StoreError> {
-        self.backend.history(key, limit).await
+        self.backend.history_page(&HistoryFilter::key(key), None, limit).await
     }
 
     /// Checks that the database answers.

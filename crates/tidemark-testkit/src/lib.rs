@@ -8,7 +8,10 @@
 
 use std::sync::Arc;
 
-use tidemark_store::{Backend, PostgresBackend, PostgresOptions, SqliteBackend, SystemClock};
+use std::time::Duration;
+
+pub use tidemark_store::Timestamp;
+use tidemark_store::{Backend, Clock, ManualClock, PostgresBackend, PostgresOptions, SqliteBackend, SystemClock};
 
 /// Which database a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +29,8 @@ pub struct TestDb {
     url: String,
     schema: Option<String>,
     _dir: Option<tempfile::TempDir>,
+    /// When set, the database's clock only moves when the test says so.
+    manual: Option<ManualClock>,
 }
 
 /// The Postgres server URL for tests, or `None` when Postgres tests are
@@ -58,6 +63,7 @@ impl TestDb {
                     url,
                     schema: None,
                     _dir: Some(dir),
+                    manual: None,
                 }
             }
             Kind::Postgres => {
@@ -74,10 +80,49 @@ impl TestDb {
                     url,
                     schema: Some(schema),
                     _dir: None,
+                    manual: None,
                 }
             }
         };
         Some(db)
+    }
+
+    /// A fresh database whose clock is stopped at `start` and moves only by
+    /// [`TestDb::advance`]: SQLite backends get a manual clock, and on
+    /// Postgres the schema's `tidemark_now()` is replaced by a constant.
+    pub async fn with_manual_clock(kind: Kind, start: Timestamp) -> Option<Self> {
+        let mut db = Self::new(kind).await?;
+        db.manual = Some(ManualClock::new(start));
+        db.backend().await; // migrate, so tidemark_now() exists to replace
+        db.publish_time().await;
+        Some(db)
+    }
+
+    /// Moves a manual clock forward.
+    pub async fn advance(&self, by: Duration) {
+        let clock = self.manual.as_ref().expect("advance needs TestDb::with_manual_clock");
+        clock.advance(by);
+        self.publish_time().await;
+    }
+
+    /// The manual clock's time.
+    pub fn now(&self) -> Timestamp {
+        self.manual.as_ref().expect("a manual clock").now()
+    }
+
+    async fn publish_time(&self) {
+        let Some(clock) = &self.manual else { return };
+        let Some(pool) = self.postgres_pool().await else { return };
+        let micros = clock.now().as_micros();
+        let sql = format!(
+            "CREATE OR REPLACE FUNCTION tidemark_now() RETURNS timestamptz LANGUAGE sql STABLE \
+             AS $clock$ SELECT to_timestamp(0) + {micros} * interval '1 microsecond' $clock$"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&pool)
+            .await
+            .expect("set the database clock");
+        pool.close().await;
     }
 
     /// The kind.
@@ -131,11 +176,13 @@ impl TestDb {
             Kind::Postgres => {
                 Arc::new(PostgresBackend::connect(&self.url, &self.postgres_options()).expect("postgres backend"))
             }
-            Kind::Sqlite => Arc::new(
-                SqliteBackend::open(&self.url, Arc::new(SystemClock))
-                    .await
-                    .expect("sqlite backend"),
-            ),
+            Kind::Sqlite => {
+                let clock: Arc<dyn Clock> = match &self.manual {
+                    Some(manual) => Arc::new(manual.clone()),
+                    None => Arc::new(SystemClock),
+                };
+                Arc::new(SqliteBackend::open(&self.url, clock).await.expect("sqlite backend"))
+            }
         }
     }
 }

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod admin;
+
 use std::sync::Arc;
 use std::time::Duration;
 

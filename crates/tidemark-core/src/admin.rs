@@ -1,0 +1,292 @@
+//! Operator changes to one key (SPEC A2, A4) and consumer expiration (E3).
+//!
+//! Every change is computed whether or not it will be executed, so a
+//! plan-only call reports exactly what an executed one would do, including
+//! its refusals.
+
+use std::time::Duration;
+
+use crate::error::CoreError;
+use crate::expiry::consumer_expired;
+use crate::ids::ConsumerKey;
+use crate::lease;
+use crate::state::{ConsumerRecord, EventKind, HistoryEvent, KeyState, LeaseRecord, Transition};
+use crate::time::Timestamp;
+
+/// What an operator change does to a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminChange {
+    /// The position before.
+    pub old_next: Option<i64>,
+    /// The position after.
+    pub new_next: Option<i64>,
+    /// The live lease revoked to make the change (`force`).
+    pub revoked: Option<LeaseRecord>,
+    /// The key's epoch after the change.
+    pub epoch: i64,
+}
+
+impl AdminChange {
+    /// Whether the change does anything.
+    pub fn changes_anything(&self) -> bool {
+        self.old_next != self.new_next || self.revoked.is_some()
+    }
+}
+
+/// The compare-and-set precondition of an operator change.
+fn check_expected(state: Option<&KeyState>, expected: Option<i64>) -> Result<(), CoreError> {
+    let actual = state.and_then(KeyState::next_snapshot);
+    match expected {
+        Some(expected) if Some(expected) != actual => Err(CoreError::NextSnapshotMismatch { expected, actual }),
+        _ => Ok(()),
+    }
+}
+
+/// A live lease blocks operator changes unless `force` revokes it (the epoch
+/// is bumped, so the running query is fenced, never raced).
+fn clear_live_lease(
+    next: &mut KeyState,
+    force: bool,
+    now: Timestamp,
+    why: &str,
+    events: &mut Vec<HistoryEvent>,
+) -> Result<Option<LeaseRecord>, CoreError> {
+    let Some(live) = next.live_lease(now).cloned() else {
+        return Ok(None);
+    };
+    if !force {
+        return Err(CoreError::LeaseHeld {
+            key: next.key.clone(),
+            holder: live.holder.clone(),
+            epoch: live.epoch,
+            remaining: live.remaining(now),
+        });
+    }
+    let revoked = lease::revoke(Some(next), now, why);
+    *next = revoked.write.expect("a live lease is revoked");
+    events.extend(revoked.events);
+    Ok(Some(live))
+}
+
+/// A2: sets the consumer's position (creating it if absent), like Paimon's
+/// `reset_consumer` with a snapshot.
+pub fn reset(
+    state: Option<&KeyState>,
+    key: &ConsumerKey,
+    next_snapshot: i64,
+    expected: Option<i64>,
+    force: bool,
+    now: Timestamp,
+) -> Result<Transition<AdminChange>, CoreError> {
+    if next_snapshot < 1 {
+        return Err(CoreError::invalid(
+            "next_snapshot",
+            format!("must be >= 1 (got {next_snapshot})"),
+        ));
+    }
+    check_expected(state, expected)?;
+    let mut next = state.cloned().unwrap_or_else(|| KeyState::new(key.clone()));
+    let mut events = Vec::new();
+    let revoked = clear_live_lease(&mut next, force, now, "forced by a consumer reset", &mut events)?;
+    let old_next = next.next_snapshot();
+    next.consumer = Some(ConsumerRecord {
+        next_snapshot,
+        created_at: next.consumer.map_or(now, |c| c.created_at),
+        updated_at: now,
+    });
+    events.push(HistoryEvent::new(EventKind::Reset, old_next, Some(next_snapshot)));
+    let output = AdminChange {
+        old_next,
+        new_next: Some(next_snapshot),
+        revoked,
+        epoch: next.epoch,
+    };
+    Ok(Transition {
+        write: Some(next),
+        requires_live_lease: false,
+        events,
+        output,
+    })
+}
+
+/// A2: deletes the consumer record (Paimon's `reset_consumer` without a
+/// snapshot). The key keeps its epoch high-water mark. Deleting a consumer
+/// that does not exist changes nothing.
+pub fn delete(
+    state: Option<&KeyState>,
+    expected: Option<i64>,
+    force: bool,
+    now: Timestamp,
+    kind: EventKind,
+) -> Result<Transition<AdminChange>, CoreError> {
+    check_expected(state, expected)?;
+    let Some(state) = state.filter(|s| s.consumer.is_some()) else {
+        return Ok(Transition::read_only(AdminChange {
+            old_next: None,
+            new_next: None,
+            revoked: None,
+            epoch: state.map_or(0, |s| s.epoch),
+        }));
+    };
+    let mut next = state.clone();
+    let mut events = Vec::new();
+    let revoked = clear_live_lease(&mut next, force, now, "forced by a consumer delete", &mut events)?;
+    let old_next = next.next_snapshot();
+    next.consumer = None;
+    events.push(HistoryEvent::new(kind, old_next, None));
+    let output = AdminChange {
+        old_next,
+        new_next: None,
+        revoked,
+        epoch: next.epoch,
+    };
+    Ok(Transition {
+        write: Some(next),
+        requires_live_lease: false,
+        events,
+        output,
+    })
+}
+
+/// E3: deletes the consumer if it has expired (idle past `expiration` with
+/// no live lease), leaving a history row with its last position. Returns
+/// the position it had, or `None` when it was not expired.
+pub fn expire(state: Option<&KeyState>, expiration: Option<Duration>, now: Timestamp) -> Transition<Option<i64>> {
+    let Some(state) = state.filter(|s| consumer_expired(s, expiration, now)) else {
+        return Transition::read_only(None);
+    };
+    let consumer = state.consumer.expect("an expired consumer exists");
+    let mut next = state.clone();
+    next.consumer = None;
+    let mut event = HistoryEvent::new(EventKind::Expire, Some(consumer.next_snapshot), None);
+    event.detail = Some(format!(
+        "idle for {} (expiration time {})",
+        crate::options::Human(consumer.updated_at.until(now)),
+        crate::options::format_duration(expiration.expect("expired implies an expiration"))
+    ));
+    Transition {
+        write: Some(next),
+        requires_live_lease: false,
+        events: vec![event],
+        output: Some(consumer.next_snapshot),
+    }
+}
+
+/// The timing of a consumer as an operator sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Liveness {
+    /// Time since the last write or refresh.
+    pub idle: Duration,
+    /// Whether it has expired (and no longer fences).
+    pub expired: bool,
+    /// Time left before it expires; `None` when it never expires (no
+    /// expiration time, or a live lease holds it) or already expired.
+    pub expires_in: Option<Duration>,
+}
+
+/// E2 as seen by operators: idle time and time to expiry of a consumer.
+pub fn liveness(state: &KeyState, expiration: Option<Duration>, now: Timestamp) -> Option<Liveness> {
+    let consumer = state.consumer?;
+    let expired = consumer_expired(state, expiration, now);
+    let leased = state.live_lease(now).is_some();
+    let expires_in = match expiration {
+        Some(e) if !expired && !leased => Some(now.until(consumer.updated_at.plus(e))),
+        _ => None,
+    };
+    Some(Liveness {
+        idle: consumer.updated_at.until(now),
+        expired,
+        expires_in,
+    })
+}
+
+/// Longest accepted selector pattern, in bytes.
+pub const MAX_PATTERN_LEN: usize = 1024;
+/// Compiled-size limit of a selector pattern (the regex engine is
+/// linear-time; this bounds its memory).
+const PATTERN_SIZE_LIMIT: usize = 1 << 20;
+
+/// A3: which consumer ids `ClearConsumers` affects. Patterns use full-match
+/// semantics (like Java's `Pattern.matches`, Paimon's `clear_consumers`);
+/// an empty `including` means all ids, an empty `excluding` excludes none.
+#[derive(Debug, Clone)]
+pub struct ConsumerSelector {
+    including: regex::Regex,
+    excluding: Option<regex::Regex>,
+}
+
+impl ConsumerSelector {
+    /// Compiles the two patterns, naming the bad one (`including_consumers`
+    /// or `excluding_consumers`).
+    pub fn parse(including: &str, excluding: &str) -> Result<Self, Vec<crate::validate::FieldViolation>> {
+        let mut v = crate::validate::Violations::new();
+        let including = if including.is_empty() { ".*" } else { including };
+        let including = compile(including, "including_consumers")
+            .map_err(|e| v.extend(vec![e]))
+            .ok();
+        let excluding = if excluding.is_empty() {
+            Some(None)
+        } else {
+            compile(excluding, "excluding_consumers")
+                .map(Some)
+                .map_err(|e| v.extend(vec![e]))
+                .ok()
+        };
+        match (including, excluding) {
+            (Some(including), Some(excluding)) => Ok(Self { including, excluding }),
+            _ => Err(v.into_vec()),
+        }
+    }
+
+    /// Whether `consumer_id` is selected.
+    pub fn matches(&self, consumer_id: &str) -> bool {
+        self.including.is_match(consumer_id) && !self.excluding.as_ref().is_some_and(|e| e.is_match(consumer_id))
+    }
+}
+
+fn compile(pattern: &str, field: &str) -> Result<regex::Regex, crate::validate::FieldViolation> {
+    if pattern.len() > MAX_PATTERN_LEN {
+        return Err(crate::validate::FieldViolation::new(
+            field,
+            format!(
+                "the pattern is {} bytes; at most {MAX_PATTERN_LEN} are allowed",
+                pattern.len()
+            ),
+        ));
+    }
+    regex::RegexBuilder::new(&format!("^(?:{pattern})$"))
+        .size_limit(PATTERN_SIZE_LIMIT)
+        .build()
+        .map_err(|e| crate::validate::FieldViolation::new(field, format!("not a valid regular expression: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_use_full_match() {
+        let s = ConsumerSelector::parse("etl-.*", "").unwrap();
+        assert!(s.matches("etl-1"));
+        assert!(!s.matches("old-etl-1"), "full match, not a search");
+        let prefix_only = ConsumerSelector::parse("etl", "").unwrap();
+        assert!(!prefix_only.matches("etl-1"), "not a prefix match either");
+    }
+
+    #[test]
+    fn including_defaults_to_all_and_excluding_alone_works() {
+        let s = ConsumerSelector::parse("", "keep.*").unwrap();
+        assert!(s.matches("anything"));
+        assert!(!s.matches("keep-me"));
+        assert!(ConsumerSelector::parse("", "").unwrap().matches("x"));
+    }
+
+    #[test]
+    fn bad_or_huge_patterns_are_rejected_by_field() {
+        let err = ConsumerSelector::parse("(", "a{99999}{99999}").unwrap_err();
+        let fields: Vec<_> = err.iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(fields, ["including_consumers", "excluding_consumers"]);
+        let long = "a".repeat(MAX_PATTERN_LEN + 1);
+        assert!(ConsumerSelector::parse(&long, "").is_err());
+    }
+}

@@ -1,0 +1,478 @@
+//! Retention fences, expiration and operator changes (SPEC §5, §6) over the
+//! [`Store`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tidemark_core::admin::{self, AdminChange, ConsumerSelector, Liveness};
+use tidemark_core::lease;
+use tidemark_core::retention::{self, FenceInputs, Fences};
+use tidemark_core::{
+    BranchName, ConsumerKey, CoreError, EventKind, KeyState, Revoked, TableName, TableOptions, Timestamp, Transition,
+};
+
+use crate::backend::{CallContext, HistoryFilter, HistoryRecord, KeyFilter, Loaded, Locate, Pruned, StoredOptions};
+use crate::error::StoreError;
+use crate::store::Store;
+
+/// Most rows one listing or explanation returns.
+pub const MAX_PAGE: i64 = 1000;
+/// Most consumers one clear or expire call may affect.
+pub const MAX_BATCH: i64 = 100_000;
+
+/// A change computed for an operator, and whether it was applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planned<T> {
+    /// What the change does (or would do).
+    pub change: T,
+    /// Whether it was written (`execute`); `false` for a plan.
+    pub applied: bool,
+}
+
+/// A key as operators see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerView {
+    /// Its state.
+    pub state: KeyState,
+    /// Its table's options.
+    pub options: TableOptions,
+    /// Idle time and expiry, when it has a consumer.
+    pub liveness: Option<Liveness>,
+    /// The database clock at the read.
+    pub now: Timestamp,
+}
+
+impl ConsumerView {
+    fn new(state: KeyState, options: TableOptions, now: Timestamp) -> Self {
+        let liveness = admin::liveness(&state, options.expiration, now);
+        Self {
+            state,
+            options,
+            liveness,
+            now,
+        }
+    }
+}
+
+/// One page of a consumer listing.
+#[derive(Debug, Clone)]
+pub struct ConsumerPage {
+    /// The keys on this page.
+    pub consumers: Vec<ConsumerView>,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<ConsumerKey>,
+}
+
+/// One consumer a clear looked at.
+#[derive(Debug, Clone)]
+pub struct Cleared {
+    /// The key.
+    pub key: ConsumerKey,
+    /// The change, or why it was not made (a live lease without `force`, a
+    /// race).
+    pub result: Result<AdminChange, CoreError>,
+}
+
+/// Something holding a branch's retention back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// What holds it.
+    pub kind: HolderKind,
+    /// The snapshot it protects (its position, or the pinned snapshot).
+    pub snapshot: i64,
+    /// The key, with its lease and consumer.
+    pub view: ConsumerView,
+}
+
+/// Kinds of retention holders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HolderKind {
+    /// An unexpired consumer.
+    Consumer,
+    /// A live lease's in-progress initial full scan (E5).
+    FullScanPin,
+}
+
+/// E4: a branch's fences and what sets them.
+#[derive(Debug, Clone)]
+pub struct FenceReport {
+    /// The fences.
+    pub fences: Fences,
+    /// The lowest consumer position and pin.
+    pub inputs: FenceInputs,
+    /// The holders at the snapshot fence.
+    pub snapshot_holders: Vec<Holder>,
+    /// The holders at the changelog fence.
+    pub changelog_holders: Vec<Holder>,
+    /// The table's options.
+    pub options: TableOptions,
+    /// The database clock at the read.
+    pub now: Timestamp,
+}
+
+/// E6: everything holding a branch's retention back, lowest first.
+#[derive(Debug, Clone)]
+pub struct Explanation {
+    /// The fences (as for `changelog_decoupled`).
+    pub fences: FenceReport,
+    /// Holders ordered by the snapshot they protect.
+    pub holders: Vec<Holder>,
+    /// Whether more holders exist beyond `limit`.
+    pub truncated: bool,
+}
+
+/// A consumer the sweeper (or ExpireConsumers) found expired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expired {
+    /// The key.
+    pub key: ConsumerKey,
+    /// Its last position.
+    pub next_snapshot: i64,
+}
+
+/// A table-options change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionsChange {
+    /// The options before.
+    pub before: StoredOptions,
+    /// The options after.
+    pub after: TableOptions,
+}
+
+impl Store {
+    /// Decides a change; writes it only when `execute` (else it is a plan,
+    /// with the same checks and refusals).
+    async fn plan_or_apply<T>(
+        &self,
+        execute: bool,
+        locate: Locate<'_>,
+        ctx: &CallContext,
+        decide: impl FnMut(&Loaded) -> Result<Transition<T>, CoreError>,
+    ) -> Result<Planned<T>, StoreError> {
+        if execute {
+            let change = self.apply(locate, ctx, decide).await?;
+            return Ok(Planned { change, applied: true });
+        }
+        let mut decide = decide;
+        let loaded = self.backend().load(locate).await?;
+        let change = decide(&loaded)?.output;
+        Ok(Planned { change, applied: false })
+    }
+
+    /// A1: a key's state, options and idle/expiry times, with its recent
+    /// history. NOT_FOUND when the key has neither a consumer nor a lease.
+    pub async fn describe(
+        &self,
+        key: &ConsumerKey,
+        history: i64,
+    ) -> Result<(ConsumerView, Vec<HistoryRecord>), StoreError> {
+        let loaded = self.backend().load(Locate::Key(key)).await?;
+        let Some(state) = loaded.state.filter(|s| s.consumer.is_some() || s.lease.is_some()) else {
+            return Err(CoreError::ConsumerNotFound { key: key.clone() }.into());
+        };
+        let recent = self.history(key, history).await?;
+        Ok((ConsumerView::new(state, loaded.options, loaded.now), recent))
+    }
+
+    /// A1: keys with a consumer or a live lease, in key order.
+    pub async fn list_consumers(
+        &self,
+        filter: &KeyFilter,
+        after: Option<&ConsumerKey>,
+        page_size: i64,
+    ) -> Result<ConsumerPage, StoreError> {
+        let page_size = page_size.clamp(1, MAX_PAGE);
+        // One extra row says whether there is a next page.
+        let listed = self.backend().list_keys(filter, after, page_size + 1).await?;
+        let now = listed.now;
+        let mut consumers: Vec<ConsumerView> = listed
+            .rows
+            .into_iter()
+            .map(|(state, options)| ConsumerView::new(state, options, now))
+            .collect();
+        let next = if consumers.len() > usize::try_from(page_size).unwrap_or(usize::MAX) {
+            consumers.pop();
+            consumers.last().map(|c| c.state.key.clone())
+        } else {
+            None
+        };
+        Ok(ConsumerPage { consumers, next })
+    }
+
+    /// A2: sets a consumer's position (plan-only unless `execute`).
+    pub async fn reset_consumer(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        next_snapshot: i64,
+        expected: Option<i64>,
+        force: bool,
+        execute: bool,
+    ) -> Result<Planned<AdminChange>, StoreError> {
+        self.plan_or_apply(execute, Locate::Key(key), ctx, |loaded| {
+            admin::reset(loaded.state.as_ref(), key, next_snapshot, expected, force, loaded.now)
+        })
+        .await
+    }
+
+    /// A2: deletes a consumer (plan-only unless `execute`).
+    pub async fn delete_consumer(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        expected: Option<i64>,
+        force: bool,
+        execute: bool,
+    ) -> Result<Planned<AdminChange>, StoreError> {
+        self.plan_or_apply(execute, Locate::Key(key), ctx, |loaded| {
+            admin::delete(loaded.state.as_ref(), expected, force, loaded.now, EventKind::Delete)
+        })
+        .await
+    }
+
+    /// A3: deletes every consumer of a branch the selector matches. Each key
+    /// is its own transaction; a key with a live lease is reported as
+    /// refused unless `force` revokes the lease.
+    pub async fn clear_consumers(
+        &self,
+        ctx: &CallContext,
+        table: &TableName,
+        branch: &BranchName,
+        selector: &ConsumerSelector,
+        force: bool,
+        execute: bool,
+    ) -> Result<Vec<Cleared>, StoreError> {
+        let filter = KeyFilter {
+            table: Some(table.clone()),
+            branch: Some(branch.clone()),
+            consumer_id_prefix: None,
+        };
+        let mut selected = Vec::new();
+        let mut after: Option<ConsumerKey> = None;
+        loop {
+            let page = self.backend().list_keys(&filter, after.as_ref(), MAX_PAGE).await?;
+            let Some((last, _)) = page.rows.last() else { break };
+            after = Some(last.key.clone());
+            let full = i64::try_from(page.rows.len()).unwrap_or(0) == MAX_PAGE;
+            selected.extend(
+                page.rows
+                    .into_iter()
+                    .filter(|(s, _)| s.consumer.is_some() && selector.matches(s.key.consumer_id.as_str()))
+                    .map(|(s, _)| s.key),
+            );
+            if selected.len() > usize::try_from(MAX_BATCH).unwrap_or(usize::MAX) {
+                return Err(CoreError::invalid(
+                    "including_consumers",
+                    format!("selects more than {MAX_BATCH} consumers; narrow the patterns"),
+                )
+                .into());
+            }
+            if !full {
+                break;
+            }
+        }
+        let mut cleared = Vec::with_capacity(selected.len());
+        for key in selected {
+            let result = match self.delete_consumer(ctx, &key, None, force, execute).await {
+                Ok(planned) => Ok(planned.change),
+                Err(StoreError::Rule(rule)) => Err(rule),
+                Err(other) => return Err(other),
+            };
+            cleared.push(Cleared { key, result });
+        }
+        Ok(cleared)
+    }
+
+    /// L8/A4: revokes a key's live lease and burns an epoch (plan-only
+    /// unless `execute`).
+    pub async fn revoke(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        reason: &str,
+        execute: bool,
+    ) -> Result<Planned<Revoked>, StoreError> {
+        self.plan_or_apply(execute, Locate::Key(key), ctx, |loaded| {
+            Ok(lease::revoke(loaded.state.as_ref(), loaded.now, reason))
+        })
+        .await
+    }
+
+    /// E3/A4: deletes expired consumers (plan-only unless `execute`), each
+    /// leaving a history row with its last position. Safe with several
+    /// replicas at once: each deletion is a compare-and-set, so every
+    /// consumer is expired exactly once.
+    pub async fn expire_consumers(
+        &self,
+        ctx: &CallContext,
+        table: Option<&TableName>,
+        branch: Option<&BranchName>,
+        limit: i64,
+        execute: bool,
+    ) -> Result<Vec<Expired>, StoreError> {
+        let candidates = self
+            .backend()
+            .expired_keys(table, branch, limit.clamp(1, MAX_BATCH))
+            .await?;
+        let mut expired = Vec::new();
+        for key in candidates {
+            let planned = self
+                .plan_or_apply(execute, Locate::Key(&key), ctx, |loaded| {
+                    Ok(admin::expire(
+                        loaded.state.as_ref(),
+                        loaded.options.expiration,
+                        loaded.now,
+                    ))
+                })
+                .await?;
+            if let Some(next_snapshot) = planned.change {
+                expired.push(Expired { key, next_snapshot });
+            }
+        }
+        Ok(expired)
+    }
+
+    /// A5: deletes history rows and stale lease grants older than `max_age`.
+    pub async fn prune(&self, max_age: Duration, limit: i64) -> Result<Pruned, StoreError> {
+        self.backend().prune(max_age, limit).await
+    }
+
+    /// A5: a page of history, newest first.
+    pub async fn list_history(
+        &self,
+        filter: &HistoryFilter,
+        before_id: Option<i64>,
+        page_size: i64,
+    ) -> Result<Vec<HistoryRecord>, StoreError> {
+        self.backend()
+            .history_page(filter, before_id, page_size.clamp(1, MAX_PAGE))
+            .await
+    }
+
+    /// E1/A4: a table's options.
+    pub async fn table_options(&self, table: &TableName) -> Result<StoredOptions, StoreError> {
+        self.backend().table_options(table).await
+    }
+
+    /// E1/A4: changes a table's options (plan-only unless `execute`).
+    pub async fn set_table_options(
+        &self,
+        ctx: &CallContext,
+        table: &TableName,
+        set: &BTreeMap<String, String>,
+        unset: &[String],
+        execute: bool,
+    ) -> Result<Planned<OptionsChange>, StoreError> {
+        for _ in 0..8 {
+            let before = self.backend().table_options(table).await?;
+            let after = before.options.apply(set, unset).map_err(CoreError::InvalidArgument)?;
+            let change = OptionsChange { before, after };
+            if !execute {
+                return Ok(Planned { change, applied: false });
+            }
+            if self
+                .backend()
+                .save_table_options(table, &change.before, &after, ctx)
+                .await?
+            {
+                return Ok(Planned { change, applied: true });
+            }
+        }
+        Err(StoreError::Contention)
+    }
+
+    /// E4/E5: the branch's fences and the consumers and pins that set them.
+    pub async fn fence(
+        &self,
+        table: &TableName,
+        branch: &BranchName,
+        changelog_decoupled: bool,
+        holders: i64,
+    ) -> Result<FenceReport, StoreError> {
+        let view = self
+            .backend()
+            .branch_view(table, branch, holders.clamp(1, MAX_PAGE))
+            .await?;
+        Ok(fence_report(view, changelog_decoupled))
+    }
+
+    /// E6: everything holding the branch's retention back, lowest first.
+    pub async fn explain(
+        &self,
+        table: &TableName,
+        branch: &BranchName,
+        changelog_decoupled: bool,
+        limit: i64,
+    ) -> Result<Explanation, StoreError> {
+        let limit = limit.clamp(1, MAX_PAGE);
+        let view = self.backend().branch_view(table, branch, limit).await?;
+        let report = fence_report(view.clone(), changelog_decoupled);
+        let truncated = [&view.consumers, &view.pins]
+            .iter()
+            .any(|rows| i64::try_from(rows.len()).unwrap_or(i64::MAX) >= limit);
+        let mut holders = holders_of(&view);
+        holders.sort_by(|a, b| {
+            (a.snapshot, a.view.state.key.consumer_id.as_str())
+                .cmp(&(b.snapshot, b.view.state.key.consumer_id.as_str()))
+        });
+        holders.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        Ok(Explanation {
+            fences: report,
+            holders,
+            truncated,
+        })
+    }
+}
+
+fn holders_of(view: &crate::backend::BranchView) -> Vec<Holder> {
+    let consumers = view.consumers.iter().filter_map(|s| {
+        Some(Holder {
+            kind: HolderKind::Consumer,
+            snapshot: s.next_snapshot()?,
+            view: ConsumerView::new(s.clone(), view.options, view.now),
+        })
+    });
+    let pins = view.pins.iter().filter_map(|s| {
+        Some(Holder {
+            kind: HolderKind::FullScanPin,
+            snapshot: s.lease.as_ref()?.full_scan_pin?,
+            view: ConsumerView::new(s.clone(), view.options, view.now),
+        })
+    });
+    consumers.chain(pins).collect()
+}
+
+fn fence_report(view: crate::backend::BranchView, changelog_decoupled: bool) -> FenceReport {
+    let inputs = FenceInputs {
+        consumer_min: view.consumers.first().and_then(KeyState::next_snapshot),
+        pin_min: view.pins.first().and_then(|s| s.lease.as_ref()?.full_scan_pin),
+    };
+    let fences = retention::fences(&view.options, changelog_decoupled, &inputs);
+    let all = holders_of(&view);
+    let at = |fence: Option<i64>, consumers: bool, pins: bool| -> Vec<Holder> {
+        all.iter()
+            .filter(|h| Some(h.snapshot) == fence)
+            .filter(|h| match h.kind {
+                HolderKind::Consumer => consumers,
+                HolderKind::FullScanPin => pins,
+            })
+            .cloned()
+            .collect()
+    };
+    FenceReport {
+        snapshot_holders: at(
+            fences.snapshot,
+            fences.snapshot_set_by_consumers(&inputs),
+            fences.snapshot_set_by_pins(&inputs),
+        ),
+        changelog_holders: at(
+            fences.changelog,
+            fences.changelog_set_by_consumers(&inputs),
+            fences.changelog_set_by_pins(&inputs),
+        ),
+        fences,
+        inputs,
+        options: view.options,
+        now: view.now,
+    }
+}
