@@ -184,7 +184,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 pub fn format_duration(d: Duration) -> String {
     let nanos = d.as_nanos();
     for (names, per) in UNITS.iter().rev() {
-        if nanos % per == 0 && nanos >= *per {
+        if nanos.is_multiple_of(*per) && nanos >= *per {
             let unit = match names[0] {
                 "m" => "min",
                 other => other,
