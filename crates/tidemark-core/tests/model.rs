@@ -132,7 +132,7 @@ impl World {
             LeaseRequest {
                 holder: &holder,
                 ttl: requested,
-                lease_id: lease_id,
+                lease_id,
             },
             &self.policy,
             None,
