@@ -4,7 +4,12 @@
 use prost::Message;
 
 /// The tidemark API; Rust code is generated for these.
-const API_FILES: [&str; 2] = ["tidemark/v1/types.proto", "tidemark/v1/coordinator.proto"];
+const API_FILES: [&str; 4] = [
+    "tidemark/v1/types.proto",
+    "tidemark/v1/coordinator.proto",
+    "tidemark/v1/retention.proto",
+    "tidemark/v1/admin.proto",
+];
 
 /// Vendored `google.rpc` error detail types. They are only described through
 /// reflection, so that grpcurl can decode ErrorInfo and BadRequest details.

@@ -216,18 +216,16 @@ pub struct ConsumerSelector {
 }
 
 impl ConsumerSelector {
-    /// Compiles the two patterns, naming the bad one (`including_consumers`
-    /// or `excluding_consumers`).
+    /// Compiles the two patterns, naming the bad one (`including`
+    /// or `excluding`).
     pub fn parse(including: &str, excluding: &str) -> Result<Self, Vec<crate::validate::FieldViolation>> {
         let mut v = crate::validate::Violations::new();
         let including = if including.is_empty() { ".*" } else { including };
-        let including = compile(including, "including_consumers")
-            .map_err(|e| v.extend(vec![e]))
-            .ok();
+        let including = compile(including, "including").map_err(|e| v.extend(vec![e])).ok();
         let excluding = if excluding.is_empty() {
             Some(None)
         } else {
-            compile(excluding, "excluding_consumers")
+            compile(excluding, "excluding")
                 .map(Some)
                 .map_err(|e| v.extend(vec![e]))
                 .ok()
@@ -285,7 +283,7 @@ mod tests {
     fn bad_or_huge_patterns_are_rejected_by_field() {
         let err = ConsumerSelector::parse("(", "a{99999}{99999}").unwrap_err();
         let fields: Vec<_> = err.iter().map(|v| v.field.as_str()).collect();
-        assert_eq!(fields, ["including_consumers", "excluding_consumers"]);
+        assert_eq!(fields, ["including", "excluding"]);
         let long = "a".repeat(MAX_PATTERN_LEN + 1);
         assert!(ConsumerSelector::parse(&long, "").is_err());
     }

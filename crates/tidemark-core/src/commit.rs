@@ -84,6 +84,8 @@ impl CommitOutcome {
 /// The answer to a commit (C7).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committed {
+    /// The key the lease is for.
+    pub key: crate::ids::ConsumerKey,
     /// What happened.
     pub outcome: CommitOutcome,
     /// The consumer's position after the commit.
@@ -156,6 +158,7 @@ pub fn commit(state: Option<&KeyState>, req: &CommitBatch, now: Timestamp) -> Re
         let lease = next.lease.as_mut().expect("checked lease");
         lease.deadline = now.plus(lease.ttl);
         let output = Committed {
+            key: state.key.clone(),
             outcome: CommitOutcome::Duplicate,
             next_snapshot: current,
             previous_next_snapshot: current,
@@ -243,6 +246,7 @@ pub fn commit(state: Option<&KeyState>, req: &CommitBatch, now: Timestamp) -> Re
         requires_live_lease: true,
         events,
         output: Committed {
+            key: state.key.clone(),
             outcome,
             next_snapshot,
             previous_next_snapshot: current,

@@ -288,6 +288,16 @@ pub struct Transition<T> {
 }
 
 impl<T> Transition<T> {
+    /// The same change with its answer transformed.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Transition<U> {
+        Transition {
+            write: self.write,
+            requires_live_lease: self.requires_live_lease,
+            events: self.events,
+            output: f(self.output),
+        }
+    }
+
     /// An answer that changes nothing.
     pub fn read_only(output: T) -> Self {
         Self {

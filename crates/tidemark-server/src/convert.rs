@@ -262,9 +262,219 @@ mod tests {
     }
 
     #[test]
+    fn consumer_page_tokens_round_trip_and_reject_garbage() {
+        let key = ConsumerKey::parse("db.t", "dev", "c-1", "").unwrap();
+        let mut v = Violations::new();
+        let token = consumer_page_token(&key);
+        assert_eq!(parse_consumer_page_token(&mut v, &token), Some(Some(key)));
+        for bad in ["zz", "abc", "00", &"41".repeat(3000)] {
+            assert_eq!(parse_consumer_page_token(&mut v, bad), None, "{bad}");
+        }
+        assert_eq!(v.into_vec().len(), 4);
+    }
+
+    #[test]
     fn every_outcome_maps() {
         for o in tidemark_core::CommitOutcome::ALL {
             assert_eq!(outcome_to_pb(o).as_str_name(), format!("COMMIT_OUTCOME_{}", o.as_str()));
+        }
+    }
+}
+
+/// A lease as operators see it.
+pub fn lease_info(lease: &tidemark_core::LeaseRecord, now: Timestamp) -> pb::LeaseInfo {
+    use tidemark_core::LeaseStatus;
+    let state = match lease.status {
+        LeaseStatus::Active if lease.is_live(now) => "active",
+        LeaseStatus::Active => "expired",
+        LeaseStatus::Released => "released",
+        LeaseStatus::Revoked => "revoked",
+    };
+    let live = lease.is_live(now);
+    pb::LeaseInfo {
+        lease_id: lease.lease_id.to_string(),
+        epoch: lease.epoch,
+        holder: lease.holder.clone(),
+        state: state.to_owned(),
+        remaining: live.then(|| duration_to_pb(lease.remaining(now))),
+        acquired_at: Some(timestamp(lease.acquired_at)),
+        deadline: Some(timestamp(lease.deadline)),
+        full_scan_pin: lease.full_scan_pin.filter(|_| live),
+        last_batch_id: lease.last_batch.map(|b| b.batch_id),
+    }
+}
+
+/// A key as operators see it.
+pub fn consumer_info(view: &tidemark_store::ConsumerView) -> pb::ConsumerInfo {
+    let state = &view.state;
+    pb::ConsumerInfo {
+        key: Some(key_to_pb(&state.key)),
+        consumer: state
+            .consumer
+            .as_ref()
+            .map(|c| consumer_to_pb(&state.key, c, state.latest_snapshot)),
+        lease: state.lease.as_ref().map(|l| lease_info(l, view.now)),
+        epoch: state.epoch,
+        idle: view.liveness.map(|l| duration_to_pb(l.idle)),
+        expired: view.liveness.is_some_and(|l| l.expired),
+        expires_in: view.liveness.and_then(|l| l.expires_in).map(duration_to_pb),
+    }
+}
+
+/// A history row as a proto entry.
+pub fn history_entry(h: &tidemark_store::HistoryRecord) -> pb::HistoryEntry {
+    pb::HistoryEntry {
+        id: h.id,
+        at: Some(timestamp(h.at)),
+        consumer: Some(key_to_pb(&h.key)),
+        event: h.event.kind.as_str().to_owned(),
+        old_next_snapshot: h.event.old_next,
+        new_next_snapshot: h.event.new_next,
+        epoch: h.event.epoch,
+        lease_id: h.event.lease_id.map(|id| id.to_string()).unwrap_or_default(),
+        batch_id: h.event.batch_id,
+        holder: h.event.holder.clone().unwrap_or_default(),
+        principal: h.principal.clone(),
+        request_id: h.request_id.clone(),
+        detail: h.event.detail.clone().unwrap_or_default(),
+    }
+}
+
+/// An operator change to one key.
+pub fn consumer_change(key: &ConsumerKey, change: &tidemark_core::admin::AdminChange) -> pb::ConsumerChange {
+    pb::ConsumerChange {
+        consumer: Some(key_to_pb(key)),
+        old_next_snapshot: change.old_next,
+        new_next_snapshot: change.new_next,
+        revoked_lease: change.revoked.as_ref().map(|l| pb::RevokedLease {
+            lease_id: l.lease_id.to_string(),
+            epoch: l.epoch,
+            holder: l.holder.clone(),
+        }),
+        epoch: change.epoch,
+    }
+}
+
+/// Something holding retention back.
+pub fn retention_holder(h: &tidemark_store::Holder) -> pb::RetentionHolder {
+    let state = &h.view.state;
+    let live = state.live_lease(h.view.now);
+    pb::RetentionHolder {
+        kind: match h.kind {
+            tidemark_store::HolderKind::Consumer => pb::HolderKind::Consumer,
+            tidemark_store::HolderKind::FullScanPin => pb::HolderKind::FullScanPin,
+        }
+        .into(),
+        consumer_id: state.key.consumer_id.as_str().to_owned(),
+        snapshot: h.snapshot,
+        lease_holder: live.map(|l| l.holder.clone()).unwrap_or_default(),
+        lease_epoch: live.map_or(0, |l| l.epoch),
+        idle: match h.kind {
+            tidemark_store::HolderKind::Consumer => h.view.liveness.map(|l| duration_to_pb(l.idle)),
+            tidemark_store::HolderKind::FullScanPin => None,
+        },
+        expires_in: match h.kind {
+            tidemark_store::HolderKind::Consumer => h.view.liveness.and_then(|l| l.expires_in).map(duration_to_pb),
+            tidemark_store::HolderKind::FullScanPin => None,
+        },
+        lag: match h.kind {
+            tidemark_store::HolderKind::Consumer => state.lag(),
+            tidemark_store::HolderKind::FullScanPin => None,
+        },
+    }
+}
+
+/// Parses a required table identifier.
+pub fn table_name(v: &mut Violations, value: &str, field: &str) -> Option<tidemark_core::TableName> {
+    v.check(tidemark_core::TableName::parse(value, field).map_err(|e| vec![e]))
+}
+
+/// Parses a branch (empty: main).
+pub fn branch_name(v: &mut Violations, value: &str, field: &str) -> Option<tidemark_core::BranchName> {
+    v.check(tidemark_core::BranchName::parse(value, field).map_err(|e| vec![e]))
+}
+
+/// Parses an optional filter: empty means none.
+pub fn optional<T>(
+    v: &mut Violations,
+    value: &str,
+    field: &str,
+    parse: impl Fn(&mut Violations, &str, &str) -> Option<T>,
+) -> Option<Option<T>> {
+    if value.is_empty() {
+        Some(None)
+    } else {
+        parse(v, value, field).map(Some)
+    }
+}
+
+/// A page size: 0 means `default`; otherwise 1..=`max`.
+pub fn page_size(v: &mut Violations, value: i32, default: i64, max: i64, field: &str) -> Option<i64> {
+    match i64::from(value) {
+        0 => Some(default),
+        n if (1..=max).contains(&n) => Some(n),
+        n => {
+            v.add(field, format!("must be between 1 and {max} (got {n})"));
+            None
+        }
+    }
+}
+
+const TOKEN_SEPARATOR: char = '\u{1f}';
+
+/// An opaque page token for a consumer listing (hex of the last key).
+pub fn consumer_page_token(key: &ConsumerKey) -> String {
+    let raw = format!(
+        "{}{TOKEN_SEPARATOR}{}{TOKEN_SEPARATOR}{}",
+        key.table.as_str(),
+        key.branch.as_str(),
+        key.consumer_id.as_str()
+    );
+    raw.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Parses a consumer listing's page token.
+pub fn parse_consumer_page_token(v: &mut Violations, token: &str) -> Option<Option<ConsumerKey>> {
+    if token.is_empty() {
+        return Some(None);
+    }
+    let bad = |v: &mut Violations| {
+        v.add(
+            "page_token",
+            "is not a page token from a previous ListConsumers response",
+        );
+        None
+    };
+    if token.len() % 2 != 0 || token.len() > 4096 {
+        return bad(v);
+    }
+    let bytes: Option<Vec<u8>> = (0..token.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok())
+        .collect();
+    let Some(text) = bytes.and_then(|b| String::from_utf8(b).ok()) else {
+        return bad(v);
+    };
+    let parts: Vec<&str> = text.split(TOKEN_SEPARATOR).collect();
+    match parts.as_slice() {
+        [table, branch, id] => match ConsumerKey::parse(table, branch, id, "") {
+            Ok(key) => Some(Some(key)),
+            Err(_) => bad(v),
+        },
+        _ => bad(v),
+    }
+}
+
+/// Parses a history page token (the id to continue below).
+pub fn parse_history_page_token(v: &mut Violations, token: &str) -> Option<Option<i64>> {
+    if token.is_empty() {
+        return Some(None);
+    }
+    match token.parse::<i64>() {
+        Ok(id) if id > 0 => Some(Some(id)),
+        _ => {
+            v.add("page_token", "is not a page token from a previous ListHistory response");
+            None
         }
     }
 }

@@ -3,16 +3,16 @@
 use std::time::Duration;
 
 use tidemark_core::validate::Violations;
-use tidemark_core::{CommitBatch, CoreError, RecoveryRequest};
+use tidemark_core::{CommitBatch, RecoveryRequest};
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::coordinator_server::Coordinator;
 use tidemark_store::{CallContext, Store, StoreError};
 use tonic::{Request, Response, Status};
-use tracing::Instrument;
 
-use crate::context::{call_context, respond, with_request_id};
+use crate::call::{self, invalid};
+use crate::context::call_context;
 use crate::convert;
-use crate::status::{store_status, timeout_status};
+use crate::metrics;
 
 /// The worker protocol over a [`Store`].
 #[derive(Debug, Clone)]
@@ -28,37 +28,12 @@ impl CoordinatorService {
         Self { store, request_timeout }
     }
 
-    /// Runs one RPC: builds its context and span, bounds its time, maps
-    /// errors to statuses, and stamps the request id on the answer.
     async fn rpc<T, F>(&self, method: &'static str, ctx: CallContext, body: F) -> Result<Response<T>, Status>
     where
         F: Future<Output = Result<T, StoreError>>,
     {
-        let span = tracing::info_span!("rpc", method, request_id = %ctx.request_id, principal = %ctx.principal);
-        let result = tokio::time::timeout(self.request_timeout, body.instrument(span.clone())).await;
-        let _entered = span.enter();
-        let Ok(result) = result else {
-            tracing::warn!(timeout = ?self.request_timeout, "call timed out");
-            return Err(with_request_id(&ctx, timeout_status(self.request_timeout)));
-        };
-        finish(&ctx, result)
+        call::run("Coordinator", method, self.request_timeout, ctx, body).await
     }
-}
-
-fn finish<T>(ctx: &CallContext, result: Result<T, StoreError>) -> Result<Response<T>, Status> {
-    match result {
-        Ok(body) => Ok(respond(ctx, body)),
-        Err(err) => {
-            if let StoreError::Rule(rule) = &err {
-                tracing::info!(reason = rule.reason(), "refused: {rule}");
-            }
-            Err(with_request_id(ctx, store_status(err, &ctx.request_id)))
-        }
-    }
-}
-
-fn invalid(v: Violations) -> StoreError {
-    StoreError::Rule(CoreError::InvalidArgument(v.into_vec()))
 }
 
 #[tonic::async_trait]
@@ -82,6 +57,7 @@ impl Coordinator for CoordinatorService {
             }
             let acquired = self.store.acquire_lease(&ctx, &key, &holder, ttl).await?;
             let lease = &acquired.lease;
+            metrics::lease_acquired(acquired.takeover);
             if acquired.takeover {
                 tracing::info!(
                     consumer = %key, holder, epoch = lease.epoch,
@@ -196,6 +172,10 @@ impl Coordinator for CoordinatorService {
                 %lease_id, epoch, batch_id = req.batch_id, outcome = done.outcome.as_str(),
                 next_snapshot = done.next_snapshot, "batch committed"
             );
+            metrics::commit(done.outcome);
+            if let Some(lag) = done.lag {
+                metrics::consumer_lag(&done.key, lag);
+            }
             Ok(pb::CommitBatchResponse {
                 outcome: convert::outcome_to_pb(done.outcome).into(),
                 next_snapshot: done.next_snapshot,

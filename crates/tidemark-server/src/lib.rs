@@ -6,11 +6,18 @@
 //! shedding, and a graceful drain on shutdown. Every error is a gRPC status
 //! with a `google.rpc.ErrorInfo` reason ([`status`]).
 
+mod admin;
+mod call;
 pub mod context;
 pub mod convert;
 mod coordinator;
+pub mod metrics;
+mod retention;
 mod server;
 pub mod status;
+mod sweeper;
 
+pub use admin::AdminService;
 pub use coordinator::CoordinatorService;
+pub use retention::RetentionService;
 pub use server::{READINESS_SERVICE, ServeError, ServerConfig, serve};

@@ -4,7 +4,9 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tidemark_proto::v1::admin_server::AdminServer;
 use tidemark_proto::v1::coordinator_server::CoordinatorServer;
+use tidemark_proto::v1::retention_server::RetentionServer;
 use tidemark_store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -14,7 +16,9 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tower::limit::GlobalConcurrencyLimitLayer;
 
+use crate::admin::AdminService;
 use crate::coordinator::CoordinatorService;
+use crate::retention::RetentionService;
 
 /// The health service name whose status tracks the database: SERVING while
 /// the database answers. Kubernetes readiness probes ask for it; liveness
@@ -42,6 +46,14 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// How often the database is pinged for readiness.
     pub readiness_interval: Duration,
+    /// How often the sweeper expires consumers and prunes history; zero
+    /// turns it off.
+    pub sweep_interval: Duration,
+    /// Most consumers one sweep expires.
+    pub sweep_limit: i64,
+    /// History rows (and stale lease grants) older than this are pruned;
+    /// `None` keeps them forever.
+    pub history_retention: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -54,6 +66,9 @@ impl Default for ServerConfig {
             shutdown_drain: Duration::ZERO,
             shutdown_grace: Duration::from_secs(30),
             readiness_interval: Duration::from_secs(5),
+            sweep_interval: Duration::from_secs(60),
+            sweep_limit: 1000,
+            history_retention: Some(Duration::from_secs(30 * 86_400)),
         }
     }
 }
@@ -83,7 +98,11 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let (reporter, health) = tonic_health::server::health_reporter();
-    reporter.set_serving::<CoordinatorServer<CoordinatorService>>().await;
+    set_all(&reporter, ServingStatus::Serving).await;
+    // Ready only once the database has answered (the tracker's first ping).
+    reporter
+        .set_service_status(READINESS_SERVICE, ServingStatus::NotServing)
+        .await;
 
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(tidemark_proto::FILE_DESCRIPTOR_SET)
@@ -96,14 +115,19 @@ pub async fn serve(
 
     let coordinator = CoordinatorServer::new(CoordinatorService::new(store.clone(), config.request_timeout))
         .max_decoding_message_size(config.max_message_bytes);
+    let retention = RetentionServer::new(RetentionService::new(store.clone(), config.request_timeout))
+        .max_decoding_message_size(config.max_message_bytes);
+    let admin = AdminServer::new(AdminService::new(store.clone(), config.request_timeout))
+        .max_decoding_message_size(config.max_message_bytes);
 
     let stop_accepting = CancellationToken::new();
     let readiness = tokio::spawn(track_readiness(
         reporter.clone(),
-        store,
+        store.clone(),
         config.readiness_interval,
         stop_accepting.clone(),
     ));
+    let sweeper = tokio::spawn(crate::sweeper::run(store, config.clone(), stop_accepting.clone()));
 
     let layers = tower::ServiceBuilder::new()
         .load_shed()
@@ -118,7 +142,9 @@ pub async fn serve(
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(coordinator);
+        .add_service(coordinator)
+        .add_service(retention)
+        .add_service(admin);
 
     let local = listener.local_addr().ok();
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
@@ -132,6 +158,7 @@ pub async fn serve(
         result = &mut server => {
             stop_accepting.cancel();
             let _ = readiness.await;
+            let _ = sweeper.await;
             return flatten(result);
         }
         () = shutdown => {}
@@ -143,6 +170,7 @@ pub async fn serve(
     tracing::info!("no longer accepting calls; waiting for in-flight RPCs");
     stop_accepting.cancel();
     let _ = readiness.await;
+    let _ = sweeper.await;
     match tokio::time::timeout(config.shutdown_grace, &mut server).await {
         Ok(result) => {
             tracing::info!("all in-flight RPCs finished; stopped");

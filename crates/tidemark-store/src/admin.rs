@@ -128,6 +128,8 @@ pub struct Expired {
     pub key: ConsumerKey,
     /// Its last position.
     pub next_snapshot: i64,
+    /// How long it had been idle.
+    pub idle: Duration,
 }
 
 /// A table-options change.
@@ -262,7 +264,7 @@ impl Store {
             );
             if selected.len() > usize::try_from(MAX_BATCH).unwrap_or(usize::MAX) {
                 return Err(CoreError::invalid(
-                    "including_consumers",
+                    "including",
                     format!("selects more than {MAX_BATCH} consumers; narrow the patterns"),
                 )
                 .into());
@@ -318,15 +320,24 @@ impl Store {
         for key in candidates {
             let planned = self
                 .plan_or_apply(execute, Locate::Key(&key), ctx, |loaded| {
-                    Ok(admin::expire(
-                        loaded.state.as_ref(),
-                        loaded.options.expiration,
-                        loaded.now,
-                    ))
+                    let idle = loaded
+                        .state
+                        .as_ref()
+                        .and_then(|s| s.consumer)
+                        .map(|c| c.updated_at.until(loaded.now))
+                        .unwrap_or_default();
+                    Ok(
+                        admin::expire(loaded.state.as_ref(), loaded.options.expiration, loaded.now)
+                            .map(|expired| expired.map(|next| (next, idle))),
+                    )
                 })
                 .await?;
-            if let Some(next_snapshot) = planned.change {
-                expired.push(Expired { key, next_snapshot });
+            if let Some((next_snapshot, idle)) = planned.change {
+                expired.push(Expired {
+                    key,
+                    next_snapshot,
+                    idle,
+                });
             }
         }
         Ok(expired)

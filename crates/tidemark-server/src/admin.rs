@@ -1,0 +1,396 @@
+//! The `tidemark.v1.Admin` service: the operator API. Every mutating call is
+//! plan-only unless `execute: true`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tidemark_core::admin::ConsumerSelector;
+use tidemark_core::validate::Violations;
+use tidemark_proto::v1 as pb;
+use tidemark_proto::v1::admin_server::Admin;
+use tidemark_store::{HistoryFilter, KeyFilter, MAX_BATCH, MAX_PAGE, Store};
+use tonic::{Request, Response, Status};
+
+use crate::call::{self, invalid};
+use crate::context::call_context;
+use crate::convert;
+
+/// Longest revoke reason kept in history.
+const MAX_REASON: usize = 512;
+
+/// The operator API over a [`Store`].
+#[derive(Debug, Clone)]
+pub struct AdminService {
+    store: Store,
+    request_timeout: Duration,
+}
+
+impl AdminService {
+    /// The service over `store`.
+    pub fn new(store: Store, request_timeout: Duration) -> Self {
+        Self { store, request_timeout }
+    }
+}
+
+fn options_map(options: &tidemark_core::TableOptions) -> std::collections::HashMap<String, String> {
+    options.to_map().into_iter().collect()
+}
+
+#[tonic::async_trait]
+impl Admin for AdminService {
+    async fn list_consumers(
+        &self,
+        request: Request<pb::ListConsumersRequest>,
+    ) -> Result<Response<pb::ListConsumersResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        call::run("Admin", "ListConsumers", self.request_timeout, ctx, async {
+            let mut v = Violations::new();
+            let table = convert::optional(&mut v, &req.table, "table", convert::table_name);
+            let branch = convert::optional(&mut v, &req.branch, "branch", convert::branch_name);
+            if req.consumer_id_prefix.len() > 128 {
+                v.add("consumer_id_prefix", "must be at most 128 characters");
+            }
+            let page_size = convert::page_size(&mut v, req.page_size, 100, MAX_PAGE, "page_size");
+            let after = convert::parse_consumer_page_token(&mut v, &req.page_token);
+            let (Some(table), Some(branch), Some(page_size), Some(after), true) =
+                (table, branch, page_size, after, v.is_empty())
+            else {
+                return Err(invalid(v));
+            };
+            let filter = KeyFilter {
+                table,
+                branch,
+                consumer_id_prefix: Some(req.consumer_id_prefix).filter(|p| !p.is_empty()),
+            };
+            let page = self.store.list_consumers(&filter, after.as_ref(), page_size).await?;
+            Ok(pb::ListConsumersResponse {
+                consumers: page.consumers.iter().map(convert::consumer_info).collect(),
+                next_page_token: page.next.as_ref().map(convert::consumer_page_token).unwrap_or_default(),
+            })
+        })
+        .await
+    }
+
+    async fn describe_consumer(
+        &self,
+        request: Request<pb::DescribeConsumerRequest>,
+    ) -> Result<Response<pb::DescribeConsumerResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        call::run("Admin", "DescribeConsumer", self.request_timeout, ctx, async {
+            let mut v = Violations::new();
+            let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
+            let limit = convert::page_size(&mut v, req.history_limit, 20, MAX_PAGE, "history_limit");
+            let (Some(key), Some(limit)) = (key, limit) else {
+                return Err(invalid(v));
+            };
+            let (view, history) = self.store.describe(&key, limit).await?;
+            Ok(pb::DescribeConsumerResponse {
+                info: Some(convert::consumer_info(&view)),
+                table_options: options_map(&view.options),
+                recent_history: history.iter().map(convert::history_entry).collect(),
+            })
+        })
+        .await
+    }
+
+    async fn reset_consumer(
+        &self,
+        request: Request<pb::ResetConsumerRequest>,
+    ) -> Result<Response<pb::ResetConsumerResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        call::run("Admin", "ResetConsumer", self.request_timeout, ctx.clone(), async {
+            let mut v = Violations::new();
+            let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
+            if req.next_snapshot < 1 {
+                v.add("next_snapshot", format!("must be >= 1 (got {})", req.next_snapshot));
+            }
+            if let Some(expected) = req.expected_next_snapshot
+                && expected < 1
+            {
+                v.add(
+                    "expected_next_snapshot",
+                    format!("must be >= 1 when present (got {expected})"),
+                );
+            }
+            let (Some(key), true) = (key, v.is_empty()) else {
+                return Err(invalid(v));
+            };
+            let planned = self
+                .store
+                .reset_consumer(
+                    &ctx,
+                    &key,
+                    req.next_snapshot,
+                    req.expected_next_snapshot,
+                    req.force,
+                    req.execute,
+                )
+                .await?;
+            if planned.applied {
+                tracing::info!(consumer = %key, old = planned.change.old_next, new = planned.change.new_next,
+                    forced = planned.change.revoked.is_some(), "consumer reset");
+            }
+            Ok(pb::ResetConsumerResponse {
+                change: Some(convert::consumer_change(&key, &planned.change)),
+                executed: planned.applied,
+            })
+        })
+        .await
+    }
+
+    async fn delete_consumer(
+        &self,
+        request: Request<pb::DeleteConsumerRequest>,
+    ) -> Result<Response<pb::DeleteConsumerResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        call::run("Admin", "DeleteConsumer", self.request_timeout, ctx.clone(), async {
+            let mut v = Violations::new();
+            let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
+            if let Some(expected) = req.expected_next_snapshot
+                && expected < 1
+            {
+                v.add(
+                    "expected_next_snapshot",
+                    format!("must be >= 1 when present (got {expected})"),
+                );
+            }
+            let (Some(key), true) = (key, v.is_empty()) else {
+                return Err(invalid(v));
+            };
+            let planned = self
+                .store
+                .delete_consumer(&ctx, &key, req.expected_next_snapshot, req.force, req.execute)
+                .await?;
+            if planned.applied && planned.change.changes_anything() {
+                tracing::info!(consumer = %key, old = planned.change.old_next,
+                    forced = planned.change.revoked.is_some(), "consumer deleted");
+            }
+            Ok(pb::DeleteConsumerResponse {
+                change: Some(convert::consumer_change(&key, &planned.change)),
+                executed: planned.applied,
+            })
+        })
+        .await
+    }
+
+    async fn clear_consumers(
+        &self,
+        request: Request<pb::ClearConsumersRequest>,
+    ) -> Result<Response<pb::ClearConsumersResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        call::run("Admin", "ClearConsumers", self.request_timeout, ctx.clone(), async {
+            let mut v = Violations::new();
+            let table = convert::table_name(&mut v, &req.table, "table");
+            let branch = convert::branch_name(&mut v, &req.branch, "branch");
+            let selector = v.check(ConsumerSelector::parse(&req.including, &req.excluding));
+            let (Some(table), Some(branch), Some(selector)) = (table, branch, selector) else {
+                return Err(invalid(v));
+            };
+            let cleared = self
+                .store
+                .clear_consumers(&ctx, &table, &branch, &selector, req.force, req.execute)
+                .await?;
+            let mut response = pb::ClearConsumersResponse {
+                executed: req.execute,
+                ..Default::default()
+            };
+            for c in &cleared {
+                match &c.result {
+                    Ok(change) => response.cleared.push(convert::consumer_change(&c.key, change)),
+                    Err(why) => response.skipped.push(pb::SkippedConsumer {
+                        consumer_id: c.key.consumer_id.as_str().to_owned(),
+                        reason: why.reason().to_owned(),
+                        message: why.to_string(),
+                    }),
+                }
+            }
+            if req.execute {
+                tracing::info!(table = %table.as_str(), branch = %branch.as_str(), cleared = response.cleared.len(),
+                    skipped = response.skipped.len(), "consumers cleared");
+            }
+            Ok(response)
+        })
+        .await
+    }
+
+    async fn revoke_lease(
+        &self,
+        request: Request<pb::RevokeLeaseRequest>,
+    ) -> Result<Response<pb::RevokeLeaseResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        call::run("Admin", "RevokeLease", self.request_timeout, ctx.clone(), async {
+            let mut v = Violations::new();
+            let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
+            if req.reason.chars().count() > MAX_REASON {
+                v.add("reason", format!("must be at most {MAX_REASON} characters"));
+            }
+            let (Some(key), true) = (key, v.is_empty()) else {
+                return Err(invalid(v));
+            };
+            let reason = if req.reason.is_empty() {
+                "revoked by an operator"
+            } else {
+                &req.reason
+            };
+            let planned = self.store.revoke(&ctx, &key, reason, req.execute).await?;
+            if planned.applied && planned.change.lease.is_some() {
+                tracing::info!(consumer = %key, epoch = planned.change.epoch, reason, "lease revoked");
+            }
+            Ok(pb::RevokeLeaseResponse {
+                // The lease as the revocation leaves it (state "revoked").
+                lease: planned
+                    .change
+                    .lease
+                    .as_ref()
+                    .map(|l| convert::lease_info(l, l.deadline)),
+                epoch: planned.change.epoch,
+                executed: planned.applied,
+            })
+        })
+        .await
+    }
+
+    async fn list_history(
+        &self,
+        request: Request<pb::ListHistoryRequest>,
+    ) -> Result<Response<pb::ListHistoryResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        call::run("Admin", "ListHistory", self.request_timeout, ctx, async {
+            let mut v = Violations::new();
+            let filter = match &req.consumer {
+                Some(key) => {
+                    if !req.table.is_empty() || !req.branch.is_empty() {
+                        v.add("table", "give either consumer or table (and branch), not both");
+                    }
+                    convert::consumer_key(&mut v, Some(key), "consumer").map(|k| HistoryFilter::key(&k))
+                }
+                None => {
+                    let table = convert::table_name(&mut v, &req.table, "table");
+                    let branch = convert::optional(&mut v, &req.branch, "branch", convert::branch_name);
+                    table.zip(branch).map(|(table, branch)| HistoryFilter {
+                        table,
+                        branch,
+                        consumer_id: None,
+                    })
+                }
+            };
+            let page_size = convert::page_size(&mut v, req.page_size, 100, MAX_PAGE, "page_size");
+            let before = convert::parse_history_page_token(&mut v, &req.page_token);
+            let (Some(filter), Some(page_size), Some(before), true) = (filter, page_size, before, v.is_empty()) else {
+                return Err(invalid(v));
+            };
+            let entries = self.store.list_history(&filter, before, page_size).await?;
+            let full = i64::try_from(entries.len()).unwrap_or(0) == page_size;
+            Ok(pb::ListHistoryResponse {
+                next_page_token: entries
+                    .last()
+                    .filter(|_| full)
+                    .map(|h| h.id.to_string())
+                    .unwrap_or_default(),
+                entries: entries.iter().map(convert::history_entry).collect(),
+            })
+        })
+        .await
+    }
+
+    async fn get_table_options(
+        &self,
+        request: Request<pb::GetTableOptionsRequest>,
+    ) -> Result<Response<pb::GetTableOptionsResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        call::run("Admin", "GetTableOptions", self.request_timeout, ctx, async {
+            let mut v = Violations::new();
+            let Some(table) = convert::table_name(&mut v, &req.table, "table") else {
+                return Err(invalid(v));
+            };
+            let stored = self.store.table_options(&table).await?;
+            let options = stored.options;
+            Ok(pb::GetTableOptionsResponse {
+                table: table.as_str().to_owned(),
+                options: options_map(&options),
+                expiration_time: options.expiration.map(convert::duration_to_pb),
+                changelog_only: options.changelog_only,
+                mode: options
+                    .mode
+                    .unwrap_or(tidemark_core::ConsumerMode::ExactlyOnce)
+                    .as_str()
+                    .to_owned(),
+                updated_at: stored.updated_at.map(convert::timestamp),
+                updated_by: stored.updated_by.unwrap_or_default(),
+            })
+        })
+        .await
+    }
+
+    async fn set_table_options(
+        &self,
+        request: Request<pb::SetTableOptionsRequest>,
+    ) -> Result<Response<pb::SetTableOptionsResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        call::run("Admin", "SetTableOptions", self.request_timeout, ctx.clone(), async {
+            let mut v = Violations::new();
+            let Some(table) = convert::table_name(&mut v, &req.table, "table") else {
+                return Err(invalid(v));
+            };
+            let set: BTreeMap<String, String> = req.options.into_iter().collect();
+            let planned = self
+                .store
+                .set_table_options(&ctx, &table, &set, &req.unset, req.execute)
+                .await?;
+            if planned.applied {
+                tracing::info!(table = %table.as_str(), options = ?planned.change.after.to_map(), "table options set");
+            }
+            Ok(pb::SetTableOptionsResponse {
+                before: options_map(&planned.change.before.options),
+                after: options_map(&planned.change.after),
+                executed: planned.applied,
+            })
+        })
+        .await
+    }
+
+    async fn expire_consumers(
+        &self,
+        request: Request<pb::ExpireConsumersRequest>,
+    ) -> Result<Response<pb::ExpireConsumersResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        call::run("Admin", "ExpireConsumers", self.request_timeout, ctx.clone(), async {
+            let mut v = Violations::new();
+            let table = convert::optional(&mut v, &req.table, "table", convert::table_name);
+            let branch = convert::optional(&mut v, &req.branch, "branch", convert::branch_name);
+            let limit = convert::page_size(&mut v, req.limit, 1000, MAX_BATCH, "limit");
+            let (Some(table), Some(branch), Some(limit)) = (table, branch, limit) else {
+                return Err(invalid(v));
+            };
+            let expired = self
+                .store
+                .expire_consumers(&ctx, table.as_ref(), branch.as_ref(), limit, req.execute)
+                .await?;
+            if req.execute && !expired.is_empty() {
+                tracing::info!(expired = expired.len(), "consumers expired on request");
+            }
+            Ok(pb::ExpireConsumersResponse {
+                expired: expired
+                    .iter()
+                    .map(|e| pb::ExpiredConsumer {
+                        consumer: Some(convert::key_to_pb(&e.key)),
+                        next_snapshot: e.next_snapshot,
+                        idle: Some(convert::duration_to_pb(e.idle)),
+                    })
+                    .collect(),
+                executed: req.execute,
+            })
+        })
+        .await
+    }
+}

@@ -1,0 +1,61 @@
+//! Running one RPC: its span, time limit, metrics, error mapping and request
+//! id — the same for every service.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use tidemark_core::CoreError;
+use tidemark_core::validate::Violations;
+use tidemark_store::{CallContext, StoreError};
+use tonic::{Response, Status};
+use tracing::Instrument;
+
+use crate::context::{respond, with_request_id};
+use crate::metrics;
+use crate::status::{store_status, timeout_status};
+
+/// Runs `body` as the RPC `service/method`: bounded by `timeout`
+/// (DEADLINE_EXCEEDED), logged under a span with the request id and
+/// principal, counted in the RPC metrics, and answered with the request id.
+pub(crate) async fn run<T, F>(
+    service: &'static str,
+    method: &'static str,
+    timeout: Duration,
+    ctx: CallContext,
+    body: F,
+) -> Result<Response<T>, Status>
+where
+    F: Future<Output = Result<T, StoreError>>,
+{
+    let span = tracing::info_span!("rpc", method, request_id = %ctx.request_id, principal = %ctx.principal);
+    let started = Instant::now();
+    let result = tokio::time::timeout(timeout, body.instrument(span.clone())).await;
+    let _entered = span.enter();
+    let answer = match result {
+        Err(_) => {
+            tracing::warn!(?timeout, "call timed out");
+            Err(with_request_id(&ctx, timeout_status(timeout)))
+        }
+        Ok(Ok(body)) => Ok(respond(&ctx, body)),
+        Ok(Err(err)) => {
+            if let StoreError::Rule(rule) = &err {
+                if rule.reason() == "LEASE_HELD" {
+                    metrics::lease_conflict();
+                }
+                tracing::info!(reason = rule.reason(), "refused: {rule}");
+            }
+            Err(with_request_id(&ctx, store_status(err, &ctx.request_id)))
+        }
+    };
+    let code = match &answer {
+        Ok(_) => tonic::Code::Ok,
+        Err(status) => status.code(),
+    };
+    metrics::rpc(service, method, code, started.elapsed());
+    answer
+}
+
+/// The violations collected while parsing a request, as its error.
+pub(crate) fn invalid(v: Violations) -> StoreError {
+    StoreError::Rule(CoreError::InvalidArgument(v.into_vec()))
+}

@@ -1,0 +1,59 @@
+//! The background sweeper (SPEC E3, A5): expires consumers whatever the
+//! table's writers do, and prunes old history. Every replica runs it; each
+//! expiry is a compare-and-set, so a consumer is expired exactly once.
+
+use std::time::Duration;
+
+use tidemark_store::{CallContext, Store};
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics;
+use crate::server::ServerConfig;
+
+/// Most history rows one sweep prunes.
+const PRUNE_LIMIT: i64 = 10_000;
+
+/// Sweeps every `config.sweep_interval` until `stop`.
+pub(crate) async fn run(store: Store, config: ServerConfig, stop: CancellationToken) {
+    if config.sweep_interval.is_zero() {
+        tracing::info!("consumer sweeper disabled");
+        return;
+    }
+    loop {
+        // Replicas drift apart so they do not all sweep at the same instant.
+        let jitter = Duration::from_millis(u64::from(uuid::Uuid::new_v4().as_u128() as u16) % 1000);
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(config.sweep_interval + jitter) => {}
+        }
+        sweep(&store, &config).await;
+    }
+}
+
+/// One sweep: expire, then prune.
+pub(crate) async fn sweep(store: &Store, config: &ServerConfig) {
+    let ctx = CallContext {
+        principal: "sweeper".into(),
+        request_id: format!("sweep-{}", uuid::Uuid::now_v7()),
+    };
+    let expired = match store.expire_consumers(&ctx, None, None, config.sweep_limit, true).await {
+        Ok(expired) => {
+            for e in &expired {
+                tracing::info!(consumer = %e.key, next_snapshot = e.next_snapshot, idle = ?e.idle, "consumer expired");
+            }
+            Ok(expired.len())
+        }
+        Err(e) => Err(e),
+    };
+    let pruned = match config.history_retention {
+        Some(age) => store.prune(age, PRUNE_LIMIT).await.map(|p| p.history),
+        None => Ok(0),
+    };
+    match (expired, pruned) {
+        (Ok(expired), Ok(pruned)) => metrics::sweeper_run(true, expired, pruned),
+        (expired, pruned) => {
+            tracing::warn!(expired = ?expired.err(), pruned = ?pruned.err(), "sweep failed; retrying next interval");
+            metrics::sweeper_run(false, 0, 0);
+        }
+    }
+}
