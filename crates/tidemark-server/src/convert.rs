@@ -225,62 +225,6 @@ pub fn outcome_to_pb(outcome: tidemark_core::CommitOutcome) -> pb::CommitOutcome
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_round_down_to_whole_seconds_with_nanos() {
-        let t = timestamp(Timestamp::from_micros(1_500_000));
-        assert_eq!((t.seconds, t.nanos), (1, 500_000_000));
-        let t = timestamp(Timestamp::from_micros(-1));
-        assert_eq!((t.seconds, t.nanos), (-1, 999_999_000));
-    }
-
-    #[test]
-    fn durations_reject_negative_and_absurd_values() {
-        let mut v = Violations::new();
-        assert_eq!(
-            duration(&mut v, Some(&prost_types::Duration { seconds: 10, nanos: 0 }), "ttl"),
-            Some(Duration::from_secs(10))
-        );
-        assert_eq!(
-            duration(&mut v, Some(&prost_types::Duration { seconds: 0, nanos: 0 }), "ttl"),
-            None
-        );
-        assert!(v.is_empty());
-        duration(&mut v, Some(&prost_types::Duration { seconds: -1, nanos: 0 }), "ttl");
-        duration(
-            &mut v,
-            Some(&prost_types::Duration {
-                seconds: i64::MAX,
-                nanos: 0,
-            }),
-            "ttl",
-        );
-        assert_eq!(v.into_vec().len(), 2);
-    }
-
-    #[test]
-    fn consumer_page_tokens_round_trip_and_reject_garbage() {
-        let key = ConsumerKey::parse("db.t", "dev", "c-1", "").unwrap();
-        let mut v = Violations::new();
-        let token = consumer_page_token(&key);
-        assert_eq!(parse_consumer_page_token(&mut v, &token), Some(Some(key)));
-        for bad in ["zz", "abc", "00", &"41".repeat(3000)] {
-            assert_eq!(parse_consumer_page_token(&mut v, bad), None, "{bad}");
-        }
-        assert_eq!(v.into_vec().len(), 4);
-    }
-
-    #[test]
-    fn every_outcome_maps() {
-        for o in tidemark_core::CommitOutcome::ALL {
-            assert_eq!(outcome_to_pb(o).as_str_name(), format!("COMMIT_OUTCOME_{}", o.as_str()));
-        }
-    }
-}
-
 /// A lease as operators see it.
 pub fn lease_info(lease: &tidemark_core::LeaseRecord, now: Timestamp) -> pb::LeaseInfo {
     use tidemark_core::LeaseStatus;
@@ -445,7 +389,7 @@ pub fn parse_consumer_page_token(v: &mut Violations, token: &str) -> Option<Opti
         );
         None
     };
-    if token.len() % 2 != 0 || token.len() > 4096 {
+    if !token.len().is_multiple_of(2) || token.len() > 4096 {
         return bad(v);
     }
     let bytes: Option<Vec<u8>> = (0..token.len())
@@ -475,6 +419,62 @@ pub fn parse_history_page_token(v: &mut Violations, token: &str) -> Option<Optio
         _ => {
             v.add("page_token", "is not a page token from a previous ListHistory response");
             None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_down_to_whole_seconds_with_nanos() {
+        let t = timestamp(Timestamp::from_micros(1_500_000));
+        assert_eq!((t.seconds, t.nanos), (1, 500_000_000));
+        let t = timestamp(Timestamp::from_micros(-1));
+        assert_eq!((t.seconds, t.nanos), (-1, 999_999_000));
+    }
+
+    #[test]
+    fn durations_reject_negative_and_absurd_values() {
+        let mut v = Violations::new();
+        assert_eq!(
+            duration(&mut v, Some(&prost_types::Duration { seconds: 10, nanos: 0 }), "ttl"),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            duration(&mut v, Some(&prost_types::Duration { seconds: 0, nanos: 0 }), "ttl"),
+            None
+        );
+        assert!(v.is_empty());
+        duration(&mut v, Some(&prost_types::Duration { seconds: -1, nanos: 0 }), "ttl");
+        duration(
+            &mut v,
+            Some(&prost_types::Duration {
+                seconds: i64::MAX,
+                nanos: 0,
+            }),
+            "ttl",
+        );
+        assert_eq!(v.into_vec().len(), 2);
+    }
+
+    #[test]
+    fn consumer_page_tokens_round_trip_and_reject_garbage() {
+        let key = ConsumerKey::parse("db.t", "dev", "c-1", "").unwrap();
+        let mut v = Violations::new();
+        let token = consumer_page_token(&key);
+        assert_eq!(parse_consumer_page_token(&mut v, &token), Some(Some(key)));
+        for bad in ["zz", "abc", "00", &"41".repeat(3000)] {
+            assert_eq!(parse_consumer_page_token(&mut v, bad), None, "{bad}");
+        }
+        assert_eq!(v.into_vec().len(), 4);
+    }
+
+    #[test]
+    fn every_outcome_maps() {
+        for o in tidemark_core::CommitOutcome::ALL {
+            assert_eq!(outcome_to_pb(o).as_str_name(), format!("COMMIT_OUTCOME_{}", o.as_str()));
         }
     }
 }

@@ -39,7 +39,7 @@ pub const RPC_BUCKETS: [f64; 14] = [
 ];
 
 pub(crate) fn rpc(service: &'static str, method: &'static str, code: tonic::Code, elapsed: Duration) {
-    metrics::counter!(names::RPC_REQUESTS, "service" => service, "method" => method, "code" => code_name(code))
+    metrics::counter!(names::RPC_REQUESTS, "service" => service, "method" => method, "code" => crate::status::code_name(code))
         .increment(1);
     metrics::histogram!(names::RPC_DURATION, "service" => service, "method" => method).record(elapsed.as_secs_f64());
 }
@@ -76,27 +76,4 @@ pub(crate) fn sweeper_run(ok: bool, expired: usize, pruned: u64) {
     metrics::counter!(names::SWEEPER_RUNS, "result" => if ok { "ok" } else { "error" }).increment(1);
     metrics::counter!(names::CONSUMERS_EXPIRED).increment(expired as u64);
     metrics::counter!(names::HISTORY_PRUNED).increment(pruned);
-}
-
-fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code;
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
 }

@@ -11,6 +11,8 @@ use tidemark_core::LeasePolicy;
 use tidemark_server::ServerConfig;
 use tidemark_store::{DEFAULT_DATABASE_URL, PostgresOptions, Store, open_backend, redact};
 
+mod ops;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "tidemark",
@@ -31,6 +33,36 @@ enum Command {
     /// Apply the database migrations and exit (safe when several replicas
     /// run it at once).
     Migrate(DatabaseArgs),
+    /// Operators: list, describe, reset, delete, clear, revoke and expire
+    /// consumers (talks gRPC to a server; changes are plans unless --execute).
+    Consumers {
+        #[command(flatten)]
+        connection: ops::Connection,
+        #[command(subcommand)]
+        command: ops::ConsumersCommand,
+    },
+    /// Operators: a table's consumer options (consumer.expiration-time, ...).
+    Options {
+        #[command(flatten)]
+        connection: ops::Connection,
+        #[command(subcommand)]
+        command: ops::OptionsCommand,
+    },
+    /// Operators: a branch's retention fences (--explain: everything holding
+    /// retention back).
+    Fence {
+        #[command(flatten)]
+        connection: ops::Connection,
+        #[command(flatten)]
+        args: ops::FenceArgs,
+    },
+    /// Operators: the history of a consumer or a table, newest first.
+    History {
+        #[command(flatten)]
+        connection: ops::Connection,
+        #[command(flatten)]
+        args: ops::HistoryArgs,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -110,6 +142,18 @@ struct ServeArgs {
     /// Then wait at most this long for in-flight RPCs.
     #[arg(long, env = "TIDEMARK_SHUTDOWN_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
+    /// Prometheus /metrics address ("off" to disable).
+    #[arg(long, env = "TIDEMARK_METRICS_LISTEN", default_value = "127.0.0.1:9464")]
+    metrics_listen: String,
+    /// How often the sweeper expires consumers and prunes history ("0s": off).
+    #[arg(long, env = "TIDEMARK_SWEEP_INTERVAL", default_value = "60s", value_parser = humantime::parse_duration)]
+    sweep_interval: Duration,
+    /// Most consumers one sweep expires.
+    #[arg(long, env = "TIDEMARK_SWEEP_LIMIT", default_value_t = 1000)]
+    sweep_limit: i64,
+    /// Prune history rows older than this ("0s": keep forever).
+    #[arg(long, env = "TIDEMARK_HISTORY_RETENTION", default_value = "30days", value_parser = humantime::parse_duration)]
+    history_retention: Duration,
 }
 
 impl DatabaseArgs {
@@ -145,6 +189,10 @@ async fn main() -> anyhow::Result<()> {
     init_logging(&cli.log)?;
     match cli.command {
         Command::Serve(args) => serve(*args).await,
+        Command::Consumers { connection, command } => ops::consumers(&connection, command).await,
+        Command::Options { connection, command } => ops::options(&connection, command).await,
+        Command::Fence { connection, args } => ops::fence(&connection, args).await,
+        Command::History { connection, args } => ops::history(&connection, args).await,
         Command::Migrate(args) => {
             let backend = args.store_backend().await?;
             backend.migrate().await.context("migration failed")?;
@@ -183,6 +231,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(database = %redact(&args.database.database_url), backend = backend.name(), "database ready");
     let store = Store::new(backend.clone(), policy);
 
+    if args.metrics_listen != "off" {
+        let address: SocketAddr = args.metrics_listen.parse().with_context(|| {
+            format!(
+                "--metrics-listen {:?} is not an address (or \"off\")",
+                args.metrics_listen
+            )
+        })?;
+        install_metrics(address)?;
+        tracing::info!("metrics on http://{address}/metrics");
+    }
+
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
@@ -196,11 +255,30 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max_message_bytes: args.max_message_bytes,
         shutdown_drain: args.shutdown_drain,
         shutdown_grace: args.shutdown_grace,
+        sweep_interval: args.sweep_interval,
+        sweep_limit: args.sweep_limit.max(1),
+        history_retention: (!args.history_retention.is_zero()).then_some(args.history_retention),
         ..ServerConfig::default()
     };
     tidemark_server::serve(config, store, listener, shutdown_signal()).await?;
     backend.close().await;
     Ok(())
+}
+
+/// Serves Prometheus metrics on `address`; stale per-consumer gauges vanish
+/// after an hour without updates.
+fn install_metrics(address: SocketAddr) -> anyhow::Result<()> {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    use metrics_util::MetricKindMask;
+    PrometheusBuilder::new()
+        .with_http_listener(address)
+        .set_buckets_for_metric(
+            Matcher::Full(tidemark_server::metrics::names::RPC_DURATION.to_owned()),
+            &tidemark_server::metrics::RPC_BUCKETS,
+        )?
+        .idle_timeout(MetricKindMask::GAUGE, Some(Duration::from_secs(3600)))
+        .install()
+        .with_context(|| format!("cannot serve metrics on {address}"))
 }
 
 /// Completes on SIGINT or SIGTERM.
