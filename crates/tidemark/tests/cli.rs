@@ -2,98 +2,18 @@
 //! unauthenticated beyond loopback, migrations from several processes at
 //! once, and a graceful drain on SIGTERM that finishes in-flight RPCs.
 
+mod support;
+
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use support::{BIN, FreshDatabase, Served};
 
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-
-const BIN: &str = env!("CARGO_BIN_EXE_tidemark");
-
-/// A running `tidemark serve` whose stderr is collected.
-struct Served {
-    child: Child,
-    addr: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Served {
-    fn start(args: &[&str], cwd: &Path) -> Self {
-        let mut child = Command::new(BIN)
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .current_dir(cwd)
-            .env("TIDEMARK_LOG_FORMAT", "text")
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn tidemark");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        let lines = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(addr) = line.split("listening on ").nth(1) {
-                    let _ = addr_tx.send(addr.trim().parse::<SocketAddr>().expect("address"));
-                }
-                lines.lock().unwrap().push(line);
-            }
-        });
-        let addr = addr_rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("tidemark did not start:\n{}", log.lock().unwrap().join("\n")));
-        Self { child, addr, log }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([format!("-{signal}"), self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(status.success());
-    }
-
-    /// Waits for the process to exit; returns its success and the time taken.
-    /// Async, so the test's own client connections keep being driven (and
-    /// can close when the server says GOAWAY).
-    async fn wait(&mut self, limit: Duration) -> (bool, Duration) {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return (status.success(), started.elapsed());
-            }
-            assert!(
-                started.elapsed() < limit,
-                "did not exit within {limit:?}:\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    fn logs(&self) -> String {
-        self.log.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn key(id: &str) -> pb::ConsumerKey {
     pb::ConsumerKey {
@@ -220,52 +140,6 @@ fn rejects_inconsistent_lease_bounds() {
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("min <= default <= max"));
-}
-
-/// A fresh Postgres database (not just a schema: the binary takes a plain
-/// URL), dropped afterwards.
-struct FreshDatabase {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl FreshDatabase {
-    async fn create() -> Option<Self> {
-        let admin_url = tidemark_testkit::postgres_url()?;
-        let name = format!("tidemark_cli_{}", uuid_like());
-        let pool = sqlx::PgPool::connect(&admin_url).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&pool)
-            .await
-            .unwrap();
-        pool.close().await;
-        let base = admin_url.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap();
-        Some(Self {
-            url: format!("{base}/{name}"),
-            admin_url,
-            name,
-        })
-    }
-
-    async fn drop_now(self) {
-        let pool = sqlx::PgPool::connect(&self.admin_url).await.unwrap();
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )))
-        .execute(&pool)
-        .await;
-        pool.close().await;
-    }
-}
-
-fn uuid_like() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{:x}{:x}", nanos, std::process::id())
 }
 
 #[tokio::test]

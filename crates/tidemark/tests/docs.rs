@@ -1,0 +1,266 @@
+//! Executes every command of `docs/operations.md` against a live `tidemark
+//! serve` (real binary, real grpcurl, the real CLI), on SQLite and on
+//! Postgres, and checks each block's output against the example shown under
+//! it. Volatile values (ids, times, durations) are compared by shape.
+//!
+//! `TIDEMARK_DOCS_RECORD=1` prints each block's actual output instead, to
+//! refresh the examples.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::{FreshDatabase, Served};
+
+/// A runnable block of the document and the output shown under it.
+struct Step {
+    line: usize,
+    script: String,
+    expected: Option<(String, String)>,
+}
+
+fn steps(doc: &str) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut lines = doc.lines().enumerate().peekable();
+    while let Some((n, line)) = lines.next() {
+        if line.trim() != "```sh" {
+            continue;
+        }
+        let mut script = String::new();
+        for (_, l) in lines.by_ref() {
+            if l.trim() == "```" {
+                break;
+            }
+            script.push_str(l);
+            script.push('\n');
+        }
+        // The output block, if the next non-blank line opens one.
+        while lines.peek().is_some_and(|(_, l)| l.trim().is_empty()) {
+            lines.next();
+        }
+        let mut expected = None;
+        if let Some((_, l)) = lines.peek()
+            && let Some(kind) = l.trim().strip_prefix("```").filter(|k| *k == "json" || *k == "text")
+        {
+            let kind = kind.to_owned();
+            lines.next();
+            let mut body = String::new();
+            for (_, l) in lines.by_ref() {
+                if l.trim() == "```" {
+                    break;
+                }
+                body.push_str(l);
+                body.push('\n');
+            }
+            expected = Some((kind, body));
+        }
+        steps.push(Step {
+            line: n + 1,
+            script,
+            expected,
+        });
+    }
+    steps
+}
+
+fn grpcurl_dir() -> PathBuf {
+    let path = std::env::var("GRPCURL").map_or_else(
+        |_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.tools/grpcurl"),
+        PathBuf::from,
+    );
+    assert!(
+        path.exists(),
+        "grpcurl not found at {}: run scripts/test.sh",
+        path.display()
+    );
+    path.parent().unwrap().to_path_buf()
+}
+
+/// Replaces values that change from run to run with placeholders.
+fn normalize(text: &str) -> String {
+    let patterns = [
+        (
+            r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+            "<uuid>",
+        ),
+        (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "<time>"),
+        (r"\b\d+(\.\d+)?(ms|s|m|h|d)\b", "<duration>"),
+        (r"<duration> <duration>", "<duration>"),
+    ];
+    let mut out = text.to_owned();
+    for (pattern, replacement) in patterns {
+        out = regex::Regex::new(pattern)
+            .unwrap()
+            .replace_all(&out, replacement)
+            .into_owned();
+    }
+    out
+}
+
+/// Keys whose values vary between runs; only their presence is checked.
+const VOLATILE_KEYS: [&str; 5] = ["id", "requestId", "retryDelay", "idle", "remaining_ms"];
+
+/// Checks that `actual` has everything `expected` shows, equal up to
+/// normalization (extra fields in `actual` are fine).
+fn json_matches(expected: &serde_json::Value, actual: &serde_json::Value, path: &str) -> Result<(), String> {
+    use serde_json::Value;
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => {
+            for (key, value) in e {
+                let Some(other) = a.get(key) else {
+                    return Err(format!("{path}.{key} missing"));
+                };
+                if !VOLATILE_KEYS.contains(&key.as_str()) {
+                    json_matches(value, other, &format!("{path}.{key}"))?;
+                }
+            }
+            Ok(())
+        }
+        (Value::Array(e), Value::Array(a)) => {
+            if e.len() != a.len() {
+                return Err(format!("{path}: {} items expected, {} found", e.len(), a.len()));
+            }
+            e.iter()
+                .zip(a)
+                .enumerate()
+                .try_for_each(|(i, (e, a))| json_matches(e, a, &format!("{path}[{i}]")))
+        }
+        (Value::String(e), Value::String(a)) if normalize(e) == normalize(a) => Ok(()),
+        (e, a) if e == a => Ok(()),
+        (e, a) => Err(format!("{path}: expected {e}, found {a}")),
+    }
+}
+
+fn json_values(text: &str) -> Result<Vec<serde_json::Value>, String> {
+    serde_json::Deserializer::from_str(text)
+        .into_iter::<serde_json::Value>()
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("not a stream of JSON values ({e}):\n{text}"))
+}
+
+fn text_matches(expected: &str, actual: &str) -> Result<(), String> {
+    let lines = |t: &str| -> Vec<String> {
+        normalize(t)
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|l| !l.is_empty())
+            .collect()
+    };
+    let (e, a) = (lines(expected), lines(actual));
+    if e == a {
+        Ok(())
+    } else {
+        Err(format!("expected:\n{}\nfound:\n{}", e.join("\n"), a.join("\n")))
+    }
+}
+
+fn run_document(served: &Served) {
+    let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md");
+    let doc = std::fs::read_to_string(&doc_path).expect("docs/operations.md");
+    let steps = steps(&doc);
+    assert!(steps.len() > 20, "the cookbook has its commands");
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_tidemark"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = format!(
+        "{}:{}:{}",
+        grpcurl_dir().display(),
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let record = std::env::var("TIDEMARK_DOCS_RECORD").is_ok_and(|v| v == "1");
+    let mut failures = Vec::new();
+    for step in steps {
+        let output = Command::new("bash")
+            .args(["-c", &format!("exec 2>&1\n{}", step.script)])
+            .env("PATH", &path)
+            .env("T", served.addr.to_string())
+            .env("TIDEMARK_SERVER", served.url())
+            .env_remove("RUST_BACKTRACE")
+            .output()
+            .expect("bash");
+        let actual = String::from_utf8_lossy(&output.stdout).into_owned();
+        if record {
+            eprintln!("---- line {} ----\n{actual}", step.line);
+            continue;
+        }
+        let Some((kind, expected)) = &step.expected else {
+            if !output.status.success() {
+                failures.push(format!(
+                    "line {}: failed without an expected output:\n{actual}",
+                    step.line
+                ));
+            }
+            continue;
+        };
+        let verdict = match kind.as_str() {
+            "json" => json_values(expected).and_then(|e| {
+                let a = json_values(&actual)?;
+                if e.len() != a.len() {
+                    return Err(format!("{} outputs expected, {} found:\n{actual}", e.len(), a.len()));
+                }
+                e.iter().zip(&a).try_for_each(|(e, a)| json_matches(e, a, "$"))
+            }),
+            _ => text_matches(expected, &actual),
+        };
+        if let Err(why) = verdict {
+            failures.push(format!(
+                "docs/operations.md line {}: {why}\n--- actual:\n{actual}",
+                step.line
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_cookbook_runs_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(&["--sweep-interval", "0s", "--metrics-listen", "off"], dir.path());
+    tokio::task::spawn_blocking(move || run_document(&served))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_cookbook_runs_on_postgres() {
+    let Some(db) = FreshDatabase::create().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        &[
+            "--database-url",
+            &db.url,
+            "--sweep-interval",
+            "0s",
+            "--metrics-listen",
+            "off",
+        ],
+        dir.path(),
+    );
+    tokio::task::spawn_blocking(move || run_document(&served))
+        .await
+        .unwrap();
+    db.drop_now().await;
+}
+
+#[test]
+fn normalization_keeps_what_matters() {
+    assert_eq!(
+        normalize("idle 4m 12s, lease 01a22929-5a55-76cc-ad6d-755694405957"),
+        "idle <duration>, lease <uuid>"
+    );
+    assert!(
+        json_matches(
+            &serde_json::json!({"a": "29.9s", "b": [1, 2]}),
+            &serde_json::json!({"a": "12.000001s", "b": [1, 2], "extra": true}),
+            "$"
+        )
+        .is_ok()
+    );
+    assert!(json_matches(&serde_json::json!({"b": [1]}), &serde_json::json!({"b": [2]}), "$").is_err());
+    assert!(text_matches("A  B\nx  1s", "A B\nx 9m 3s").is_ok());
+}
