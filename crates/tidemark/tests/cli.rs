@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use support::{BIN, FreshDatabase, Served};
 
 use tidemark_proto::v1 as pb;
+
 use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
@@ -112,7 +113,14 @@ fn refuses_a_non_loopback_address_without_authentication() {
 async fn serves_a_non_loopback_address_when_told_explicitly() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "0.0.0.0:0", "--insecure-no-auth"])
+        .args([
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--insecure-no-auth",
+            "--metrics-listen",
+            "off",
+        ])
         .current_dir(dir.path())
         .stderr(Stdio::piped())
         .spawn()
@@ -224,4 +232,186 @@ async fn in_flight_rpcs_finish_during_shutdown() {
     assert!(ok, "{}", served.logs());
     pool.close().await;
     db.drop_now().await;
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+async fn admin(url: String) -> tidemark_proto::v1::admin_client::AdminClient<tonic::transport::Channel> {
+    tidemark_proto::v1::admin_client::AdminClient::connect(url)
+        .await
+        .expect("connect")
+}
+
+/// Two server processes on one Postgres, each sweeping every 200 ms: every
+/// expired consumer is deleted exactly once (one EXPIRE history row each).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sweeping_servers_expire_each_consumer_once() {
+    let Some(db) = FreshDatabase::create().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--database-url",
+        &db.url,
+        "--sweep-interval",
+        "200ms",
+        "--metrics-listen",
+        "off",
+    ];
+    let a = Served::start(&args, dir.path());
+    let b = Served::start(&args, dir.path());
+    let mut client = admin(a.url()).await;
+    client
+        .set_table_options(pb::SetTableOptionsRequest {
+            table: "db.sweep".into(),
+            options: [("consumer.expiration-time".to_owned(), "1 s".to_owned())].into(),
+            unset: vec![],
+            execute: true,
+        })
+        .await
+        .unwrap();
+    const CONSUMERS: usize = 40;
+    for i in 0..CONSUMERS {
+        client
+            .reset_consumer(pb::ResetConsumerRequest {
+                consumer: Some(pb::ConsumerKey {
+                    table: "db.sweep".into(),
+                    branch: "main".into(),
+                    consumer_id: format!("c{i}"),
+                }),
+                next_snapshot: 5,
+                execute: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    // Wait until both sweepers have had several chances.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut listed = usize::MAX;
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let page = client
+            .list_consumers(pb::ListConsumersRequest {
+                table: "db.sweep".into(),
+                page_size: 1000,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        listed = page.consumers.len();
+        if listed == 0 {
+            break;
+        }
+    }
+    assert_eq!(listed, 0, "the sweepers expired every consumer");
+    tokio::time::sleep(Duration::from_millis(600)).await; // a few more sweeps
+    let history = client
+        .list_history(pb::ListHistoryRequest {
+            table: "db.sweep".into(),
+            page_size: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut expired: Vec<String> = history
+        .entries
+        .iter()
+        .filter(|h| h.event == "EXPIRE")
+        .map(|h| h.consumer.clone().unwrap().consumer_id)
+        .collect();
+    expired.sort();
+    let before = expired.len();
+    expired.dedup();
+    assert_eq!(
+        (before, expired.len()),
+        (CONSUMERS, CONSUMERS),
+        "each consumer expired exactly once"
+    );
+    assert!(
+        history
+            .entries
+            .iter()
+            .filter(|h| h.event == "EXPIRE")
+            .all(|h| h.principal == "sweeper")
+    );
+    let swept_by_both = a.logs().contains("consumer expired") && b.logs().contains("consumer expired");
+    eprintln!("both replicas expired some consumers: {swept_by_both}");
+    drop((a, b));
+    db.drop_now().await;
+}
+
+/// The Prometheus endpoint serves the SPEC's metrics.
+#[tokio::test]
+async fn metrics_endpoint_exports_rpc_commit_lease_and_fence_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let metrics = format!("127.0.0.1:{port}");
+    let served = Served::start(&["--metrics-listen", &metrics], dir.path());
+    let lease = acquire(served.url(), "m").await;
+    let mut coordinator = CoordinatorClient::connect(served.url()).await.unwrap();
+    coordinator
+        .commit_batch(pb::CommitBatchRequest {
+            lease_id: lease.lease_id,
+            epoch: lease.epoch,
+            batch_id: 0,
+            end: Some(pb::Offset {
+                snapshot_id: 3,
+                index: 0,
+                scan_snapshot: false,
+                total_splits: Some(1),
+            }),
+            latest_snapshot: Some(10),
+        })
+        .await
+        .unwrap();
+    let _ = coordinator
+        .acquire_lease(pb::AcquireLeaseRequest {
+            consumer: Some(key("m")),
+            holder: "someone-else".into(),
+            ttl: None,
+        })
+        .await
+        .unwrap_err();
+    let mut retention = tidemark_proto::v1::retention_client::RetentionClient::connect(served.url())
+        .await
+        .unwrap();
+    retention
+        .get_retention_fence(pb::GetRetentionFenceRequest {
+            table: "db.orders".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let body = tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut body = String::new();
+        stream.read_to_string(&mut body).unwrap();
+        body
+    })
+    .await
+    .unwrap();
+    for expected in [
+        r#"tidemark_rpc_requests_total{service="Coordinator",method="CommitBatch",code="OK"} 1"#,
+        r#"tidemark_rpc_requests_total{service="Coordinator",method="AcquireLease",code="FAILED_PRECONDITION"} 1"#,
+        r#"tidemark_commits_total{outcome="CREATED"} 1"#,
+        "tidemark_lease_conflicts_total 1",
+        r#"tidemark_lease_acquisitions_total{kind="acquire"} 1"#,
+        r#"tidemark_consumer_lag_snapshots{table="db.orders",branch="main",consumer_id="m"} 7"#,
+        r#"tidemark_retention_fence{table="db.orders",branch="main",kind="snapshot"} 4"#,
+        "tidemark_rpc_duration_seconds_bucket",
+    ] {
+        assert!(body.contains(expected), "{expected} missing from:\n{body}");
+    }
 }

@@ -21,9 +21,16 @@ pub struct Served {
 
 impl Served {
     pub fn start(args: &[&str], cwd: &Path) -> Self {
+        // Tests run in parallel: no metrics port unless the test asks for one.
+        let metrics_off: &[&str] = if args.contains(&"--metrics-listen") {
+            &[]
+        } else {
+            &["--metrics-listen", "off"]
+        };
         let mut child = Command::new(BIN)
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
+            .args(metrics_off)
             .args(args)
             .current_dir(cwd)
             .env("TIDEMARK_LOG_FORMAT", "text")
