@@ -168,7 +168,10 @@ const BRANCH_OPTIONS: &str = concat!(
     " FROM (SELECT 1) AS one LEFT JOIN table_options o ON o.table_name = $1"
 );
 
-const BRANCH_CONSUMERS: &str = concat!(
+/// The query behind retention fences: the lowest unexpired consumers of a
+/// branch (`$1` table, `$2` branch, `$3` limit). Public so benchmarks and
+/// tests can check its plan walks the position index.
+pub const BRANCH_CONSUMERS: &str = concat!(
     "SELECT ",
     key_columns!(),
     " FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name ",

@@ -60,3 +60,40 @@ async fn unreachable_postgres_is_unavailable() {
     assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+/// The fence query walks the (table, branch, next_snapshot, consumer_id)
+/// index and stops after its limit: no sequential scan, no sort, however many
+/// consumers the branch holds.
+#[tokio::test]
+async fn the_fence_query_walks_the_position_index() {
+    let Some(db) = TestDb::new(Kind::Postgres).await else {
+        return;
+    };
+    db.backend().await;
+    let pool = db.postgres_pool().await.unwrap();
+    sqlx::query(
+        "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, \
+         consumer_created_at, consumer_updated_at) \
+         SELECT 'db.big', 'main', 'c' || i, 1, 0, 1000 + (i * 7919) % 5000, now(), now() \
+         FROM generate_series(1, 20000) AS i",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE consumer_keys").execute(&pool).await.unwrap();
+    let plan: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN {}",
+        tidemark_store::postgres::BRANCH_CONSUMERS
+    )))
+    .bind("db.big")
+    .bind("main")
+    .bind(100_i64)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let plan: String = plan.into_iter().map(|(line,)| line + "\n").collect();
+    assert!(plan.contains("consumer_keys_by_position"), "{plan}");
+    assert!(!plan.contains("Seq Scan on consumer_keys"), "{plan}");
+    assert!(!plan.contains("Sort"), "{plan}");
+    pool.close().await;
+}
