@@ -63,6 +63,9 @@ pub fn test_policy() -> LeasePolicy {
 pub struct TestServer {
     /// Where it listens.
     pub addr: SocketAddr,
+    /// Where its plaintext health port listens, if it has one.
+    pub health_addr: Option<SocketAddr>,
+    tls: bool,
     /// Its store, for checking what was written.
     pub store: Store,
     db: TestDb,
@@ -78,14 +81,26 @@ impl TestServer {
 
     /// A server with explicit lease bounds and settings.
     pub async fn start_with(kind: Kind, policy: LeasePolicy, config: ServerConfig) -> Self {
+        Self::start_full(kind, policy, config, false).await
+    }
+
+    /// A server that may also serve plaintext health on a second port.
+    pub async fn start_full(kind: Kind, policy: LeasePolicy, config: ServerConfig, health_port: bool) -> Self {
         let db = TestDb::new(kind).await.expect("test database (is DATABASE_URL set?)");
         let store = Store::new(db.backend().await, policy);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
+        let health = if health_port {
+            Some(tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind"))
+        } else {
+            None
+        };
+        let health_addr = health.as_ref().map(|l| l.local_addr().expect("local addr"));
+        let tls = config.tls.is_some();
         let (stop, stopped) = oneshot::channel::<()>();
         let serving = store.clone();
         let task = tokio::spawn(async move {
-            tidemark_server::serve(config, serving, listener, async {
+            tidemark_server::serve_with_health(config, serving, listener, health, async {
                 let _ = stopped.await;
             })
             .await
@@ -93,6 +108,8 @@ impl TestServer {
         });
         Self {
             addr,
+            health_addr,
+            tls,
             store,
             db,
             stop: Some(stop),
@@ -100,9 +117,14 @@ impl TestServer {
         }
     }
 
-    /// The server's URL.
+    /// The server's URL (`https://localhost:port` with TLS, so the name
+    /// matches test certificates).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        if self.tls {
+            format!("https://localhost:{}", self.addr.port())
+        } else {
+            format!("http://{}", self.addr)
+        }
     }
 
     /// The database kind.
@@ -293,4 +315,31 @@ pub fn recovery_request(key: &pb::ConsumerKey, table: pb::SnapshotRange) -> pb::
         on_expired: pb::OnExpired::Fail.into(),
         lease_id: None,
     }
+}
+
+/// Credentials for tests: `(name, token, TOML entry)` per role.
+pub mod credentials {
+    use tidemark_server::auth::{hash_token, hex};
+
+    /// A token entry of the credentials file.
+    pub fn entry(name: &str, token: &str, roles: &[&str], tables: &[&str]) -> String {
+        let quote = |items: &[&str]| items.iter().map(|i| format!("{i:?}")).collect::<Vec<_>>().join(", ");
+        format!(
+            "[[token]]\nname = {name:?}\nsha256 = \"{}\"\nroles = [{}]\ntables = [{}]\n",
+            hex(&hash_token(token)),
+            quote(roles),
+            quote(tables)
+        )
+    }
+}
+
+/// A channel carrying `token` (or none).
+pub async fn channel_with_token(url: &str, token: Option<&str>) -> tidemark_client::AuthChannel {
+    tidemark_client::connect(&tidemark_client::ClientOptions {
+        endpoint: url.to_owned(),
+        token: token.map(str::to_owned),
+        ..Default::default()
+    })
+    .await
+    .expect("connect")
 }

@@ -1,24 +1,141 @@
 //! Rust client SDK for tidemark.
 //!
-//! Re-exports the generated `tidemark.v1` clients and adds [`ApiError`], which
-//! exposes a failed call's `google.rpc.ErrorInfo` reason and details and its
+//! Re-exports the generated `tidemark.v1` clients, connects them with a bearer
+//! token and TLS ([`ClientOptions`]), and adds [`ApiError`], which exposes a
+//! failed call's `google.rpc.ErrorInfo` reason and details and its
 //! `BadRequest` field violations.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 pub use tidemark_proto::v1 as proto;
+pub use tidemark_proto::v1::admin_client::AdminClient;
 pub use tidemark_proto::v1::coordinator_client::CoordinatorClient;
-use tonic::transport::{Channel, Endpoint};
+pub use tidemark_proto::v1::retention_client::RetentionClient;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic_types::StatusExt;
 
-/// Connects a Coordinator client to `endpoint` (e.g. `http://127.0.0.1:50051`).
+/// Connects a Coordinator client to `endpoint` (e.g. `http://127.0.0.1:50051`)
+/// without credentials.
 pub async fn connect_coordinator(endpoint: impl Into<String>) -> Result<CoordinatorClient<Channel>, ConnectError> {
     let endpoint = Endpoint::from_shared(endpoint.into()).map_err(|e| ConnectError(e.to_string()))?;
     let channel = endpoint.connect().await.map_err(|e| ConnectError(e.to_string()))?;
     Ok(CoordinatorClient::new(channel))
 }
 
-/// The server could not be reached.
+/// How to reach a tidemark server.
+#[derive(Clone, Default)]
+pub struct ClientOptions {
+    /// `http://host:port`, or `https://host:port` with TLS.
+    pub endpoint: String,
+    /// A bearer token, sent as `authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// TLS settings (required for `https://`).
+    pub tls: Option<ClientTls>,
+    /// How long connecting may take (default 5 s).
+    pub connect_timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("endpoint", &self.endpoint)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
+/// TLS settings of a client (PEM).
+#[derive(Clone, Default)]
+pub struct ClientTls {
+    /// CA certificate(s) to trust; `None`: the system's roots are not used,
+    /// so give the CA that signed the server's certificate.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Client certificate and key, for mutual TLS.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// The name to verify in the server's certificate (default: the
+    /// endpoint's host).
+    pub domain: Option<String>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("ca", &self.ca_pem.is_some())
+            .field("client_certificate", &self.identity.is_some())
+            .field("domain", &self.domain)
+            .finish()
+    }
+}
+
+/// Adds the bearer token to every call.
+#[derive(Clone, Debug, Default)]
+pub struct Credentials {
+    authorization: Option<MetadataValue<Ascii>>,
+}
+
+impl Credentials {
+    /// Credentials sending `token` (none when `None`).
+    pub fn new(token: Option<&str>) -> Result<Self, ConnectError> {
+        let authorization = token
+            .map(|t| {
+                format!("Bearer {t}")
+                    .parse::<MetadataValue<Ascii>>()
+                    .map_err(|_| ConnectError("the token must be printable ASCII".into()))
+            })
+            .transpose()?;
+        Ok(Self { authorization })
+    }
+}
+
+impl Interceptor for Credentials {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.authorization {
+            request.metadata_mut().insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// A channel that sends the configured credentials on every call.
+pub type AuthChannel = InterceptedService<Channel, Credentials>;
+
+/// Connects to a server with a token and TLS as configured. Build any client
+/// on the result: `CoordinatorClient::new(channel)`.
+pub async fn connect(options: &ClientOptions) -> Result<AuthChannel, ConnectError> {
+    let mut endpoint = Endpoint::from_shared(options.endpoint.clone())
+        .map_err(|e| ConnectError(format!("invalid endpoint {:?}: {e}", options.endpoint)))?
+        .connect_timeout(options.connect_timeout.unwrap_or(Duration::from_secs(5)));
+    if let Some(tls) = &options.tls {
+        let mut config = ClientTlsConfig::new();
+        if let Some(ca) = &tls.ca_pem {
+            config = config.ca_certificate(Certificate::from_pem(ca));
+        }
+        if let Some((cert, key)) = &tls.identity {
+            config = config.identity(Identity::from_pem(cert, key));
+        }
+        if let Some(domain) = &tls.domain {
+            config = config.domain_name(domain.clone());
+        }
+        endpoint = endpoint
+            .tls_config(config)
+            .map_err(|e| ConnectError(format!("TLS configuration: {e}")))?;
+    }
+    let channel = endpoint
+        .connect()
+        .await
+        .map_err(|e| ConnectError(format!("{}: {e}", options.endpoint)))?;
+    Ok(InterceptedService::new(
+        channel,
+        Credentials::new(options.token.as_deref())?,
+    ))
+}
+
+/// The server could not be reached (or the options are invalid).
 #[derive(Debug, thiserror::Error)]
 #[error("cannot connect to tidemark: {0}")]
 pub struct ConnectError(String);

@@ -75,6 +75,8 @@ pub struct Acquired {
 pub struct LeaseRequest<'a> {
     /// The query's stable identity.
     pub holder: &'a str,
+    /// The authenticated principal asking.
+    pub principal: &'a str,
     /// Requested ttl (`None`: the default).
     pub ttl: Option<Duration>,
     /// The id of the new grant.
@@ -84,7 +86,8 @@ pub struct LeaseRequest<'a> {
 /// L1–L4: grants the key's lease to `request.holder`.
 ///
 /// Succeeds when no lease is live, or when the live lease is the holder's own
-/// (a restarted query takes over at once, L3). The new epoch is the key's
+/// and was acquired with the same credentials (a restarted query takes over
+/// at once, L3). The new epoch is the key's
 /// high-water mark + 1, so epochs are never reused. A consumer that has
 /// expired (E2) is deleted first, so the new lease never revives it.
 pub fn acquire(
@@ -97,12 +100,15 @@ pub fn acquire(
 ) -> Result<Transition<Acquired>, CoreError> {
     let LeaseRequest {
         holder,
+        principal,
         ttl: requested_ttl,
         lease_id: new_lease_id,
     } = request;
     let mut next = state.cloned().unwrap_or_else(|| KeyState::new(key.clone()));
+    // A takeover needs the same holder *and* the same credentials: knowing a
+    // query's holder string is not enough to steal its lease.
     if let Some(live) = next.live_lease(now)
-        && live.holder != holder
+        && (live.holder != holder || live.principal != principal)
     {
         return Err(CoreError::LeaseHeld {
             key: key.clone(),
@@ -127,6 +133,7 @@ pub fn acquire(
     let lease = LeaseRecord {
         lease_id: new_lease_id,
         holder: holder.to_owned(),
+        principal: principal.to_owned(),
         epoch: next.epoch,
         ttl,
         acquired_at: now,

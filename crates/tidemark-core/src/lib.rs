@@ -14,6 +14,7 @@ pub mod offset;
 pub mod options;
 pub mod recovery;
 pub mod retention;
+pub mod scope;
 pub mod state;
 pub mod time;
 pub mod validate;
@@ -28,6 +29,7 @@ pub use recovery::{
     LoggedBatch, OnExpired, Recovered, RecoveryPlan, RecoveryRequest, RecoverySource, SnapshotRange, StartupKind,
     StartupMode,
 };
+pub use scope::{TablePattern, TableScope};
 pub use state::{
     CommittedBatch, ConsumerRecord, EventKind, HistoryEvent, KeyState, LeaseRecord, LeaseStatus, Transition,
 };

@@ -119,6 +119,9 @@ pub struct LeaseRecord {
     pub lease_id: Uuid,
     /// The query that holds it.
     pub holder: String,
+    /// The authenticated principal that acquired it ("anonymous" without
+    /// authentication). Only it may renew, commit or release the lease.
+    pub principal: String,
     /// The grant's epoch (fencing token).
     pub epoch: i64,
     /// Its time to live (after clamping).

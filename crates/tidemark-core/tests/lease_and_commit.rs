@@ -33,6 +33,7 @@ fn leased() -> KeyState {
         &key(),
         LeaseRequest {
             holder: "holder-a",
+            principal: "anonymous",
             ttl: None,
             lease_id: lease_id(1),
         },
@@ -85,6 +86,7 @@ fn l1_acquire_on_a_fresh_key_grants_epoch_1() {
         &key(),
         LeaseRequest {
             holder: "holder-a",
+            principal: "anonymous",
             ttl: None,
             lease_id: lease_id(1),
         },
@@ -108,6 +110,7 @@ fn l1_l2_a_live_lease_of_another_holder_is_refused_with_holder_and_remaining() {
         &key(),
         LeaseRequest {
             holder: "holder-b",
+            principal: "anonymous",
             ttl: None,
             lease_id: lease_id(2),
         },
@@ -143,6 +146,7 @@ fn l1_after_expiry_another_holder_takes_the_key_with_a_higher_epoch() {
         &key(),
         LeaseRequest {
             holder: "holder-b",
+            principal: "anonymous",
             ttl: None,
             lease_id: lease_id(2),
         },
@@ -165,6 +169,7 @@ fn l3_same_holder_takes_over_a_live_lease_with_a_new_epoch_and_fences_the_old_on
         &key(),
         LeaseRequest {
             holder: "holder-a",
+            principal: "anonymous",
             ttl: None,
             lease_id: lease_id(2),
         },
@@ -201,6 +206,7 @@ fn l4_ttl_is_clamped_to_the_policy() {
         &key(),
         LeaseRequest {
             holder: "h",
+            principal: "anonymous",
             ttl: Some(Duration::from_secs(1)),
             lease_id: lease_id(1),
         },
@@ -265,6 +271,7 @@ fn l5_renew_of_an_expired_released_revoked_or_superseded_lease_is_lease_not_held
         &key(),
         LeaseRequest {
             holder: "holder-a",
+            principal: "anonymous",
             ttl: None,
             lease_id: lease_id(2),
         },
@@ -306,6 +313,7 @@ fn l6_release_ends_the_lease_at_once_is_idempotent_and_keeps_the_consumer() {
         &key(),
         LeaseRequest {
             holder: "holder-b",
+            principal: "anonymous",
             ttl: None,
             lease_id: lease_id(2),
         },
@@ -339,6 +347,7 @@ fn l8_revoke_ends_the_lease_and_burns_an_epoch_that_is_never_reused() {
         &key(),
         LeaseRequest {
             holder: "holder-a",
+            principal: "anonymous",
             ttl: None,
             lease_id: lease_id(2),
         },
@@ -374,6 +383,7 @@ fn c1_a_fenced_or_expired_lease_never_changes_the_consumer() {
         &key(),
         LeaseRequest {
             holder: "holder-b",
+            principal: "anonymous",
             ttl: None,
             lease_id: lease_id(2),
         },
@@ -580,6 +590,7 @@ fn c6_a_leases_first_write_may_rewind_and_is_recorded() {
         &key(),
         LeaseRequest {
             holder: "holder-b",
+            principal: "anonymous",
             ttl: None,
             lease_id: lease_id(2),
         },

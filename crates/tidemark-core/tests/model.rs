@@ -131,6 +131,7 @@ impl World {
             &self.keys[key],
             LeaseRequest {
                 holder: &holder,
+                principal: "anonymous",
                 ttl: requested,
                 lease_id,
             },

@@ -300,6 +300,7 @@ fn e2_consumer_expires_after_idle_time_unless_a_live_lease_holds_it() {
         &key,
         LeaseRequest {
             holder: "h",
+            principal: "anonymous",
             ttl: Some(day * 2),
             lease_id: Uuid::from_u128(1),
         },
@@ -326,6 +327,7 @@ fn leased_key() -> KeyState {
         &key,
         LeaseRequest {
             holder: "h",
+            principal: "anonymous",
             ttl: None,
             lease_id: Uuid::from_u128(1),
         },

@@ -44,7 +44,7 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::ListConsumersResponse>, Status> {
         let ctx = call_context(&request);
         let req = request.into_inner();
-        call::run("Admin", "ListConsumers", self.request_timeout, ctx, async {
+        call::run("Admin", "ListConsumers", self.request_timeout, ctx.clone(), async {
             let mut v = Violations::new();
             let table = convert::optional(&mut v, &req.table, "table", convert::table_name);
             let branch = convert::optional(&mut v, &req.branch, "branch", convert::branch_name);
@@ -58,6 +58,10 @@ impl Admin for AdminService {
             else {
                 return Err(invalid(v));
             };
+            match &table {
+                Some(table) => call::in_scope(&ctx, table)?,
+                None => call::all_tables(&ctx, "list consumers")?,
+            }
             let filter = KeyFilter {
                 table,
                 branch,
@@ -78,13 +82,14 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::DescribeConsumerResponse>, Status> {
         let ctx = call_context(&request);
         let req = request.into_inner();
-        call::run("Admin", "DescribeConsumer", self.request_timeout, ctx, async {
+        call::run("Admin", "DescribeConsumer", self.request_timeout, ctx.clone(), async {
             let mut v = Violations::new();
             let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
             let limit = convert::page_size(&mut v, req.history_limit, 20, MAX_PAGE, "history_limit");
             let (Some(key), Some(limit)) = (key, limit) else {
                 return Err(invalid(v));
             };
+            call::in_scope(&ctx, &key.table)?;
             let (view, history) = self.store.describe(&key, limit).await?;
             Ok(pb::DescribeConsumerResponse {
                 info: Some(convert::consumer_info(&view)),
@@ -118,6 +123,7 @@ impl Admin for AdminService {
             let (Some(key), true) = (key, v.is_empty()) else {
                 return Err(invalid(v));
             };
+            call::in_scope(&ctx, &key.table)?;
             let planned = self
                 .store
                 .reset_consumer(
@@ -161,6 +167,7 @@ impl Admin for AdminService {
             let (Some(key), true) = (key, v.is_empty()) else {
                 return Err(invalid(v));
             };
+            call::in_scope(&ctx, &key.table)?;
             let planned = self
                 .store
                 .delete_consumer(&ctx, &key, req.expected_next_snapshot, req.force, req.execute)
@@ -191,6 +198,7 @@ impl Admin for AdminService {
             let (Some(table), Some(branch), Some(selector)) = (table, branch, selector) else {
                 return Err(invalid(v));
             };
+            call::in_scope(&ctx, &table)?;
             let cleared = self
                 .store
                 .clear_consumers(&ctx, &table, &branch, &selector, req.force, req.execute)
@@ -262,7 +270,7 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::ListHistoryResponse>, Status> {
         let ctx = call_context(&request);
         let req = request.into_inner();
-        call::run("Admin", "ListHistory", self.request_timeout, ctx, async {
+        call::run("Admin", "ListHistory", self.request_timeout, ctx.clone(), async {
             let mut v = Violations::new();
             let filter = match &req.consumer {
                 Some(key) => {
@@ -286,6 +294,7 @@ impl Admin for AdminService {
             let (Some(filter), Some(page_size), Some(before), true) = (filter, page_size, before, v.is_empty()) else {
                 return Err(invalid(v));
             };
+            call::in_scope(&ctx, &filter.table)?;
             let entries = self.store.list_history(&filter, before, page_size).await?;
             let full = i64::try_from(entries.len()).unwrap_or(0) == page_size;
             Ok(pb::ListHistoryResponse {
@@ -306,11 +315,12 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::GetTableOptionsResponse>, Status> {
         let ctx = call_context(&request);
         let req = request.into_inner();
-        call::run("Admin", "GetTableOptions", self.request_timeout, ctx, async {
+        call::run("Admin", "GetTableOptions", self.request_timeout, ctx.clone(), async {
             let mut v = Violations::new();
             let Some(table) = convert::table_name(&mut v, &req.table, "table") else {
                 return Err(invalid(v));
             };
+            call::in_scope(&ctx, &table)?;
             let stored = self.store.table_options(&table).await?;
             let options = stored.options;
             Ok(pb::GetTableOptionsResponse {
@@ -338,10 +348,15 @@ impl Admin for AdminService {
         let req = request.into_inner();
         call::run("Admin", "SetTableOptions", self.request_timeout, ctx.clone(), async {
             let mut v = Violations::new();
-            let Some(table) = convert::table_name(&mut v, &req.table, "table") else {
+            let table = convert::table_name(&mut v, &req.table, "table");
+            let set: BTreeMap<String, String> = req.options.into_iter().collect();
+            // Validate the change before reading anything: bad keys or values
+            // never reach the database.
+            v.check(tidemark_core::TableOptions::default().apply(&set, &req.unset));
+            let (Some(table), true) = (table, v.is_empty()) else {
                 return Err(invalid(v));
             };
-            let set: BTreeMap<String, String> = req.options.into_iter().collect();
+            call::in_scope(&ctx, &table)?;
             let planned = self
                 .store
                 .set_table_options(&ctx, &table, &set, &req.unset, req.execute)
@@ -372,6 +387,10 @@ impl Admin for AdminService {
             let (Some(table), Some(branch), Some(limit)) = (table, branch, limit) else {
                 return Err(invalid(v));
             };
+            match &table {
+                Some(table) => call::in_scope(&ctx, table)?,
+                None => call::all_tables(&ctx, "expire consumers")?,
+            }
             let expired = self
                 .store
                 .expire_consumers(&ctx, table.as_ref(), branch.as_ref(), limit, req.execute)

@@ -59,3 +59,33 @@ where
 pub(crate) fn invalid(v: Violations) -> StoreError {
     StoreError::Rule(CoreError::InvalidArgument(v.into_vec()))
 }
+
+/// Refuses a table outside the caller's scope, before any database work.
+pub(crate) fn in_scope(ctx: &CallContext, table: &tidemark_core::TableName) -> Result<(), StoreError> {
+    if ctx.scope.allows(table) {
+        return Ok(());
+    }
+    Err(StoreError::Denied {
+        reason: "TABLE_NOT_IN_SCOPE",
+        message: format!(
+            "{} may not access table {} (its tables: {})",
+            ctx.principal,
+            table.as_str(),
+            ctx.scope
+        ),
+    })
+}
+
+/// Refuses a call spanning every table to a caller scoped to some.
+pub(crate) fn all_tables(ctx: &CallContext, what: &str) -> Result<(), StoreError> {
+    if ctx.scope.is_all() {
+        return Ok(());
+    }
+    Err(StoreError::Denied {
+        reason: "TABLE_NOT_IN_SCOPE",
+        message: format!(
+            "{} is limited to tables {}: name a table to {what}",
+            ctx.principal, ctx.scope
+        ),
+    })
+}

@@ -2,6 +2,8 @@
 //! audit trail.
 
 use tidemark_store::CallContext;
+
+use crate::auth::{Authenticated, Role};
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status};
 
@@ -10,11 +12,6 @@ use tonic::{Request, Response, Status};
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 const MAX_REQUEST_ID: usize = 128;
-
-/// Who is calling. Set by the authentication layer as a request extension;
-/// absent means no authentication is configured.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal(pub String);
 
 /// The call context of a request: the caller's request id when it is
 /// sensible (printable ASCII, at most 128 bytes), else a fresh UUIDv7.
@@ -25,11 +22,16 @@ pub fn call_context<T>(request: &Request<T>) -> CallContext {
         .and_then(|v| v.to_str().ok())
         .filter(|id| !id.is_empty() && id.len() <= MAX_REQUEST_ID && id.bytes().all(|b| b.is_ascii_graphic()))
         .map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_owned);
-    let principal = request
-        .extensions()
-        .get::<Principal>()
-        .map_or_else(|| "anonymous".to_owned(), |p| p.0.clone());
-    CallContext { principal, request_id }
+    match request.extensions().get::<Authenticated>() {
+        // No credentials configured (or an open method): unrestricted.
+        None => CallContext::new("anonymous", request_id),
+        Some(Authenticated(grant)) => CallContext {
+            principal: grant.principal.clone(),
+            request_id,
+            scope: grant.scope.clone(),
+            any_lease: grant.roles.contains(&Role::Operator),
+        },
+    }
 }
 
 /// A response carrying the request id.

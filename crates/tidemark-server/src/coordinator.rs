@@ -55,6 +55,7 @@ impl Coordinator for CoordinatorService {
             if !v.is_empty() {
                 return Err(invalid(v));
             }
+            call::in_scope(&ctx, &key.table)?;
             let acquired = self.store.acquire_lease(&ctx, &key, &holder, ttl).await?;
             let lease = &acquired.lease;
             metrics::lease_acquired(acquired.takeover);
@@ -225,6 +226,7 @@ impl Coordinator for CoordinatorService {
                 on_expired,
             };
             let lease_id = lease_id.flatten();
+            call::in_scope(&ctx, &key.table)?;
             let recovered = self.store.recovery_position(&ctx, &key, &recovery, lease_id).await?;
             let plan = &recovered.plan;
             tracing::info!(

@@ -7,6 +7,7 @@
 //! with a `google.rpc.ErrorInfo` reason ([`status`]).
 
 mod admin;
+pub mod auth;
 mod call;
 pub mod context;
 pub mod convert;
@@ -20,4 +21,4 @@ mod sweeper;
 pub use admin::AdminService;
 pub use coordinator::CoordinatorService;
 pub use retention::RetentionService;
-pub use server::{READINESS_SERVICE, ServeError, ServerConfig, serve};
+pub use server::{READINESS_SERVICE, ServeError, ServerConfig, TlsSettings, serve, serve_with_health};

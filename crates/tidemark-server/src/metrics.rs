@@ -31,6 +31,9 @@ pub mod names {
     pub const CONSUMERS_EXPIRED: &str = "tidemark_consumers_expired_total";
     /// Counter: history rows pruned by age.
     pub const HISTORY_PRUNED: &str = "tidemark_history_pruned_total";
+    /// Counter: calls refused before their handler (unknown, missing or
+    /// insufficient credentials).
+    pub const AUTH_DENIED: &str = "tidemark_auth_denied_total";
 }
 
 /// Latency buckets for RPCs, in seconds (a commit is ~1-10 ms).
@@ -76,4 +79,8 @@ pub(crate) fn sweeper_run(ok: bool, expired: usize, pruned: u64) {
     metrics::counter!(names::SWEEPER_RUNS, "result" => if ok { "ok" } else { "error" }).increment(1);
     metrics::counter!(names::CONSUMERS_EXPIRED).increment(expired as u64);
     metrics::counter!(names::HISTORY_PRUNED).increment(pruned);
+}
+
+pub(crate) fn auth_denied() {
+    metrics::counter!(names::AUTH_DENIED).increment(1);
 }

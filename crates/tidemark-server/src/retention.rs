@@ -43,27 +43,34 @@ impl Retention for RetentionService {
     ) -> Result<Response<pb::GetRetentionFenceResponse>, Status> {
         let ctx = call_context(&request);
         let req = request.into_inner();
-        call::run("Retention", "GetRetentionFence", self.request_timeout, ctx, async {
-            let mut v = Violations::new();
-            let table = convert::table_name(&mut v, &req.table, "table");
-            let branch = convert::branch_name(&mut v, &req.branch, "branch");
-            let (Some(table), Some(branch)) = (table, branch) else {
-                return Err(invalid(v));
-            };
-            let report = self
-                .store
-                .fence(&table, &branch, req.changelog_decoupled, FENCE_HOLDERS)
-                .await?;
-            record(table.as_str(), branch.as_str(), &report);
-            Ok(pb::GetRetentionFenceResponse {
-                snapshot_fence: report.fences.snapshot,
-                changelog_fence: report.fences.changelog,
-                snapshot_fence_holders: report.snapshot_holders.iter().map(convert::retention_holder).collect(),
-                changelog_fence_holders: report.changelog_holders.iter().map(convert::retention_holder).collect(),
-                changelog_only: report.fences.changelog_only,
-                evaluated_at: Some(convert::timestamp(report.now)),
-            })
-        })
+        call::run(
+            "Retention",
+            "GetRetentionFence",
+            self.request_timeout,
+            ctx.clone(),
+            async {
+                let mut v = Violations::new();
+                let table = convert::table_name(&mut v, &req.table, "table");
+                let branch = convert::branch_name(&mut v, &req.branch, "branch");
+                let (Some(table), Some(branch)) = (table, branch) else {
+                    return Err(invalid(v));
+                };
+                call::in_scope(&ctx, &table)?;
+                let report = self
+                    .store
+                    .fence(&table, &branch, req.changelog_decoupled, FENCE_HOLDERS)
+                    .await?;
+                record(table.as_str(), branch.as_str(), &report);
+                Ok(pb::GetRetentionFenceResponse {
+                    snapshot_fence: report.fences.snapshot,
+                    changelog_fence: report.fences.changelog,
+                    snapshot_fence_holders: report.snapshot_holders.iter().map(convert::retention_holder).collect(),
+                    changelog_fence_holders: report.changelog_holders.iter().map(convert::retention_holder).collect(),
+                    changelog_only: report.fences.changelog_only,
+                    evaluated_at: Some(convert::timestamp(report.now)),
+                })
+            },
+        )
         .await
     }
 
@@ -73,30 +80,37 @@ impl Retention for RetentionService {
     ) -> Result<Response<pb::ExplainRetentionResponse>, Status> {
         let ctx = call_context(&request);
         let req = request.into_inner();
-        call::run("Retention", "ExplainRetention", self.request_timeout, ctx, async {
-            let mut v = Violations::new();
-            let table = convert::table_name(&mut v, &req.table, "table");
-            let branch = convert::branch_name(&mut v, &req.branch, "branch");
-            let limit = convert::page_size(&mut v, req.limit, 100, tidemark_store::MAX_PAGE, "limit");
-            let (Some(table), Some(branch), Some(limit)) = (table, branch, limit) else {
-                return Err(invalid(v));
-            };
-            let explained = self
-                .store
-                .explain(&table, &branch, req.changelog_decoupled, limit)
-                .await?;
-            let report = &explained.fences;
-            record(table.as_str(), branch.as_str(), report);
-            Ok(pb::ExplainRetentionResponse {
-                snapshot_fence: report.fences.snapshot,
-                changelog_fence: report.fences.changelog,
-                changelog_only: report.fences.changelog_only,
-                holders: explained.holders.iter().map(convert::retention_holder).collect(),
-                truncated: explained.truncated,
-                table_options: report.options.to_map().into_iter().collect(),
-                evaluated_at: Some(convert::timestamp(report.now)),
-            })
-        })
+        call::run(
+            "Retention",
+            "ExplainRetention",
+            self.request_timeout,
+            ctx.clone(),
+            async {
+                let mut v = Violations::new();
+                let table = convert::table_name(&mut v, &req.table, "table");
+                let branch = convert::branch_name(&mut v, &req.branch, "branch");
+                let limit = convert::page_size(&mut v, req.limit, 100, tidemark_store::MAX_PAGE, "limit");
+                let (Some(table), Some(branch), Some(limit)) = (table, branch, limit) else {
+                    return Err(invalid(v));
+                };
+                call::in_scope(&ctx, &table)?;
+                let explained = self
+                    .store
+                    .explain(&table, &branch, req.changelog_decoupled, limit)
+                    .await?;
+                let report = &explained.fences;
+                record(table.as_str(), branch.as_str(), report);
+                Ok(pb::ExplainRetentionResponse {
+                    snapshot_fence: report.fences.snapshot,
+                    changelog_fence: report.fences.changelog,
+                    changelog_only: report.fences.changelog_only,
+                    holders: explained.holders.iter().map(convert::retention_holder).collect(),
+                    truncated: explained.truncated,
+                    table_options: report.options.to_map().into_iter().collect(),
+                    evaluated_at: Some(convert::timestamp(report.now)),
+                })
+            },
+        )
         .await
     }
 }

@@ -2,6 +2,7 @@
 //! reflection, tower layers, readiness tracking and graceful shutdown.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tidemark_proto::v1::admin_server::AdminServer;
@@ -10,13 +11,14 @@ use tidemark_proto::v1::retention_server::RetentionServer;
 use tidemark_store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tower::limit::GlobalConcurrencyLimitLayer;
 
 use crate::admin::AdminService;
+use crate::auth::{AuthConfig, AuthLayer};
 use crate::coordinator::CoordinatorService;
 use crate::retention::RetentionService;
 
@@ -54,6 +56,30 @@ pub struct ServerConfig {
     /// History rows (and stale lease grants) older than this are pruned;
     /// `None` keeps them forever.
     pub history_retention: Option<Duration>,
+    /// Credentials and their roles; empty means no authentication.
+    pub auth: Arc<AuthConfig>,
+    /// TLS for the gRPC port; `None` serves plaintext.
+    pub tls: Option<TlsSettings>,
+}
+
+/// The server's TLS material (PEM).
+#[derive(Clone)]
+pub struct TlsSettings {
+    /// The server's certificate chain.
+    pub cert_pem: Vec<u8>,
+    /// The server's private key.
+    pub key_pem: Vec<u8>,
+    /// With a client CA, clients must present a certificate it signed
+    /// (mutual TLS); the certificate's common name is their identity.
+    pub client_ca_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for TlsSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSettings")
+            .field("mutual", &self.client_ca_pem.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for ServerConfig {
@@ -69,6 +95,8 @@ impl Default for ServerConfig {
             sweep_interval: Duration::from_secs(60),
             sweep_limit: 1000,
             history_retention: Some(Duration::from_secs(30 * 86_400)),
+            auth: Arc::new(AuthConfig::default()),
+            tls: None,
         }
     }
 }
@@ -95,6 +123,18 @@ pub async fn serve(
     config: ServerConfig,
     store: Store,
     listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    serve_with_health(config, store, listener, None, shutdown).await
+}
+
+/// [`serve`], plus `grpc.health.v1` alone in plaintext on `health_listener`
+/// (Kubernetes gRPC probes speak neither TLS nor credentials).
+pub async fn serve_with_health(
+    config: ServerConfig,
+    store: Store,
+    listener: TcpListener,
+    health_listener: Option<TcpListener>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let (reporter, health) = tonic_health::server::health_reporter();
@@ -132,13 +172,34 @@ pub async fn serve(
     let layers = tower::ServiceBuilder::new()
         .load_shed()
         .layer(GlobalConcurrencyLimitLayer::new(config.max_in_flight));
-    let router = Server::builder()
+    let mut builder = Server::builder();
+    if let Some(tls) = &config.tls {
+        let mut tls_config = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+        if let Some(ca) = &tls.client_ca_pem {
+            tls_config = tls_config.client_ca_root(Certificate::from_pem(ca));
+        }
+        builder = builder.tls_config(tls_config)?;
+    }
+    let health_task = match health_listener {
+        Some(health_listener) => {
+            let health_only = Server::builder()
+                .add_service(health.clone())
+                .serve_with_incoming_shutdown(
+                    TcpIncoming::from(health_listener),
+                    stop_accepting.clone().cancelled_owned(),
+                );
+            Some(tokio::spawn(health_only))
+        }
+        None => None,
+    };
+    let router = builder
         // A backstop for every service (health, reflection); tidemark's own
         // calls time out first, with DEADLINE_EXCEEDED and a reason.
         .timeout(config.request_timeout + Duration::from_secs(1))
         .concurrency_limit_per_connection(config.per_connection_limit)
         .tcp_nodelay(true)
         .layer(layers)
+        .layer(AuthLayer::new(Arc::clone(&config.auth)))
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
@@ -159,6 +220,9 @@ pub async fn serve(
             stop_accepting.cancel();
             let _ = readiness.await;
             let _ = sweeper.await;
+            if let Some(task) = health_task {
+                let _ = task.await;
+            }
             return flatten(result);
         }
         () = shutdown => {}
@@ -171,6 +235,9 @@ pub async fn serve(
     stop_accepting.cancel();
     let _ = readiness.await;
     let _ = sweeper.await;
+    if let Some(task) = health_task {
+        let _ = task.await;
+    }
     match tokio::time::timeout(config.shutdown_grace, &mut server).await {
         Ok(result) => {
             tracing::info!("all in-flight RPCs finished; stopped");

@@ -117,6 +117,12 @@ pub fn store_status(err: StoreError, request_id: &str) -> Status {
                 details,
             )
         }
+        StoreError::Denied { reason, message } => {
+            tracing::info!(request_id, reason, "permission denied: {message}");
+            let mut details = ErrorDetails::new();
+            error_info(&mut details, reason, Vec::new());
+            Status::with_error_details(Code::PermissionDenied, message, details)
+        }
         StoreError::Contention => {
             let mut details = ErrorDetails::new();
             error_info(&mut details, reason::CONTENTION, Vec::new());

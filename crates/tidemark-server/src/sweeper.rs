@@ -32,10 +32,7 @@ pub(crate) async fn run(store: Store, config: ServerConfig, stop: CancellationTo
 
 /// One sweep: expire, then prune.
 pub(crate) async fn sweep(store: &Store, config: &ServerConfig) {
-    let ctx = CallContext {
-        principal: "sweeper".into(),
-        request_id: format!("sweep-{}", uuid::Uuid::now_v7()),
-    };
+    let ctx = CallContext::new("sweeper", format!("sweep-{}", uuid::Uuid::now_v7()));
     let expired = match store.expire_consumers(&ctx, None, None, config.sweep_limit, true).await {
         Ok(expired) => {
             for e in &expired {

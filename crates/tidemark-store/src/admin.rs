@@ -157,6 +157,9 @@ impl Store {
         }
         let mut decide = decide;
         let loaded = self.backend().load(locate).await?;
+        if let Some(state) = &loaded.state {
+            ctx.authorize(locate, state)?;
+        }
         let change = decide(&loaded)?.output;
         Ok(Planned { change, applied: false })
     }

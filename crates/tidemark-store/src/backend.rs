@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tidemark_core::{
-    BranchName, ConsumerId, ConsumerKey, HistoryEvent, KeyState, LeaseRecord, TableName, TableOptions, Timestamp,
+    BranchName, ConsumerId, ConsumerKey, HistoryEvent, KeyState, LeaseRecord, TableName, TableOptions, TableScope,
+    Timestamp,
 };
 use uuid::Uuid;
 
 use crate::error::StoreError;
 
-/// Who asked for a change, for the audit trail.
+/// Who asked for a change: for the audit trail and for authorization.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallContext {
     /// The authenticated principal (token name, certificate subject, or
@@ -19,15 +20,57 @@ pub struct CallContext {
     pub principal: String,
     /// The request id (from `x-request-id`, or generated).
     pub request_id: String,
+    /// The tables the caller may touch.
+    pub scope: TableScope,
+    /// Whether the caller may use leases other principals acquired
+    /// (operators); workers may only renew, commit or release their own.
+    pub any_lease: bool,
 }
 
 impl CallContext {
+    /// An unrestricted caller (no authentication configured, internal tasks).
+    pub fn new(principal: impl Into<String>, request_id: impl Into<String>) -> Self {
+        Self {
+            principal: principal.into(),
+            request_id: request_id.into(),
+            scope: TableScope::All,
+            any_lease: true,
+        }
+    }
+
     /// A context for internal callers and tests.
     pub fn internal(request_id: impl Into<String>) -> Self {
-        Self {
-            principal: "internal".into(),
-            request_id: request_id.into(),
+        Self::new("internal", request_id)
+    }
+
+    /// Refuses access to a key outside the caller's scope, and the use of a
+    /// lease another principal acquired.
+    pub fn authorize(&self, locate: Locate<'_>, state: &KeyState) -> Result<(), StoreError> {
+        if !self.scope.allows(&state.key.table) {
+            return Err(StoreError::Denied {
+                reason: "TABLE_NOT_IN_SCOPE",
+                message: format!(
+                    "{} may not access table {} (its tables: {})",
+                    self.principal,
+                    state.key.table.as_str(),
+                    self.scope
+                ),
+            });
         }
+        if let Locate::Lease(lease_id) = locate
+            && !self.any_lease
+            && let Some(lease) = state.lease.as_ref().filter(|l| l.lease_id == lease_id)
+            && lease.principal != self.principal
+        {
+            return Err(StoreError::Denied {
+                reason: "LEASE_NOT_OWNED",
+                message: format!(
+                    "lease {lease_id} was acquired by {}, not {}; a worker may only use its own leases",
+                    lease.principal, self.principal
+                ),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -13,7 +13,7 @@ macro_rules! key_columns {
          k.consumer_updated_at, k.latest_snapshot, k.lease_id, k.lease_holder, k.lease_epoch, k.lease_status, \
          k.lease_ttl_us, k.lease_acquired_at, k.lease_deadline, k.last_batch_id, k.last_end_snapshot, \
          k.last_end_index, k.last_end_full, k.last_end_total_splits, k.lease_wrote_consumer, \
-         k.legacy_warned_snapshot, k.full_scan_pin"
+         k.legacy_warned_snapshot, k.full_scan_pin, k.lease_principal"
     };
 }
 

@@ -276,12 +276,13 @@ const UPDATE_ROW: &str = concat!(
     "consumer_created_at = $6, consumer_updated_at = $7, latest_snapshot = $8, lease_id = $9, lease_holder = $10, ",
     "lease_epoch = $11, lease_status = $12, lease_ttl_us = $13, lease_acquired_at = $14, lease_deadline = $15, ",
     "last_batch_id = $16, last_end_snapshot = $17, last_end_index = $18, last_end_full = $19, ",
-    "last_end_total_splits = $20, lease_wrote_consumer = $21, legacy_warned_snapshot = $22, full_scan_pin = $23 ",
-    "WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND version = $24 ",
-    "AND (NOT $25 OR (lease_status = 1 AND lease_deadline > tidemark_now())) ",
+    "last_end_total_splits = $20, lease_wrote_consumer = $21, legacy_warned_snapshot = $22, full_scan_pin = $23, ",
+    "lease_principal = $24 ",
+    "WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND version = $25 ",
+    "AND (NOT $26 OR (lease_status = 1 AND lease_deadline > tidemark_now())) ",
     "RETURNING table_name, branch, consumer_id)",
     write_tail!(
-        "written", "$26", "$27", "$28", "$29", "$30", "$31", "$32", "$33", "$34", "$35", "$36"
+        "written", "$27", "$28", "$29", "$30", "$31", "$32", "$33", "$34", "$35", "$36", "$37"
     )
 );
 
@@ -289,17 +290,18 @@ const INSERT_ROW: &str = concat!(
     "WITH written AS (INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, ",
     "consumer_created_at, consumer_updated_at, latest_snapshot, lease_id, lease_holder, lease_epoch, lease_status, ",
     "lease_ttl_us, lease_acquired_at, lease_deadline, last_batch_id, last_end_snapshot, last_end_index, ",
-    "last_end_full, last_end_total_splits, lease_wrote_consumer, legacy_warned_snapshot, full_scan_pin) ",
+    "last_end_full, last_end_total_splits, lease_wrote_consumer, legacy_warned_snapshot, full_scan_pin, ",
+    "lease_principal) ",
     "VALUES ($1, $2, $3, 1, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, ",
-    "$22, $23) ON CONFLICT DO NOTHING RETURNING table_name, branch, consumer_id)",
+    "$22, $23, $24) ON CONFLICT DO NOTHING RETURNING table_name, branch, consumer_id)",
     write_tail!(
-        "written", "$24", "$25", "$26", "$27", "$28", "$29", "$30", "$31", "$32", "$33", "$34"
+        "written", "$25", "$26", "$27", "$28", "$29", "$30", "$31", "$32", "$33", "$34", "$35"
     )
 );
 
 type PgQuery<'q> = Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
-/// Binds `$1..$23`: the key and every row column.
+/// Binds `$1..$24`: the key and every row column.
 fn bind_row<'q>(query: PgQuery<'q>, key: &ConsumerKey, row: KeyRow) -> PgQuery<'q> {
     query
         .bind(key.table.as_str().to_owned())
@@ -325,6 +327,7 @@ fn bind_row<'q>(query: PgQuery<'q>, key: &ConsumerKey, row: KeyRow) -> PgQuery<'
         .bind(row.lease_wrote_consumer)
         .bind(row.legacy_warned_snapshot)
         .bind(row.full_scan_pin)
+        .bind(row.lease_principal)
 }
 
 fn bind_tail<'q>(query: PgQuery<'q>, change: &Change<'_>) -> PgQuery<'q> {

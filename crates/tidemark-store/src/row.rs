@@ -22,6 +22,7 @@ pub(crate) struct KeyRow {
     pub latest_snapshot: Option<i64>,
     pub lease_id: Option<Uuid>,
     pub lease_holder: Option<String>,
+    pub lease_principal: Option<String>,
     pub lease_epoch: Option<i64>,
     pub lease_status: Option<i16>,
     pub lease_ttl_us: Option<i64>,
@@ -51,6 +52,7 @@ impl KeyRow {
             latest_snapshot: state.latest_snapshot,
             lease_id: lease.map(|l| l.lease_id),
             lease_holder: lease.map(|l| l.holder.clone()),
+            lease_principal: lease.map(|l| l.principal.clone()),
             lease_epoch: lease.map(|l| l.epoch),
             lease_status: lease.map(|l| l.status.code()),
             lease_ttl_us: lease.map(|l| i64::try_from(l.ttl.as_micros()).unwrap_or(i64::MAX)),
@@ -101,6 +103,7 @@ impl KeyRow {
                 Some(LeaseRecord {
                     lease_id,
                     holder: self.lease_holder.ok_or_else(|| corrupt("lease holder"))?,
+                    principal: self.lease_principal.unwrap_or_else(|| "anonymous".to_owned()),
                     epoch: self.lease_epoch.ok_or_else(|| corrupt("lease epoch"))?,
                     ttl: Duration::from_micros(
                         u64::try_from(self.lease_ttl_us.ok_or_else(|| corrupt("lease ttl"))?).unwrap_or(0),
@@ -184,6 +187,7 @@ impl Decoder {
             latest_snapshot: row.try_get("latest_snapshot")?,
             lease_id: row.try_get("lease_id")?,
             lease_holder: row.try_get("lease_holder")?,
+            lease_principal: row.try_get("lease_principal")?,
             lease_epoch: row.try_get("lease_epoch")?,
             lease_status: row.try_get("lease_status")?,
             lease_ttl_us: row.try_get("lease_ttl_us")?,

@@ -168,16 +168,18 @@ const UPDATE_ROW: &str = "UPDATE consumer_keys SET version = version + 1, epoch 
     consumer_created_at = ?6, consumer_updated_at = ?7, latest_snapshot = ?8, lease_id = ?9, lease_holder = ?10, \
     lease_epoch = ?11, lease_status = ?12, lease_ttl_us = ?13, lease_acquired_at = ?14, lease_deadline = ?15, \
     last_batch_id = ?16, last_end_snapshot = ?17, last_end_index = ?18, last_end_full = ?19, \
-    last_end_total_splits = ?20, lease_wrote_consumer = ?21, legacy_warned_snapshot = ?22, full_scan_pin = ?23 \
-    WHERE table_name = ?1 AND branch = ?2 AND consumer_id = ?3 AND version = ?24 \
-    AND (NOT ?25 OR (lease_status = 1 AND lease_deadline > ?26))";
+    last_end_total_splits = ?20, lease_wrote_consumer = ?21, legacy_warned_snapshot = ?22, full_scan_pin = ?23, \
+    lease_principal = ?24 \
+    WHERE table_name = ?1 AND branch = ?2 AND consumer_id = ?3 AND version = ?25 \
+    AND (NOT ?26 OR (lease_status = 1 AND lease_deadline > ?27))";
 
 const INSERT_ROW: &str = "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, \
     next_snapshot, consumer_created_at, consumer_updated_at, latest_snapshot, lease_id, lease_holder, lease_epoch, \
     lease_status, lease_ttl_us, lease_acquired_at, lease_deadline, last_batch_id, last_end_snapshot, last_end_index, \
-    last_end_full, last_end_total_splits, lease_wrote_consumer, legacy_warned_snapshot, full_scan_pin) \
+    last_end_full, last_end_total_splits, lease_wrote_consumer, legacy_warned_snapshot, full_scan_pin, \
+    lease_principal) \
     VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, \
-    ?22, ?23) ON CONFLICT DO NOTHING";
+    ?22, ?23, ?24) ON CONFLICT DO NOTHING";
 
 const INSERT_GRANT: &str = "INSERT INTO lease_grants (lease_id, table_name, branch, consumer_id, epoch, holder, \
     granted_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
@@ -221,6 +223,7 @@ fn bind_row<'q>(query: SqliteQuery<'q>, key: &ConsumerKey, row: KeyRow) -> Sqlit
         .bind(row.lease_wrote_consumer)
         .bind(row.legacy_warned_snapshot)
         .bind(row.full_scan_pin)
+        .bind(row.lease_principal)
 }
 
 #[async_trait]

@@ -67,6 +67,9 @@ impl Store {
                 Err(StoreError::Contention) => continue,
                 Err(e) => return Err(e),
             };
+            if let Some(state) = &loaded.state {
+                ctx.authorize(locate, state)?;
+            }
             let transition = decide(&loaded)?;
             let Some(state) = &transition.write else {
                 return Ok(transition.output);
@@ -102,6 +105,7 @@ impl Store {
         self.apply(Locate::Key(key), ctx, |loaded| {
             let request = LeaseRequest {
                 holder,
+                principal: &ctx.principal,
                 ttl,
                 lease_id: Uuid::now_v7(),
             };

@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tidemark_core::LeasePolicy;
-use tidemark_server::ServerConfig;
+use tidemark_server::auth::AuthConfig;
+use tidemark_server::{ServerConfig, TlsSettings};
 use tidemark_store::{DEFAULT_DATABASE_URL, PostgresOptions, Store, open_backend, redact};
 
 mod ops;
@@ -56,6 +57,10 @@ enum Command {
         #[command(flatten)]
         args: ops::FenceArgs,
     },
+    /// Credentials: mint a token (printing its configuration entry) or hash
+    /// one for the credentials file.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Operators: the history of a consumer or a table, newest first.
     History {
         #[command(flatten)]
@@ -63,6 +68,25 @@ enum Command {
         #[command(flatten)]
         args: ops::HistoryArgs,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Create a random token; prints it once, with the [[token]] entry (its
+    /// SHA-256) to add to the credentials file.
+    Mint {
+        /// The token's name (the principal in history and logs).
+        #[arg(long)]
+        name: String,
+        /// Roles: worker, maintainer, viewer, operator.
+        #[arg(long = "role", required = true)]
+        roles: Vec<String>,
+        /// Table globs it may touch (default: all).
+        #[arg(long = "table")]
+        tables: Vec<String>,
+    },
+    /// Print the SHA-256 (hex) of a token read from standard input.
+    Hash,
 }
 
 #[derive(Debug, Args)]
@@ -113,6 +137,27 @@ struct ServeArgs {
     /// can reach the port can then move any consumer.
     #[arg(long, env = "TIDEMARK_INSECURE_NO_AUTH")]
     insecure_no_auth: bool,
+    /// Credentials file (TOML: [[token]] and [[certificate]] entries with
+    /// roles and table scopes; tokens as SHA-256). See docs/security.md.
+    #[arg(long, env = "TIDEMARK_AUTH_FILE")]
+    auth_file: Option<std::path::PathBuf>,
+    /// Require credentials for server reflection too (health stays open).
+    #[arg(long, env = "TIDEMARK_REFLECTION_REQUIRES_AUTH")]
+    reflection_requires_auth: bool,
+    /// Server certificate chain (PEM); with --tls-key, serves TLS.
+    #[arg(long, env = "TIDEMARK_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// Server private key (PEM).
+    #[arg(long, env = "TIDEMARK_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// CA (PEM) whose client certificates are accepted: mutual TLS, every
+    /// client must present one.
+    #[arg(long, env = "TIDEMARK_TLS_CLIENT_CA", requires = "tls_cert")]
+    tls_client_ca: Option<std::path::PathBuf>,
+    /// Also serve grpc.health.v1 alone, in plaintext, on this address (for
+    /// Kubernetes probes when the gRPC port speaks TLS).
+    #[arg(long, env = "TIDEMARK_HEALTH_LISTEN")]
+    health_listen: Option<SocketAddr>,
     /// Shortest lease ttl granted (requests are clamped).
     #[arg(long, env = "TIDEMARK_MIN_LEASE_TTL", default_value = "5s", value_parser = humantime::parse_duration)]
     min_lease_ttl: Duration,
@@ -193,6 +238,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Options { connection, command } => ops::options(&connection, command).await,
         Command::Fence { connection, args } => ops::fence(&connection, args).await,
         Command::History { connection, args } => ops::history(&connection, args).await,
+        Command::Token(command) => token(command),
         Command::Migrate(args) => {
             let backend = args.store_backend().await?;
             backend.migrate().await.context("migration failed")?;
@@ -203,17 +249,71 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
+/// The credentials: the file, plus TIDEMARK_AUTH (the same TOML inline, for
+/// a Kubernetes Secret exposed as an environment variable).
+fn load_auth(args: &ServeArgs) -> anyhow::Result<AuthConfig> {
+    let mut config = AuthConfig::default();
+    if let Some(path) = &args.auth_file {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        config = config
+            .merge(AuthConfig::parse(&text, &path.display().to_string()).map_err(anyhow::Error::msg)?)
+            .map_err(anyhow::Error::msg)?;
+    }
+    if let Ok(text) = std::env::var("TIDEMARK_AUTH")
+        && !text.trim().is_empty()
+    {
+        config = config
+            .merge(AuthConfig::parse(&text, "TIDEMARK_AUTH").map_err(anyhow::Error::msg)?)
+            .map_err(anyhow::Error::msg)?;
+    }
+    config.reflection_requires_auth = args.reflection_requires_auth;
+    Ok(config)
+}
+
+fn load_tls(args: &ServeArgs) -> anyhow::Result<Option<TlsSettings>> {
+    let read = |p: &std::path::PathBuf| std::fs::read(p).with_context(|| format!("cannot read {}", p.display()));
+    match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Ok(Some(TlsSettings {
+            cert_pem: read(cert)?,
+            key_pem: read(key)?,
+            client_ca_pem: args.tls_client_ca.as_ref().map(read).transpose()?,
+        })),
+        _ => Ok(None),
+    }
+}
+
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    if !args.listen.ip().is_loopback() && !args.insecure_no_auth {
-        bail!(
-            "refusing to serve on {} without authentication: anyone who can reach it could move any consumer. \
-             Listen on a loopback address, or pass --insecure-no-auth (TIDEMARK_INSECURE_NO_AUTH=true) \
-             if the network is otherwise protected",
-            args.listen
+    let auth = load_auth(&args)?;
+    let tls = load_tls(&args)?;
+    if !auth.is_enabled() {
+        if !args.listen.ip().is_loopback() && !args.insecure_no_auth {
+            bail!(
+                "refusing to serve on {} without authentication: anyone who can reach it could move any consumer. \
+                 Configure credentials (--auth-file or TIDEMARK_AUTH, see docs/security.md), listen on a loopback \
+                 address, or pass --insecure-no-auth (TIDEMARK_INSECURE_NO_AUTH=true) if the network is otherwise \
+                 protected",
+                args.listen
+            );
+        }
+        if args.listen.ip().is_loopback() {
+            tracing::warn!("no credentials configured: serving without authentication, on loopback only");
+        } else {
+            tracing::warn!(listen = %args.listen, "serving WITHOUT authentication on a non-loopback address");
+        }
+    } else {
+        let (tokens, certificates) = auth.counts();
+        tracing::info!(
+            tokens,
+            certificates,
+            reflection_requires_auth = auth.reflection_requires_auth,
+            "authentication on"
         );
     }
-    if !args.listen.ip().is_loopback() {
-        tracing::warn!(listen = %args.listen, "serving WITHOUT authentication on a non-loopback address");
+    if let Some(tls) = &tls {
+        tracing::info!(mutual = tls.client_ca_pem.is_some(), "TLS on");
+        if args.health_listen.is_none() {
+            tracing::warn!("TLS is on but --health-listen is not set: Kubernetes gRPC probes cannot speak TLS");
+        }
     }
     let policy = LeasePolicy {
         min_ttl: args.min_lease_ttl,
@@ -247,6 +347,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let local = listener.local_addr()?;
     tracing::info!("listening on {local}");
+    let health_listener = match args.health_listen {
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen on {address}"))?;
+            tracing::info!("health (plaintext) listening on {}", listener.local_addr()?);
+            Some(listener)
+        }
+        None => None,
+    };
 
     let config = ServerConfig {
         request_timeout: args.request_timeout,
@@ -258,9 +368,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         sweep_interval: args.sweep_interval,
         sweep_limit: args.sweep_limit.max(1),
         history_retention: (!args.history_retention.is_zero()).then_some(args.history_retention),
+        auth: std::sync::Arc::new(auth),
+        tls,
         ..ServerConfig::default()
     };
-    tidemark_server::serve(config, store, listener, shutdown_signal()).await?;
+    tidemark_server::serve_with_health(config, store, listener, health_listener, shutdown_signal()).await?;
     backend.close().await;
     Ok(())
 }
@@ -279,6 +391,38 @@ fn install_metrics(address: SocketAddr) -> anyhow::Result<()> {
         .idle_timeout(MetricKindMask::GAUGE, Some(Duration::from_secs(3600)))
         .install()
         .with_context(|| format!("cannot serve metrics on {address}"))
+}
+
+#[allow(clippy::print_stdout)] // printing the token is the point
+fn token(command: TokenCommand) -> anyhow::Result<()> {
+    use tidemark_server::auth::{hash_token, hex, mint_token};
+    match command {
+        TokenCommand::Mint { name, roles, tables } => {
+            let token = mint_token().map_err(anyhow::Error::msg)?;
+            let quote = |items: &[String]| items.iter().map(|i| format!("{i:?}")).collect::<Vec<_>>().join(", ");
+            let entry = format!(
+                "[[token]]\nname = {name:?}\nsha256 = \"{}\"\nroles = [{}]\n{}",
+                hex(&hash_token(&token)),
+                quote(&roles),
+                if tables.is_empty() {
+                    String::new()
+                } else {
+                    format!("tables = [{}]\n", quote(&tables))
+                }
+            );
+            // Check the entry parses before showing it.
+            AuthConfig::parse(&entry, "the new entry").map_err(anyhow::Error::msg)?;
+            println!("token (shown once; give it to the client, e.g. as TIDEMARK_TOKEN):\n{token}\n");
+            println!("add to the server's credentials file:\n{entry}");
+            Ok(())
+        }
+        TokenCommand::Hash => {
+            let mut token = String::new();
+            std::io::stdin().read_line(&mut token)?;
+            println!("{}", hex(&hash_token(token.trim())));
+            Ok(())
+        }
+    }
 }
 
 /// Completes on SIGINT or SIGTERM.

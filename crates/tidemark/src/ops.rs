@@ -12,16 +12,13 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use prost::Message;
-use tidemark_client::ApiError;
+use tidemark_client::{AdminClient, ApiError, AuthChannel, ClientOptions, ClientTls, RetentionClient};
 use tidemark_proto::v1 as pb;
-use tidemark_proto::v1::admin_client::AdminClient;
-use tidemark_proto::v1::retention_client::RetentionClient;
-use tonic::transport::Channel;
 
-/// Where the server is and how to print.
+/// Where the server is, how to authenticate, and how to print.
 #[derive(Debug, Args)]
 pub struct Connection {
-    /// The tidemark server.
+    /// The tidemark server (`https://...` with TLS).
     #[arg(
         long,
         env = "TIDEMARK_SERVER",
@@ -29,6 +26,21 @@ pub struct Connection {
         global = true
     )]
     server: String,
+    /// Bearer token.
+    #[arg(long, env = "TIDEMARK_TOKEN", hide_env_values = true, global = true)]
+    token: Option<String>,
+    /// CA certificate (PEM) that signed the server's certificate.
+    #[arg(long, env = "TIDEMARK_TLS_CA", global = true)]
+    tls_ca: Option<std::path::PathBuf>,
+    /// Client certificate (PEM), for mutual TLS.
+    #[arg(long, env = "TIDEMARK_CLIENT_CERT", global = true, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// Client private key (PEM), for mutual TLS.
+    #[arg(long, env = "TIDEMARK_CLIENT_KEY", global = true, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// Name to verify in the server's certificate (default: the server's host).
+    #[arg(long, env = "TIDEMARK_TLS_DOMAIN", global = true)]
+    tls_domain: Option<String>,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "table", global = true)]
     output: Output,
@@ -239,20 +251,40 @@ fn parse_pair(s: &str) -> Result<(String, String), String> {
 }
 
 impl Connection {
-    async fn channel(&self) -> anyhow::Result<Channel> {
-        tonic::transport::Endpoint::from_shared(self.server.clone())
-            .context("invalid --server")?
-            .connect_timeout(Duration::from_secs(5))
-            .connect()
-            .await
-            .with_context(|| format!("cannot connect to {}", self.server))
+    async fn channel(&self) -> anyhow::Result<AuthChannel> {
+        let read = |path: &Option<std::path::PathBuf>| -> anyhow::Result<Option<Vec<u8>>> {
+            path.as_ref()
+                .map(|p| std::fs::read(p).with_context(|| format!("cannot read {}", p.display())))
+                .transpose()
+        };
+        let tls_wanted = self.server.starts_with("https://") || self.tls_ca.is_some() || self.tls_cert.is_some();
+        let tls = if tls_wanted {
+            let identity = match (read(&self.tls_cert)?, read(&self.tls_key)?) {
+                (Some(cert), Some(key)) => Some((cert, key)),
+                _ => None,
+            };
+            Some(ClientTls {
+                ca_pem: read(&self.tls_ca)?,
+                identity,
+                domain: self.tls_domain.clone(),
+            })
+        } else {
+            None
+        };
+        let options = ClientOptions {
+            endpoint: self.server.clone(),
+            token: self.token.clone(),
+            tls,
+            connect_timeout: Some(Duration::from_secs(5)),
+        };
+        Ok(tidemark_client::connect(&options).await?)
     }
 
-    async fn admin(&self) -> anyhow::Result<AdminClient<Channel>> {
+    async fn admin(&self) -> anyhow::Result<AdminClient<AuthChannel>> {
         Ok(AdminClient::new(self.channel().await?))
     }
 
-    async fn retention(&self) -> anyhow::Result<RetentionClient<Channel>> {
+    async fn retention(&self) -> anyhow::Result<RetentionClient<AuthChannel>> {
         Ok(RetentionClient::new(self.channel().await?))
     }
 }

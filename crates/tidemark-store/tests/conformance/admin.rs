@@ -57,10 +57,7 @@ const T0: Timestamp = Timestamp::from_micros(1_800_000_000_000_000);
 const HOUR: Duration = Duration::from_secs(3600);
 
 fn ctx(request_id: &str) -> CallContext {
-    CallContext {
-        principal: "operator-alice".into(),
-        request_id: request_id.into(),
-    }
+    CallContext::new("operator-alice", request_id)
 }
 
 fn table() -> TableName {

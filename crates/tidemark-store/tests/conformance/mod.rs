@@ -76,10 +76,7 @@ async fn store(db: &TestDb) -> Store {
 }
 
 fn ctx(request_id: &str) -> CallContext {
-    CallContext {
-        principal: "tester".into(),
-        request_id: request_id.into(),
-    }
+    CallContext::new("tester", request_id)
 }
 
 fn key(id: &str) -> ConsumerKey {
