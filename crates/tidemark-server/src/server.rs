@@ -182,8 +182,14 @@ pub async fn serve_with_health(
     }
     let health_task = match health_listener {
         Some(health_listener) => {
+            // Health, and reflection describing health only, so grpcurl works
+            // against this port too.
+            let health_reflection = tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+                .build_v1alpha()?;
             let health_only = Server::builder()
                 .add_service(health.clone())
+                .add_service(health_reflection)
                 .serve_with_incoming_shutdown(
                     TcpIncoming::from(health_listener),
                     stop_accepting.clone().cancelled_owned(),

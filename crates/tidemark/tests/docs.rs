@@ -85,6 +85,8 @@ fn normalize(text: &str) -> String {
             "<uuid>",
         ),
         (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "<time>"),
+        (r"tdm_[0-9a-f]{64}", "<token>"),
+        (r"\b[0-9a-f]{64}\b", "<sha256>"),
         (r"\b\d+(\.\d+)?(ms|s|m|h|d)\b", "<duration>"),
         (r"<duration> <duration>", "<duration>"),
     ];
@@ -156,10 +158,17 @@ fn text_matches(expected: &str, actual: &str) -> Result<(), String> {
 }
 
 fn run_document(served: &Served) {
-    let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md");
-    let doc = std::fs::read_to_string(&doc_path).expect("docs/operations.md");
+    let env = [("T", served.addr.to_string()), ("TIDEMARK_SERVER", served.url())];
+    run_doc("operations.md", 20, &std::env::temp_dir(), &env);
+}
+
+/// Runs every `sh` block of `docs/<name>` in `cwd` with `env`, checking each
+/// against the output block under it.
+fn run_doc(name: &str, min_steps: usize, cwd: &Path, env: &[(&str, String)]) {
+    let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs").join(name);
+    let doc = std::fs::read_to_string(&doc_path).unwrap_or_else(|e| panic!("docs/{name}: {e}"));
     let steps = steps(&doc);
-    assert!(steps.len() > 20, "the cookbook has its commands");
+    assert!(steps.len() >= min_steps, "docs/{name} has its commands");
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_tidemark"))
         .parent()
         .unwrap()
@@ -175,10 +184,11 @@ fn run_document(served: &Served) {
     for step in steps {
         let output = Command::new("bash")
             .args(["-c", &format!("exec 2>&1\n{}", step.script)])
+            .current_dir(cwd)
             .env("PATH", &path)
-            .env("T", served.addr.to_string())
-            .env("TIDEMARK_SERVER", served.url())
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env_remove("RUST_BACKTRACE")
+            .env_remove("TIDEMARK_TOKEN")
             .output()
             .expect("bash");
         let actual = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -263,4 +273,100 @@ fn normalization_keeps_what_matters() {
     );
     assert!(json_matches(&serde_json::json!({"b": [1]}), &serde_json::json!({"b": [2]}), "$").is_err());
     assert!(text_matches("A  B\nx  1s", "A B\nx 9m 3s").is_ok());
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Writes a CA, a server certificate for localhost and a client certificate
+/// (CN spark-etl) into `dir`, generated now.
+fn write_pki(dir: &Path) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, "tidemark docs CA");
+    let ca_key = KeyPair::generate().unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.self_signed(&ca_key).unwrap().pem()).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    for (file, names, cn) in [
+        (
+            "server",
+            vec!["localhost".to_owned(), "127.0.0.1".to_owned()],
+            "tidemark",
+        ),
+        ("client", vec!["spark-etl".to_owned()], "spark-etl"),
+    ] {
+        let mut params = CertificateParams::new(names).unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        std::fs::write(dir.join(format!("{file}.pem")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{file}-key.pem")), key.serialize_pem()).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn security_doc_runs_with_tokens_and_tls() {
+    use tidemark_server::auth::{hash_token, hex};
+    let dir = tempfile::tempdir().unwrap();
+    write_pki(dir.path());
+    let token = "tdm_docs_operator_token";
+    let worker = "tdm_docs_worker_token";
+    let auth = format!(
+        "[[token]]\nname = \"alice\"\nsha256 = \"{}\"\nroles = [\"operator\"]\n\n\
+         [[token]]\nname = \"spark-etl\"\nsha256 = \"{}\"\nroles = [\"worker\"]\ntables = [\"db.*\"]\n\n\
+         [[certificate]]\ncommon_name = \"spark-*\"\nroles = [\"worker\"]\ntables = [\"db.*\"]\n",
+        hex(&hash_token(token)),
+        hex(&hash_token(worker))
+    );
+    std::fs::write(dir.path().join("auth.toml"), auth).unwrap();
+    let health_port = free_port();
+    let health = format!("127.0.0.1:{health_port}");
+    let tls = Served::start(
+        &[
+            "--auth-file",
+            "auth.toml",
+            "--tls-cert",
+            "server.pem",
+            "--tls-key",
+            "server-key.pem",
+            "--health-listen",
+            &health,
+            "--sweep-interval",
+            "0s",
+        ],
+        dir.path(),
+    );
+    let mtls = Served::start(
+        &[
+            "--auth-file",
+            "auth.toml",
+            "--tls-cert",
+            "server.pem",
+            "--tls-key",
+            "server-key.pem",
+            "--tls-client-ca",
+            "ca.pem",
+            "--sweep-interval",
+            "0s",
+        ],
+        dir.path(),
+    );
+    let env = [
+        ("PORT", tls.addr.port().to_string()),
+        ("HEALTH_PORT", health_port.to_string()),
+        ("MTLS_PORT", mtls.addr.port().to_string()),
+        ("TOKEN", token.to_owned()),
+        ("WORKER_TOKEN", worker.to_owned()),
+    ];
+    let cwd = dir.path().to_path_buf();
+    tokio::task::spawn_blocking(move || run_doc("security.md", 7, &cwd, &env))
+        .await
+        .unwrap();
+    drop((tls, mtls));
 }
