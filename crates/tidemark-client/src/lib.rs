@@ -8,6 +8,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+mod client;
+mod keeper;
+pub mod retry;
+
+pub use client::{Client, duration_from_pb, duration_to_pb};
+pub use keeper::{LeaseKeeper, LeaseState};
+pub use retry::RetryPolicy;
+
 pub use tidemark_proto::v1 as proto;
 pub use tidemark_proto::v1::admin_client::AdminClient;
 pub use tidemark_proto::v1::coordinator_client::CoordinatorClient;
@@ -160,6 +168,18 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// An error raised on the client side (no server answer).
+    pub fn local(message: impl Into<String>) -> Self {
+        Self {
+            code: tonic::Code::Unknown,
+            reason: String::new(),
+            domain: String::new(),
+            metadata: HashMap::new(),
+            field_violations: Vec::new(),
+            message: message.into(),
+        }
+    }
+
     /// Whether the error's reason is `reason`.
     pub fn is(&self, reason: &str) -> bool {
         self.reason == reason

@@ -1,0 +1,189 @@
+//! [`Client`]: one connection to a tidemark server, typed access to every
+//! service, and retried worker calls.
+
+use std::time::Duration;
+
+use tidemark_proto::v1 as pb;
+
+use crate::keeper::LeaseKeeper;
+use crate::retry::{RetryPolicy, retry};
+use crate::{AdminClient, ApiError, AuthChannel, ClientOptions, ConnectError, CoordinatorClient, RetentionClient};
+
+/// A connection to a tidemark server.
+///
+/// The worker calls below are retried on transient failures (the server
+/// unreachable or overloaded, a timeout) because each is safe to repeat:
+/// renewing, releasing and recovery planning are idempotent, a commit is
+/// idempotent per batch (a repeat is `DUPLICATE`), and a repeated acquire by
+/// the same holder is a takeover of the grant it may have missed. Refusals
+/// (`FAILED_PRECONDITION`, ...) are never retried. Operator calls are not
+/// retried; use the typed clients for them.
+#[derive(Debug, Clone)]
+pub struct Client {
+    channel: AuthChannel,
+    retry: RetryPolicy,
+}
+
+impl Client {
+    /// Connects as configured (token, TLS).
+    pub async fn connect(options: &ClientOptions) -> Result<Self, ConnectError> {
+        Ok(Self {
+            channel: crate::connect(options).await?,
+            retry: RetryPolicy::default(),
+        })
+    }
+
+    /// A client over an existing channel.
+    pub fn from_channel(channel: AuthChannel) -> Self {
+        Self {
+            channel,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// The same client with another retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// The Coordinator (worker protocol) client.
+    pub fn coordinator(&self) -> CoordinatorClient<AuthChannel> {
+        CoordinatorClient::new(self.channel.clone())
+    }
+
+    /// The Retention client.
+    pub fn retention(&self) -> RetentionClient<AuthChannel> {
+        RetentionClient::new(self.channel.clone())
+    }
+
+    /// The Admin (operator API) client.
+    pub fn admin(&self) -> AdminClient<AuthChannel> {
+        AdminClient::new(self.channel.clone())
+    }
+
+    /// Takes a consumer's lease (retried; see the type's docs).
+    pub async fn acquire_lease(&self, request: pb::AcquireLeaseRequest) -> Result<pb::AcquireLeaseResponse, ApiError> {
+        retry(&self.retry, "AcquireLease", || {
+            let mut c = self.coordinator();
+            let request = request.clone();
+            async move {
+                c.acquire_lease(request)
+                    .await
+                    .map(|r| r.into_inner())
+                    .map_err(ApiError::from)
+            }
+        })
+        .await
+    }
+
+    /// Renews a lease (retried).
+    pub async fn renew_lease(&self, lease: &pb::Lease, ttl: Option<Duration>) -> Result<Duration, ApiError> {
+        let request = pb::RenewLeaseRequest {
+            lease_id: lease.lease_id.clone(),
+            epoch: lease.epoch,
+            ttl: ttl.map(duration_to_pb),
+        };
+        retry(&self.retry, "RenewLease", || {
+            let mut c = self.coordinator();
+            let request = request.clone();
+            async move {
+                let response = c.renew_lease(request).await.map_err(ApiError::from)?.into_inner();
+                Ok(response.ttl.map(duration_from_pb).unwrap_or_default())
+            }
+        })
+        .await
+    }
+
+    /// Releases a lease (retried); `true` when it was live.
+    pub async fn release_lease(&self, lease: &pb::Lease) -> Result<bool, ApiError> {
+        let request = pb::ReleaseLeaseRequest {
+            lease_id: lease.lease_id.clone(),
+            epoch: lease.epoch,
+        };
+        retry(&self.retry, "ReleaseLease", || {
+            let mut c = self.coordinator();
+            let request = request.clone();
+            async move {
+                Ok(c.release_lease(request)
+                    .await
+                    .map_err(ApiError::from)?
+                    .into_inner()
+                    .released)
+            }
+        })
+        .await
+    }
+
+    /// Records a committed micro-batch (retried: a repeat is `DUPLICATE`).
+    pub async fn commit_batch(&self, request: pb::CommitBatchRequest) -> Result<pb::CommitBatchResponse, ApiError> {
+        retry(&self.retry, "CommitBatch", || {
+            let mut c = self.coordinator();
+            let request = request.clone();
+            async move {
+                c.commit_batch(request)
+                    .await
+                    .map(|r| r.into_inner())
+                    .map_err(ApiError::from)
+            }
+        })
+        .await
+    }
+
+    /// Plans where to resume (retried).
+    pub async fn get_recovery_position(
+        &self,
+        request: pb::GetRecoveryPositionRequest,
+    ) -> Result<pb::GetRecoveryPositionResponse, ApiError> {
+        retry(&self.retry, "GetRecoveryPosition", || {
+            let mut c = self.coordinator();
+            let request = request.clone();
+            async move {
+                c.get_recovery_position(request)
+                    .await
+                    .map(|r| r.into_inner())
+                    .map_err(ApiError::from)
+            }
+        })
+        .await
+    }
+
+    /// A branch's retention fences (retried: read-only).
+    pub async fn get_retention_fence(
+        &self,
+        request: pb::GetRetentionFenceRequest,
+    ) -> Result<pb::GetRetentionFenceResponse, ApiError> {
+        retry(&self.retry, "GetRetentionFence", || {
+            let mut c = self.retention();
+            let request = request.clone();
+            async move {
+                c.get_retention_fence(request)
+                    .await
+                    .map(|r| r.into_inner())
+                    .map_err(ApiError::from)
+            }
+        })
+        .await
+    }
+
+    /// Keeps `lease` alive in the background until it is lost or released.
+    pub fn keep_lease(&self, lease: pb::Lease) -> LeaseKeeper {
+        LeaseKeeper::start(self.clone(), lease)
+    }
+}
+
+/// A proto duration as a std one (negative as zero).
+pub fn duration_from_pb(d: prost_types::Duration) -> Duration {
+    Duration::new(
+        u64::try_from(d.seconds).unwrap_or(0),
+        u32::try_from(d.nanos).unwrap_or(0),
+    )
+}
+
+/// A std duration as a proto one.
+pub fn duration_to_pb(d: Duration) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+    }
+}

@@ -1,0 +1,125 @@
+//! [`LeaseKeeper`]: renews a lease in the background (about every ttl/3),
+//! reports its loss at once, and stops renewing after a loss.
+
+use std::time::{Duration, Instant};
+
+use tidemark_proto::v1 as pb;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::ApiError;
+use crate::client::{Client, duration_from_pb};
+use crate::retry::is_retryable;
+
+/// What the keeper knows about its lease.
+#[derive(Debug, Clone)]
+pub enum LeaseState {
+    /// Renewed; the server said it has this much time left.
+    Held {
+        /// Time left at the last renewal.
+        ttl: Duration,
+    },
+    /// The lease ended (revoked, superseded, expired while unreachable, ...):
+    /// the query must stop. The error says why.
+    Lost(ApiError),
+    /// Released by [`LeaseKeeper::release`].
+    Released,
+}
+
+/// Renews a lease in the background; see [`Client::keep_lease`].
+#[derive(Debug)]
+pub struct LeaseKeeper {
+    lease: pb::Lease,
+    client: Client,
+    state: watch::Receiver<LeaseState>,
+    task: JoinHandle<()>,
+}
+
+impl LeaseKeeper {
+    /// Starts renewing `lease` (ttl from the lease) with `client`.
+    pub fn start(client: Client, lease: pb::Lease) -> Self {
+        let ttl = lease.ttl.map(duration_from_pb).unwrap_or(Duration::from_secs(30));
+        let (tx, state) = watch::channel(LeaseState::Held { ttl });
+        let task = tokio::spawn(renew_until_lost(client.clone(), lease.clone(), ttl, tx));
+        Self {
+            lease,
+            client,
+            state,
+            task,
+        }
+    }
+
+    /// The lease being kept.
+    pub fn lease(&self) -> &pb::Lease {
+        &self.lease
+    }
+
+    /// A receiver that sees every change of state (e.g. to stop a query as
+    /// soon as the lease is lost).
+    pub fn watch(&self) -> watch::Receiver<LeaseState> {
+        self.state.clone()
+    }
+
+    /// Whether the lease is still held, as far as the keeper knows.
+    pub fn is_held(&self) -> bool {
+        matches!(*self.state.borrow(), LeaseState::Held { .. })
+    }
+
+    /// Resolves when the lease is lost, with the reason.
+    pub async fn lost(&self) -> ApiError {
+        let mut state = self.state.clone();
+        loop {
+            if let LeaseState::Lost(err) = &*state.borrow_and_update() {
+                return err.clone();
+            }
+            if state.changed().await.is_err() {
+                return ApiError::local("the lease keeper stopped");
+            }
+        }
+    }
+
+    /// Stops renewing and releases the lease; `true` when it was still live.
+    pub async fn release(self) -> Result<bool, ApiError> {
+        self.task.abort();
+        self.client.release_lease(&self.lease).await
+    }
+}
+
+impl Drop for LeaseKeeper {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn renew_until_lost(client: Client, lease: pb::Lease, mut ttl: Duration, state: watch::Sender<LeaseState>) {
+    let mut deadline = Instant::now() + ttl;
+    loop {
+        tokio::time::sleep(ttl / 3).await;
+        // One renewal attempt at a time; transient failures are retried
+        // until the lease's deadline, after which it is lost by definition.
+        loop {
+            match client.renew_lease(&lease, None).await {
+                Ok(granted) => {
+                    ttl = granted;
+                    deadline = Instant::now() + granted;
+                    let _ = state.send(LeaseState::Held { ttl: granted });
+                    break;
+                }
+                Err(err) if is_retryable(&err) && Instant::now() + Duration::from_millis(50) < deadline => {
+                    tracing::warn!(lease_id = lease.lease_id, code = ?err.code, "lease renewal failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(100).min(ttl / 10)).await;
+                }
+                Err(err) => {
+                    tracing::warn!(
+                        lease_id = lease.lease_id,
+                        reason = err.reason,
+                        "lease lost: {}",
+                        err.message
+                    );
+                    let _ = state.send(LeaseState::Lost(err));
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! Retries with jittered exponential backoff, only where retrying is safe.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tonic::Code;
+
+use crate::ApiError;
+
+/// When and how often to retry.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Attempts in all (1 = no retry).
+    pub max_attempts: u32,
+    /// First backoff.
+    pub initial_backoff: Duration,
+    /// Longest backoff.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(2),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries.
+    pub fn none() -> Self {
+        Self {
+            max_attempts: 1,
+            ..Self::default()
+        }
+    }
+
+    /// The backoff before retry `attempt` (1-based): exponential, capped,
+    /// with full jitter so clients that failed together spread out.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let exp = self
+            .initial_backoff
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+            .min(self.max_backoff);
+        let nanos = u64::try_from(exp.as_nanos()).unwrap_or(u64::MAX).max(1);
+        Duration::from_nanos(jitter() % nanos)
+    }
+}
+
+fn jitter() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::Instant::now())
+}
+
+/// Whether a failed call may be retried. Only transient failures where the
+/// call either did not happen or is safe to repeat: the server was
+/// unreachable or overloaded, the call timed out, or the server asked for a
+/// retry (ABORTED/CONTENTION: nothing was changed). Never a refusal such as
+/// FAILED_PRECONDITION (a fenced lease must stop, not retry).
+pub fn is_retryable(err: &ApiError) -> bool {
+    match err.code {
+        Code::Unavailable | Code::DeadlineExceeded | Code::ResourceExhausted => true,
+        Code::Aborted => err.reason == "CONTENTION",
+        _ => false,
+    }
+}
+
+/// Runs `call` until it succeeds, fails with a non-retryable error, or runs
+/// out of attempts. Use only for idempotent calls.
+pub async fn retry<T, F, Fut>(policy: &RetryPolicy, what: &str, mut call: F) -> Result<T, ApiError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, ApiError>>,
+{
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Ok(value) => return Ok(value),
+            Err(err) if attempt < policy.max_attempts && is_retryable(&err) => {
+                let wait = policy.backoff(attempt);
+                tracing::debug!(what, attempt, ?wait, code = ?err.code, "retrying after a transient failure");
+                tokio::time::sleep(wait).await;
+                attempt += 1;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+
+    fn err(code: Code, reason: &str) -> ApiError {
+        ApiError {
+            code,
+            reason: reason.into(),
+            domain: "tidemark".into(),
+            metadata: Default::default(),
+            field_violations: Vec::new(),
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn only_transient_failures_are_retryable() {
+        assert!(is_retryable(&err(Code::Unavailable, "STORE_UNAVAILABLE")));
+        assert!(is_retryable(&err(Code::DeadlineExceeded, "TIMEOUT")));
+        assert!(is_retryable(&err(Code::ResourceExhausted, "")));
+        assert!(is_retryable(&err(Code::Aborted, "CONTENTION")));
+        for (code, reason) in [
+            (Code::FailedPrecondition, "LEASE_NOT_HELD"),
+            (Code::FailedPrecondition, "LEASE_HELD"),
+            (Code::InvalidArgument, "INVALID_ARGUMENT"),
+            (Code::PermissionDenied, "ROLE_NOT_ALLOWED"),
+            (Code::Unauthenticated, "MISSING_CREDENTIALS"),
+            (Code::DataLoss, "POSITION_EXPIRED"),
+            (Code::Internal, "INTERNAL"),
+            (Code::Aborted, "SOMETHING_ELSE"),
+        ] {
+            assert!(!is_retryable(&err(code, reason)), "{code:?} {reason}");
+        }
+    }
+
+    #[test]
+    fn backoff_grows_is_capped_and_jittered() {
+        let p = RetryPolicy::default();
+        for attempt in 1..20 {
+            let cap = p
+                .initial_backoff
+                .saturating_mul(1 << (attempt - 1).min(16))
+                .min(p.max_backoff);
+            assert!(p.backoff(attempt) <= cap);
+        }
+        let samples: std::collections::HashSet<Duration> = (0..20).map(|_| p.backoff(5)).collect();
+        assert!(samples.len() > 1, "jittered");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_transient_failures_then_gives_up() {
+        let calls = AtomicU32::new(0);
+        let result: Result<(), ApiError> = retry(&RetryPolicy::default(), "t", || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err(err(Code::Unavailable, "")) }
+        })
+        .await;
+        assert!(result.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn never_retries_a_refusal() {
+        let calls = AtomicU32::new(0);
+        let result: Result<(), ApiError> = retry(&RetryPolicy::default(), "t", || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err(err(Code::FailedPrecondition, "LEASE_NOT_HELD")) }
+        })
+        .await;
+        assert_eq!(result.unwrap_err().reason, "LEASE_NOT_HELD");
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn succeeds_after_a_transient_failure() {
+        let calls = AtomicU32::new(0);
+        let result = retry(&RetryPolicy::default(), "t", || {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            async move { if n < 2 { Err(err(Code::Unavailable, "")) } else { Ok(n) } }
+        })
+        .await;
+        assert_eq!(result.unwrap(), 2);
+    }
+}
