@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every tidemark test: formatting, clippy, and the whole test suite
 # (unit, property, storage conformance on SQLite and Postgres, end-to-end
-# gRPC with the Rust client and grpcurl).
+# gRPC with the Rust client and grpcurl), then the Python SDK tests and the
+# end-to-end tests with real Spark reading real Paimon tables.
 #
 # Without DATABASE_URL it starts a throwaway Postgres from the installed
 # PostgreSQL binaries and removes it afterwards.
@@ -15,8 +16,19 @@ if [ -z "${DATABASE_URL:-}" ]; then
   start_throwaway_postgres fsync=off synchronous_commit=off full_page_writes=off
 fi
 ensure_grpcurl
+ensure_python_env
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo nextest run --workspace --locked --no-fail-fast "$@"
 cargo test --workspace --locked --doc
+
+# The Python suite runs the real binary against its own Postgres database
+# (SQLite when the server does not let us create one).
+cargo build --locked -q -p tidemark
+python_db=$(fresh_postgres_database tidemark_python) || {
+  echo "could not create a Postgres database for the Python tests; they use SQLite" >&2
+  python_db=""
+}
+TIDEMARK_BIN="$PWD/target/debug/tidemark" TIDEMARK_TEST_DATABASE_URL="$python_db" \
+  "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider clients/python/tests

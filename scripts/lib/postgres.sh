@@ -9,7 +9,7 @@
 
 find_pg_bin() {
   if [ -n "${PG_BIN:-}" ]; then echo "$PG_BIN"; return; fi
-  if command -v pg_ctl >/dev/null 2>&1; then dirname "$(command -v pg_ctl)"; return; fi
+  if command -v pg_ctl >/dev/null 2>&1; then dirname "$(readlink -f "$(command -v pg_ctl)")"; return; fi
   local dir
   dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   if [ -z "$dir" ]; then
@@ -55,4 +55,21 @@ stop_throwaway_postgres() {
     "${TIDEMARK_PG_STOP[@]}" >/dev/null 2>&1 || true
     rm -rf "$TIDEMARK_PG_DIR"
   fi
+}
+
+# fresh_postgres_database NAME: prints a URL for a new, empty database NAME
+# on DATABASE_URL's server (dropped first if it exists); fails when the
+# server does not allow it.
+fresh_postgres_database() {
+  local name="$1" pg_bin url
+  pg_bin=$(find_pg_bin) || return 1
+  url=$(python3 - "$DATABASE_URL" "$name" <<'PY'
+import sys, urllib.parse
+parts = urllib.parse.urlsplit(sys.argv[1])
+print(urllib.parse.urlunsplit(parts._replace(path="/" + sys.argv[2])))
+PY
+) || return 1
+  PGOPTIONS="--client-min-messages=warning" "$pg_bin/psql" -q -v ON_ERROR_STOP=1 "$DATABASE_URL" \
+    -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" -c "CREATE DATABASE $name" >/dev/null || return 1
+  echo "$url"
 }

@@ -17,3 +17,23 @@ ensure_grpcurl() {
   fi
   export GRPCURL="$bin"
 }
+
+# The Python environment for the SDK and Spark tests: a venv in .tools/venv
+# built from clients/python/requirements-dev.txt (rebuilt when that file
+# changes), with the tidemark package (re)installed from the working tree so
+# its stubs match proto/.
+ensure_python_env() {
+  local venv="$TOOLS_DIR/venv" requirements="clients/python/requirements-dev.txt"
+  local stamp="$venv/.requirements.sha256" want
+  want=$(sha256sum "$requirements" | cut -d' ' -f1)
+  if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "building the Python environment in $venv (once; cached)" >&2
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --no-cache-dir --upgrade pip >&2
+    "$venv/bin/pip" install --quiet --no-cache-dir -r "$requirements" >&2
+    echo "$want" >"$stamp"
+  fi
+  "$venv/bin/pip" install --quiet --no-build-isolation --no-deps --force-reinstall ./clients/python >&2
+  export TIDEMARK_PYTHON="$venv/bin/python"
+}

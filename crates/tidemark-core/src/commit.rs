@@ -235,7 +235,7 @@ pub fn commit(state: Option<&KeyState>, req: &CommitBatch, now: Timestamp) -> Re
         };
         let mut event = HistoryEvent::new(kind, current, Some(target)).with_lease(lease);
         event.batch_id = Some(req.batch_id);
-        event.detail = Some(format!("end {end}"));
+        event.detail = Some(format!("{}: end {end}", outcome.as_str()));
         events.push(event);
     }
     let lease_ttl = lease.ttl;

@@ -1,0 +1,267 @@
+"""Real components for the Python tests: a tidemark server process (the
+repository's binary), Paimon tables written with pypaimon, and a Spark sink
+that records exactly what reached it."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from typing import Dict, List, Optional
+
+import grpc
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tidemark_binary() -> str:
+    """The tidemark binary: $TIDEMARK_BIN, or target/debug/tidemark (built
+    on demand)."""
+    binary = os.environ.get("TIDEMARK_BIN")
+    if binary:
+        return binary
+    binary = REPO / "target" / "debug" / "tidemark"
+    if not binary.exists():
+        subprocess.run(["cargo", "build", "-q", "-p", "tidemark"], cwd=REPO, check=True)
+    return str(binary)
+
+
+class TidemarkServer:
+    """`tidemark serve` on a fixed loopback port; stop/kill and start again
+    on the same port and database, as an operator would."""
+
+    def __init__(self, database_url: str, log_path: pathlib.Path, extra_args: Optional[List[str]] = None):
+        self.database_url = database_url
+        self.port = free_port()
+        self.endpoint = f"127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self.extra_args = list(extra_args or [])
+        self.process: Optional[subprocess.Popen] = None
+
+    def start(self, timeout: float = 30.0) -> "TidemarkServer":
+        args = [
+            tidemark_binary(),
+            "serve",
+            "--listen",
+            self.endpoint,
+            "--database-url",
+            self.database_url,
+            "--metrics-listen",
+            "off",
+        ] + self.extra_args
+        log = open(self.log_path, "ab")
+        env = dict(os.environ, TIDEMARK_LOG="info,tidemark=debug")
+        env.pop("TIDEMARK_AUTH", None)
+        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"tidemark exited with {self.process.returncode}; see {self.log_path}")
+            try:
+                with grpc.insecure_channel(self.endpoint) as channel:
+                    grpc.channel_ready_future(channel).result(timeout=0.5)
+                return self
+            except grpc.FutureTimeoutError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"tidemark did not start in {timeout} s; see {self.log_path}")
+
+    def kill(self) -> None:
+        """SIGKILL: the server vanishes mid-flight."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+
+
+class PaimonTable:
+    """An append-only Paimon table partitioned by `part`, written with
+    pypaimon. Every data file is its own split (target split size 1 byte), so
+    a commit of 6 rows over 3 partitions makes a snapshot of 3 splits."""
+
+    def __init__(self, warehouse: pathlib.Path, database: str, name: str = "events"):
+        import pyarrow as pa
+        from pypaimon import CatalogFactory, Schema
+
+        self.warehouse = warehouse
+        self.id = f"{database}.{name}"
+        self.path = str(warehouse / f"{database}.db" / name)
+        catalog = CatalogFactory.create({"warehouse": str(warehouse)})
+        catalog.create_database(database, True)
+        self.arrow_schema = pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.string())])
+        schema = Schema.from_pyarrow_schema(
+            self.arrow_schema, partition_keys=["part"], options={"source.split.target-size": "1 b"}
+        )
+        catalog.create_table(self.id, schema, False)
+        self.table = catalog.get_table(self.id)
+        self.rows_by_snapshot: Dict[int, List[int]] = {}
+        self._next_id = 0
+        self._lock = threading.Lock()
+
+    def commit(self, rows: int = 6) -> int:
+        """Appends `rows` rows with fresh ids over 3 partitions; returns the
+        new snapshot id."""
+        import pyarrow as pa
+
+        with self._lock:
+            ids = list(range(self._next_id, self._next_id + rows))
+            self._next_id += rows
+            data = pa.table(
+                {
+                    "id": ids,
+                    "part": [f"p{i % 3}" for i in ids],
+                    "value": [f"v{i}" for i in ids],
+                },
+                schema=self.arrow_schema,
+            )
+            builder = self.table.new_batch_write_builder()
+            write, commit = builder.new_write(), builder.new_commit()
+            try:
+                write.write_arrow(data)
+                commit.commit(write.prepare_commit())
+            finally:
+                write.close()
+                commit.close()
+            snapshot = self.latest_snapshot()
+            self.rows_by_snapshot[snapshot] = ids
+            return snapshot
+
+    def ids(self, snapshots=None) -> List[int]:
+        """Every id written (or those of `snapshots`)."""
+        chosen = self.rows_by_snapshot if snapshots is None else snapshots
+        return sorted(i for s in chosen for i in self.rows_by_snapshot[s])
+
+    def latest_snapshot(self) -> int:
+        return self.table.snapshot_manager().get_latest_snapshot().id
+
+    def _snapshot_dir(self) -> pathlib.Path:
+        return pathlib.Path(self.path) / "snapshot"
+
+    def snapshot_ids(self) -> List[int]:
+        return sorted(
+            int(p.name[len("snapshot-"):]) for p in self._snapshot_dir().glob("snapshot-*") if p.name[9:].isdigit()
+        )
+
+    def expire_below(self, fence: int) -> List[int]:
+        """Expires every snapshot strictly below `fence` (never the latest),
+        as Paimon's snapshot expiration does: the EARLIEST hint moves first,
+        then the snapshot files go. Returns the ids removed."""
+        with self._lock:
+            present = self.snapshot_ids()
+            if not present:
+                return []
+            keep_from = min(fence, present[-1])
+            doomed = [s for s in present if s < keep_from]
+            if not doomed:
+                return []
+            hint = self._snapshot_dir() / "EARLIEST"
+            tmp = hint.with_suffix(".tmp")
+            tmp.write_text(str(keep_from))
+            os.replace(tmp, hint)
+            for snapshot in doomed:
+                (self._snapshot_dir() / f"snapshot-{snapshot}").unlink(missing_ok=True)
+            return doomed
+
+
+class Sink:
+    """A foreachBatch sink writing each micro-batch to its own file, named by
+    batch id and replaced on a re-run (an idempotent sink, as Spark's
+    exactly-once contract assumes). `fail_once` injects one failure into the
+    named batch ids."""
+
+    def __init__(self, directory: pathlib.Path):
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.fail_once = set()
+        self.calls: List[int] = []
+
+    def __call__(self, frame, batch_id: int) -> None:
+        self.calls.append(batch_id)
+        if batch_id in self.fail_once:
+            self.fail_once.discard(batch_id)
+            raise RuntimeError(f"injected sink failure in batch {batch_id}")
+        rows = [row["id"] for row in frame.select("id").collect()]
+        out = self.directory / f"batch-{batch_id:06d}.json"
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rows))
+        os.replace(tmp, out)
+
+    def batches(self) -> Dict[int, List[int]]:
+        return {
+            int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in sorted(self.directory.glob("batch-*.json"))
+        }
+
+    def ids(self) -> List[int]:
+        """Every row that reached the sink, sorted (duplicates kept)."""
+        return sorted(i for rows in self.batches().values() for i in rows)
+
+    def reset(self) -> None:
+        shutil.rmtree(self.directory)
+        self.directory.mkdir(parents=True)
+
+
+def read_commit_log(path: pathlib.Path) -> List[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
+    """Polls `predicate` until it returns a truthy value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+# Every commit log the Spark tests wrote, for the latency summary at the end.
+COMMIT_LOGS: List[pathlib.Path] = []
+
+
+def commit_latency_summary() -> Optional[str]:
+    """Median/p90/max of the CommitBatch round trips seen from commit()."""
+    first, later = [], []
+    for path in COMMIT_LOGS:
+        latencies = [entry["latency_ms"] for entry in read_commit_log(path)]
+        if latencies:
+            first.append(latencies[0])
+            later.extend(latencies[1:])
+    if not first:
+        return None
+
+    def describe(values: List[float]) -> str:
+        if not values:
+            return "none"
+        ordered = sorted(values)
+        pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+        return f"n={len(ordered)} median={pick(0.5):.1f} ms p90={pick(0.9):.1f} ms max={ordered[-1]:.1f} ms"
+
+    return (
+        f"commit() -> CommitBatch latency: first commit of a query: {describe(first)}; "
+        f"later commits: {describe(later)}"
+    )

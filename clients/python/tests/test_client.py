@@ -1,0 +1,173 @@
+"""The Python SDK against a real tidemark server: typed errors with reasons,
+retries only where safe, and the lease keeper."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import grpc
+import pytest
+from harness import TidemarkServer
+
+from tidemark import Client, RetryPolicy, TidemarkError, is_retryable, offset
+from tidemark.v1 import admin_pb2, coordinator_pb2, types_pb2
+
+TABLE = "sdk.orders"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """Short leases are allowed here so keeper tests run in seconds."""
+    from conftest import database_url
+
+    directory = tmp_path_factory.mktemp("sdk")
+    server = TidemarkServer(
+        database_url(directory), directory / "server.log", extra_args=["--min-lease-ttl", "300ms"]
+    ).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client(server):
+    with Client(server.endpoint) as client:
+        yield client
+
+
+def test_lease_commit_and_recovery_round_trip(client, unique):
+    consumer = unique("rt")
+    lease = client.acquire_lease(TABLE, consumer, holder="q1", ttl=30).lease
+    assert lease.epoch >= 1 and lease.holder == "q1"
+    assert abs(lease.ttl.ToNanoseconds() / 1e9 - 30) < 0.001
+
+    done = client.commit_batch(lease, 0, offset(7, 2, False, 3), latest_snapshot=9)
+    assert done.outcome == coordinator_pb2.COMMIT_OUTCOME_CREATED
+    assert done.next_snapshot == 8
+    again = client.commit_batch(lease, 0, offset(7, 2, False, 3))
+    assert again.outcome == coordinator_pb2.COMMIT_OUTCOME_DUPLICATE
+
+    plan = client.get_recovery_position(TABLE, consumer, earliest_snapshot=1, latest_snapshot=9)
+    assert plan.source == coordinator_pb2.RECOVERY_SOURCE_CONSUMER
+    assert (plan.start.snapshot_id, plan.start.scan_snapshot) == (8, False)
+
+    described = client.describe_consumer(TABLE, consumer)
+    assert described.info.consumer.next_snapshot == 8
+    assert described.info.consumer.lag == 2
+    assert client.renew_lease(lease, ttl=10) == pytest.approx(10, abs=0.001)
+    assert client.release_lease(lease) is True
+    assert client.release_lease(lease) is False
+    events = [entry.event for entry in client.list_history(TABLE, consumer)]
+    assert events == ["LEASE_RELEASE", "CREATE", "LEASE_ACQUIRE"]
+
+
+def test_refusals_carry_reason_and_details_and_are_not_retried(client, unique):
+    consumer = unique("held")
+    client.acquire_lease(TABLE, consumer, holder="first", ttl=30)
+    started = time.monotonic()
+    with pytest.raises(TidemarkError) as raised:
+        client.acquire_lease(TABLE, consumer, holder="second")
+    assert time.monotonic() - started < 0.5, "a refusal is not retried"
+    error = raised.value
+    assert error.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert error.reason == "LEASE_HELD"
+    assert error.metadata["holder"] == "first"
+    assert int(error.metadata["remaining_ms"]) > 0
+    assert "LEASE_HELD" in str(error)
+    assert not is_retryable(error)
+
+
+def test_a_fenced_lease_cannot_commit(client, unique):
+    consumer = unique("fenced")
+    old = client.acquire_lease(TABLE, consumer, holder="q", ttl=30).lease
+    new = client.acquire_lease(TABLE, consumer, holder="q", ttl=30)
+    assert new.takeover and new.lease.epoch > old.epoch
+    with pytest.raises(TidemarkError) as raised:
+        client.commit_batch(old, 1, offset(3, 0, False, 1))
+    assert raised.value.reason == "LEASE_NOT_HELD"
+    assert int(raised.value.metadata["current_epoch"]) == new.lease.epoch
+
+
+def test_bad_input_names_the_field(client):
+    with pytest.raises(TidemarkError) as raised:
+        client.acquire_lease("no-dot-in-table", "c", holder="q")
+    error = raised.value
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert [field for field, _ in error.field_violations] == ["consumer.table"]
+
+
+def test_worker_calls_wait_for_a_server_that_comes_up_late(tmp_path, unique):
+    from conftest import database_url
+
+    late = TidemarkServer(database_url(tmp_path), tmp_path / "late.log")
+    patient = RetryPolicy(max_attempts=60, initial_backoff=0.05, max_backoff=0.25)
+    starter = threading.Timer(0.5, late.start)
+    starter.start()
+    try:
+        with Client(late.endpoint, retry=patient, timeout=2.0) as client:
+            lease = client.acquire_lease(TABLE, unique("late"), holder="q").lease
+            assert lease.epoch == 1
+    finally:
+        starter.join()
+        late.stop()
+
+
+def test_an_unreachable_server_is_unavailable_without_a_reason(unique):
+    from harness import free_port
+
+    with Client(f"127.0.0.1:{free_port()}", retry=RetryPolicy(max_attempts=2), timeout=1.0) as client:
+        with pytest.raises(TidemarkError) as raised:
+            client.acquire_lease(TABLE, unique("down"), holder="q")
+    assert raised.value.code == grpc.StatusCode.UNAVAILABLE
+    assert raised.value.reason == ""
+    assert is_retryable(raised.value)
+
+
+def test_the_keeper_keeps_a_short_lease_alive_and_releases_it(client, unique):
+    consumer = unique("kept")
+    lease = client.acquire_lease(TABLE, consumer, holder="q", ttl=0.6).lease
+    keeper = client.keep_lease(lease)
+    time.sleep(2.0)  # more than three ttls
+    assert keeper.held
+    client.commit_batch(lease, 0, offset(2, 0, False, 1))  # still the live lease
+    assert keeper.release() is True
+    keeper.join(timeout=2)
+    assert not keeper.is_alive()
+    assert not keeper.lost.is_set()
+
+
+def test_the_keeper_reports_loss_at_once_and_stops(client, unique):
+    consumer = unique("lost")
+    lease = client.acquire_lease(TABLE, consumer, holder="q", ttl=0.9).lease
+    keeper = client.keep_lease(lease)
+    client.admin.RevokeLease(
+        admin_pb2.RevokeLeaseRequest(
+            consumer=types_pb2.ConsumerKey(table=TABLE, branch="main", consumer_id=consumer),
+            reason="test",
+            execute=True,
+        ),
+        timeout=5,
+    )
+    assert keeper.lost.wait(timeout=2.0), "loss is reported within a renewal interval"
+    assert keeper.error.reason == "LEASE_NOT_HELD"
+    keeper.join(timeout=2)
+    assert not keeper.is_alive(), "no renewing after loss"
+
+
+def test_retry_policy_and_classification():
+    policy = RetryPolicy(initial_backoff=0.1, max_backoff=0.4)
+    for attempt, cap in [(1, 0.1), (2, 0.2), (3, 0.4), (10, 0.4)]:
+        samples = [policy.backoff(attempt) for _ in range(200)]
+        assert all(0 <= s <= cap for s in samples)
+        assert max(samples) > cap / 2, "jitter spreads over the whole range"
+
+    def error(code, reason=""):
+        return TidemarkError(code, "m", reason)
+
+    assert is_retryable(error(grpc.StatusCode.UNAVAILABLE))
+    assert is_retryable(error(grpc.StatusCode.DEADLINE_EXCEEDED, "TIMEOUT"))
+    assert is_retryable(error(grpc.StatusCode.RESOURCE_EXHAUSTED, "OVERLOADED"))
+    assert is_retryable(error(grpc.StatusCode.ABORTED, "CONTENTION"))
+    assert not is_retryable(error(grpc.StatusCode.FAILED_PRECONDITION, "LEASE_NOT_HELD"))
+    assert not is_retryable(error(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT"))
+    assert not is_retryable(error(grpc.StatusCode.PERMISSION_DENIED, "ROLE_NOT_ALLOWED"))

@@ -1,0 +1,315 @@
+"""The tidemark client: one channel, typed stubs for every service, and the
+worker calls with safe retries."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional, TypeVar
+
+import grpc
+from google.protobuf import duration_pb2
+
+from tidemark.errors import TidemarkError, is_retryable
+from tidemark.v1 import admin_pb2, admin_pb2_grpc, coordinator_pb2, coordinator_pb2_grpc, retention_pb2, retention_pb2_grpc
+from tidemark.v1 import types_pb2
+
+T = TypeVar("T")
+
+
+@dataclass
+class RetryPolicy:
+    """Jittered exponential backoff for transient failures only."""
+
+    max_attempts: int = 5
+    initial_backoff: float = 0.05
+    max_backoff: float = 2.0
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait before retry `attempt` (1-based): full jitter."""
+        cap = min(self.max_backoff, self.initial_backoff * (2 ** min(attempt - 1, 16)))
+        return random.uniform(0, cap)
+
+
+def _duration(seconds: Optional[float]) -> Optional[duration_pb2.Duration]:
+    if seconds is None:
+        return None
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(int(seconds * 1e9))
+    return d
+
+
+def offset(snapshot_id: int, index: int, scan_snapshot: bool, total_splits: Optional[int] = None) -> types_pb2.Offset:
+    """An Offset message (total_splits None = an offset without completion metadata)."""
+    message = types_pb2.Offset(snapshot_id=snapshot_id, index=index, scan_snapshot=scan_snapshot)
+    if total_splits is not None:
+        message.total_splits = total_splits
+    return message
+
+
+class Client:
+    """A connection to a tidemark server.
+
+    The worker calls (acquire, renew, release, commit, recovery, fence) are
+    retried on transient failures only (unavailable, timeout, overload,
+    contention), because each is safe to repeat: renew/release/recovery are
+    idempotent, a commit is idempotent per batch (a repeat is DUPLICATE), and
+    a repeated acquire by the same holder takes over the grant it may have
+    missed. Refusals such as FAILED_PRECONDITION are never retried; they raise
+    TidemarkError with the server's reason.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        token: Optional[str] = None,
+        ca: Optional[bytes] = None,
+        cert: Optional[bytes] = None,
+        key: Optional[bytes] = None,
+        timeout: float = 10.0,
+        retry: Optional[RetryPolicy] = None,
+    ):
+        target, secure = _target(endpoint)
+        if secure or ca is not None or cert is not None:
+            credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+            self._channel = grpc.secure_channel(target, credentials)
+        else:
+            self._channel = grpc.insecure_channel(target)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self.timeout = timeout
+        self.retry_policy = retry or RetryPolicy()
+        self.coordinator = coordinator_pb2_grpc.CoordinatorStub(self._channel)
+        self.retention = retention_pb2_grpc.RetentionStub(self._channel)
+        self.admin = admin_pb2_grpc.AdminStub(self._channel)
+
+    @property
+    def metadata(self):
+        """Call metadata carrying the token (pass it to direct stub calls)."""
+        return self._metadata
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        attempt = 1
+        while True:
+            try:
+                return fn()
+            except grpc.RpcError as rpc_error:
+                error = TidemarkError.from_rpc_error(rpc_error)
+                if attempt >= self.retry_policy.max_attempts or not is_retryable(error):
+                    raise error from None
+                time.sleep(self.retry_policy.backoff(attempt))
+                attempt += 1
+
+    def acquire_lease(
+        self,
+        table: str,
+        consumer_id: str,
+        holder: str,
+        branch: str = "main",
+        ttl: Optional[float] = None,
+    ) -> coordinator_pb2.AcquireLeaseResponse:
+        """Takes a consumer's lease for `holder` (seconds of ttl, or the server's default)."""
+        request = coordinator_pb2.AcquireLeaseRequest(
+            consumer=types_pb2.ConsumerKey(table=table, branch=branch, consumer_id=consumer_id),
+            holder=holder,
+            ttl=_duration(ttl),
+        )
+        return self._call(
+            "AcquireLease",
+            lambda: self.coordinator.AcquireLease(request, timeout=self.timeout, metadata=self._metadata),
+        )
+
+    def renew_lease(self, lease: coordinator_pb2.Lease, ttl: Optional[float] = None) -> float:
+        """Renews a lease; returns the seconds left."""
+        request = coordinator_pb2.RenewLeaseRequest(lease_id=lease.lease_id, epoch=lease.epoch, ttl=_duration(ttl))
+        response = self._call(
+            "RenewLease",
+            lambda: self.coordinator.RenewLease(request, timeout=self.timeout, metadata=self._metadata),
+        )
+        return response.ttl.ToNanoseconds() / 1e9
+
+    def release_lease(self, lease: coordinator_pb2.Lease) -> bool:
+        """Releases a lease; True when it was live."""
+        request = coordinator_pb2.ReleaseLeaseRequest(lease_id=lease.lease_id, epoch=lease.epoch)
+        return self._call(
+            "ReleaseLease",
+            lambda: self.coordinator.ReleaseLease(request, timeout=self.timeout, metadata=self._metadata),
+        ).released
+
+    def commit_batch(
+        self,
+        lease: coordinator_pb2.Lease,
+        batch_id: int,
+        end: types_pb2.Offset,
+        latest_snapshot: Optional[int] = None,
+    ) -> coordinator_pb2.CommitBatchResponse:
+        """Records a committed micro-batch's end offset."""
+        request = coordinator_pb2.CommitBatchRequest(
+            lease_id=lease.lease_id, epoch=lease.epoch, batch_id=batch_id, end=end
+        )
+        if latest_snapshot is not None:
+            request.latest_snapshot = latest_snapshot
+        return self._call(
+            "CommitBatch",
+            lambda: self.coordinator.CommitBatch(request, timeout=self.timeout, metadata=self._metadata),
+        )
+
+    def get_recovery_position(
+        self,
+        table: str,
+        consumer_id: str,
+        earliest_snapshot: int,
+        latest_snapshot: int,
+        branch: str = "main",
+        startup_mode: int = coordinator_pb2.STARTUP_MODE_LATEST_FULL,
+        snapshot_id: int = 0,
+        ignore_progress: bool = False,
+        checkpoint: Optional[tuple] = None,
+        lease: Optional[coordinator_pb2.Lease] = None,
+        clamp_to_earliest: bool = False,
+        earliest_changelog: Optional[int] = None,
+        changelog_decoupled: bool = False,
+    ) -> coordinator_pb2.GetRecoveryPositionResponse:
+        """Where to resume. `checkpoint` is the logged batch (start, end) as
+        Offset messages, when the engine has one."""
+        table_range = coordinator_pb2.SnapshotRange(
+            earliest_snapshot=earliest_snapshot,
+            latest_snapshot=latest_snapshot,
+            changelog_decoupled=changelog_decoupled,
+        )
+        if earliest_changelog is not None:
+            table_range.earliest_changelog = earliest_changelog
+        request = coordinator_pb2.GetRecoveryPositionRequest(
+            consumer=types_pb2.ConsumerKey(table=table, branch=branch, consumer_id=consumer_id),
+            startup=coordinator_pb2.StartupOptions(mode=startup_mode, snapshot_id=snapshot_id),
+            ignore_progress=ignore_progress,
+            table=table_range,
+            on_expired=(
+                coordinator_pb2.ON_EXPIRED_CLAMP_TO_EARLIEST if clamp_to_earliest else coordinator_pb2.ON_EXPIRED_FAIL
+            ),
+        )
+        if checkpoint is not None:
+            request.checkpoint.start.CopyFrom(checkpoint[0])
+            request.checkpoint.end.CopyFrom(checkpoint[1])
+        if lease is not None:
+            request.lease_id = lease.lease_id
+        return self._call(
+            "GetRecoveryPosition",
+            lambda: self.coordinator.GetRecoveryPosition(request, timeout=self.timeout, metadata=self._metadata),
+        )
+
+    def get_retention_fence(
+        self, table: str, branch: str = "main", changelog_decoupled: bool = False
+    ) -> retention_pb2.GetRetentionFenceResponse:
+        """A branch's retention fences."""
+        request = retention_pb2.GetRetentionFenceRequest(
+            table=table, branch=branch, changelog_decoupled=changelog_decoupled
+        )
+        return self._call(
+            "GetRetentionFence",
+            lambda: self.retention.GetRetentionFence(request, timeout=self.timeout, metadata=self._metadata),
+        )
+
+    def describe_consumer(
+        self, table: str, consumer_id: str, branch: str = "main", history_limit: int = 20
+    ) -> admin_pb2.DescribeConsumerResponse:
+        """A key's consumer record, lease, options and recent history (an
+        operator call: needs the `operator` role when auth is on)."""
+        request = admin_pb2.DescribeConsumerRequest(
+            consumer=types_pb2.ConsumerKey(table=table, branch=branch, consumer_id=consumer_id),
+            history_limit=history_limit,
+        )
+        return self._call(
+            "DescribeConsumer",
+            lambda: self.admin.DescribeConsumer(request, timeout=self.timeout, metadata=self._metadata),
+        )
+
+    def list_history(
+        self, table: str, consumer_id: Optional[str] = None, branch: str = "main", page_size: int = 100
+    ) -> list:
+        """A key's (or, without consumer_id, a whole table's) history, newest
+        first, every page."""
+        entries, token = [], ""
+        while True:
+            request = admin_pb2.ListHistoryRequest(page_size=page_size, page_token=token)
+            if consumer_id is None:
+                request.table, request.branch = table, branch
+            else:
+                request.consumer.CopyFrom(types_pb2.ConsumerKey(table=table, branch=branch, consumer_id=consumer_id))
+            response = self._call(
+                "ListHistory",
+                lambda: self.admin.ListHistory(request, timeout=self.timeout, metadata=self._metadata),
+            )
+            entries.extend(response.entries)
+            token = response.next_page_token
+            if not token:
+                return entries
+
+    def keep_lease(self, lease: coordinator_pb2.Lease) -> "LeaseKeeper":
+        """Renews `lease` in a background thread; see LeaseKeeper."""
+        keeper = LeaseKeeper(self, lease)
+        keeper.start()
+        return keeper
+
+
+def _target(endpoint: str) -> tuple[str, bool]:
+    for scheme, secure in (("https://", True), ("http://", False)):
+        if endpoint.startswith(scheme):
+            return endpoint[len(scheme):].rstrip("/"), secure
+    return endpoint, False
+
+
+class LeaseKeeper(threading.Thread):
+    """Renews a lease about every ttl/3 until it is lost or stopped.
+
+    `lost` is set the moment the lease is lost (revoked, superseded, expired
+    while the server was unreachable); `error` then says why, and renewals
+    stop. `stop()` ends renewing; `release()` also releases the lease.
+    """
+
+    def __init__(self, client: Client, lease: coordinator_pb2.Lease):
+        super().__init__(name=f"tidemark-lease-{lease.lease_id[:8]}", daemon=True)
+        self.client = client
+        self.lease = lease
+        self.ttl = lease.ttl.ToNanoseconds() / 1e9 if lease.HasField("ttl") else 30.0
+        self.lost = threading.Event()
+        self.error: Optional[TidemarkError] = None
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.ttl
+        while not self._stopped.wait(self.ttl / 3):
+            while True:
+                try:
+                    self.ttl = self.client.renew_lease(self.lease)
+                    deadline = time.monotonic() + self.ttl
+                    break
+                except TidemarkError as error:
+                    if is_retryable(error) and time.monotonic() + 0.05 < deadline and not self._stopped.is_set():
+                        self._stopped.wait(min(0.1, self.ttl / 10))
+                        continue
+                    self.error = error
+                    self.lost.set()
+                    return
+
+    @property
+    def held(self) -> bool:
+        return not self.lost.is_set() and not self._stopped.is_set()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def release(self) -> bool:
+        """Stops renewing and releases the lease; True when it was still live."""
+        self.stop()
+        return self.client.release_lease(self.lease)
