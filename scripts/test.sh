@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every tidemark test: formatting, clippy, and the whole test suite
 # (unit, property, storage conformance on SQLite and Postgres, end-to-end
-# gRPC with the Rust client and grpcurl), then the Python SDK tests and the
-# end-to-end tests with real Spark reading real Paimon tables.
+# gRPC with the Rust client and grpcurl, several replicas, a Postgres
+# restart), then the Kubernetes manifests (rendered and validated), the
+# Python SDK tests and the end-to-end tests with real Spark reading real
+# Paimon tables.
 #
 # Without DATABASE_URL it starts a throwaway Postgres from the installed
 # PostgreSQL binaries and removes it afterwards.
@@ -23,12 +25,16 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo nextest run --workspace --locked --no-fail-fast "$@"
 cargo test --workspace --locked --doc
 
+cargo build --locked -q -p tidemark
+export TIDEMARK_BIN="$PWD/target/debug/tidemark"
+
+# Kubernetes manifests: rendered with kubectl kustomize, validated strictly.
+"$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider deploy/tests
+
 # The Python suite runs the real binary against its own Postgres database
 # (SQLite when the server does not let us create one).
-cargo build --locked -q -p tidemark
 python_db=$(fresh_postgres_database tidemark_python) || {
   echo "could not create a Postgres database for the Python tests; they use SQLite" >&2
   python_db=""
 }
-TIDEMARK_BIN="$PWD/target/debug/tidemark" TIDEMARK_TEST_DATABASE_URL="$python_db" \
-  "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider clients/python/tests
+TIDEMARK_TEST_DATABASE_URL="$python_db" "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider clients/python/tests

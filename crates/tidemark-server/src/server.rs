@@ -281,7 +281,10 @@ async fn set_all(reporter: &HealthReporter, status: ServingStatus) {
 async fn track_readiness(reporter: HealthReporter, store: Store, every: Duration, stop: CancellationToken) {
     let mut ready = None;
     loop {
-        let now_ready = store.ping().await.is_ok();
+        // A ping stuck behind an unreachable host counts as a failure as
+        // soon as the next check is due.
+        let limit = every.clamp(Duration::from_millis(500), Duration::from_secs(5));
+        let now_ready = matches!(tokio::time::timeout(limit, store.ping()).await, Ok(Ok(())));
         if ready != Some(now_ready) {
             let status = if now_ready {
                 tracing::info!("database reachable: ready");

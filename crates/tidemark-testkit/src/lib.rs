@@ -6,6 +6,10 @@
 //! the Postgres tests fail, unless `TIDEMARK_SKIP_POSTGRES=1` says to skip
 //! them on purpose.
 
+mod cluster;
+
+pub use cluster::{PgCluster, StopMode};
+
 use std::sync::Arc;
 
 use std::time::Duration;

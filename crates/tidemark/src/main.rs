@@ -121,6 +121,10 @@ struct DatabaseArgs {
     /// Server-side limit on one database statement.
     #[arg(long, env = "TIDEMARK_DB_STATEMENT_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     db_statement_timeout: Duration,
+    /// At start-up, keep retrying an unreachable database (and the
+    /// migrations) this long before giving up; 0 fails at once.
+    #[arg(long, env = "TIDEMARK_WAIT_FOR_DATABASE", default_value = "60s", value_parser = humantime::parse_duration)]
+    wait_for_database: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -187,6 +191,9 @@ struct ServeArgs {
     /// Then wait at most this long for in-flight RPCs.
     #[arg(long, env = "TIDEMARK_SHUTDOWN_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
+    /// How often the database is pinged for the readiness health status.
+    #[arg(long, env = "TIDEMARK_READINESS_INTERVAL", default_value = "2s", value_parser = humantime::parse_duration)]
+    readiness_interval: Duration,
     /// Prometheus /metrics address ("off" to disable).
     #[arg(long, env = "TIDEMARK_METRICS_LISTEN", default_value = "127.0.0.1:9464")]
     metrics_listen: String,
@@ -212,6 +219,36 @@ impl DatabaseArgs {
         open_backend(&self.database_url, &options)
             .await
             .with_context(|| format!("cannot open the database {}", redact(&self.database_url)))
+    }
+
+    /// Applies the migrations, retrying with backoff while the database is
+    /// unreachable for up to --wait-for-database (a pod may start before its
+    /// database). Concurrent runs are safe: the migrator takes a lock.
+    async fn migrate(&self, backend: &dyn tidemark_store::Backend) -> anyhow::Result<()> {
+        let started = std::time::Instant::now();
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            match backend.migrate().await {
+                Ok(()) => return Ok(()),
+                Err(error) if started.elapsed() + backoff < self.wait_for_database => {
+                    tracing::warn!(
+                        database = %redact(&self.database_url),
+                        retry_in = ?backoff,
+                        "migrations failed ({error}); waiting for the database"
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+                Err(error) => {
+                    return Err(anyhow::Error::new(error)).with_context(|| {
+                        format!(
+                            "migration failed (gave up after {:?}; see --wait-for-database)",
+                            self.wait_for_database
+                        )
+                    });
+                }
+            }
+        }
     }
 }
 
@@ -241,7 +278,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Token(command) => token(command),
         Command::Migrate(args) => {
             let backend = args.store_backend().await?;
-            backend.migrate().await.context("migration failed")?;
+            args.migrate(backend.as_ref()).await?;
             tracing::info!(database = %redact(&args.database_url), "migrations applied");
             backend.close().await;
             Ok(())
@@ -326,7 +363,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if args.no_migrate {
         tracing::info!("skipping migrations (--no-migrate)");
     } else {
-        backend.migrate().await.context("migration failed")?;
+        args.database.migrate(backend.as_ref()).await?;
     }
     tracing::info!(database = %redact(&args.database.database_url), backend = backend.name(), "database ready");
     let store = Store::new(backend.clone(), policy);
@@ -345,18 +382,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    let local = listener.local_addr()?;
-    tracing::info!("listening on {local}");
     let health_listener = match args.health_listen {
-        Some(address) => {
-            let listener = tokio::net::TcpListener::bind(address)
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
                 .await
-                .with_context(|| format!("cannot listen on {address}"))?;
-            tracing::info!("health (plaintext) listening on {}", listener.local_addr()?);
-            Some(listener)
-        }
+                .with_context(|| format!("cannot listen on {address}"))?,
+        ),
         None => None,
     };
+    // Logged once every port is bound: tools wait for these lines.
+    if let Some(health) = &health_listener {
+        tracing::info!("health (plaintext) listening on {}", health.local_addr()?);
+    }
+    tracing::info!("listening on {}", listener.local_addr()?);
 
     let config = ServerConfig {
         request_timeout: args.request_timeout,
@@ -365,12 +403,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max_message_bytes: args.max_message_bytes,
         shutdown_drain: args.shutdown_drain,
         shutdown_grace: args.shutdown_grace,
+        readiness_interval: args.readiness_interval.max(Duration::from_millis(100)),
         sweep_interval: args.sweep_interval,
         sweep_limit: args.sweep_limit.max(1),
         history_retention: (!args.history_retention.is_zero()).then_some(args.history_retention),
         auth: std::sync::Arc::new(auth),
         tls,
-        ..ServerConfig::default()
     };
     tidemark_server::serve_with_health(config, store, listener, health_listener, shutdown_signal()).await?;
     backend.close().await;

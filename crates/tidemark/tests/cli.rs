@@ -8,13 +8,12 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{BIN, FreshDatabase, Served};
+use support::{BIN, FreshDatabase, Served, health};
 
 use tidemark_proto::v1 as pb;
 
 use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::health_client::HealthClient;
 
 fn key(id: &str) -> pb::ConsumerKey {
     pb::ConsumerKey {
@@ -37,22 +36,6 @@ async fn acquire(url: String, id: &str) -> pb::Lease {
         .into_inner()
         .lease
         .expect("lease")
-}
-
-async fn health(url: String, service: &str) -> Option<ServingStatus> {
-    let channel = tonic::transport::Endpoint::from_shared(url)
-        .ok()?
-        .connect()
-        .await
-        .ok()?;
-    let mut client = HealthClient::new(channel);
-    let response = client
-        .check(tonic_health::pb::HealthCheckRequest {
-            service: service.into(),
-        })
-        .await
-        .ok()?;
-    Some(response.into_inner().status())
 }
 
 #[tokio::test]

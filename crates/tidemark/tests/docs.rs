@@ -275,14 +275,6 @@ fn normalization_keeps_what_matters() {
     assert!(text_matches("A  B\nx  1s", "A B\nx 9m 3s").is_ok());
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Writes a CA, a server certificate for localhost and a client certificate
 /// (CN spark-etl) into `dir`, generated now.
 fn write_pki(dir: &Path) {
@@ -325,8 +317,6 @@ async fn security_doc_runs_with_tokens_and_tls() {
         hex(&hash_token(worker))
     );
     std::fs::write(dir.path().join("auth.toml"), auth).unwrap();
-    let health_port = free_port();
-    let health = format!("127.0.0.1:{health_port}");
     let tls = Served::start(
         &[
             "--auth-file",
@@ -336,7 +326,7 @@ async fn security_doc_runs_with_tokens_and_tls() {
             "--tls-key",
             "server-key.pem",
             "--health-listen",
-            &health,
+            "127.0.0.1:0",
             "--sweep-interval",
             "0s",
         ],
@@ -359,7 +349,7 @@ async fn security_doc_runs_with_tokens_and_tls() {
     );
     let env = [
         ("PORT", tls.addr.port().to_string()),
-        ("HEALTH_PORT", health_port.to_string()),
+        ("HEALTH_PORT", tls.health_addr.expect("health port").port().to_string()),
         ("MTLS_PORT", mtls.addr.port().to_string()),
         ("TOKEN", token.to_owned()),
         ("WORKER_TOKEN", worker.to_owned()),

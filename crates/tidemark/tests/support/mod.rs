@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod load;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -12,10 +14,31 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_tidemark");
 
+/// A health check against `url` (`None` when the server does not answer).
+pub async fn health(url: String, service: &str) -> Option<tonic_health::pb::health_check_response::ServingStatus> {
+    let channel = tonic::transport::Endpoint::from_shared(url)
+        .ok()?
+        .connect_timeout(Duration::from_secs(1))
+        .timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .ok()?;
+    let mut client = tonic_health::pb::health_client::HealthClient::new(channel);
+    let response = client
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: service.into(),
+        })
+        .await
+        .ok()?;
+    Some(response.into_inner().status())
+}
+
 /// A running `tidemark serve` whose stderr is collected.
 pub struct Served {
     pub child: Child,
     pub addr: SocketAddr,
+    /// The plaintext health port, when started with --health-listen.
+    pub health_addr: Option<SocketAddr>,
     log: Arc<Mutex<Vec<String>>>,
 }
 
@@ -40,20 +63,33 @@ impl Served {
             .expect("spawn tidemark");
         let log = Arc::new(Mutex::new(Vec::new()));
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (health_tx, health_rx) = std::sync::mpsc::channel();
         let stderr = child.stderr.take().unwrap();
         let lines = Arc::clone(&log);
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(addr) = line.split("listening on ").nth(1) {
-                    let _ = addr_tx.send(addr.trim().parse::<SocketAddr>().expect("address"));
+                    let addr = addr.trim().parse::<SocketAddr>().expect("address");
+                    let _ = if line.contains("health (plaintext)") {
+                        health_tx.send(addr)
+                    } else {
+                        addr_tx.send(addr)
+                    };
                 }
                 lines.lock().unwrap().push(line);
             }
         });
+        // The main port is logged last, once every port is bound.
         let addr = addr_rx
             .recv_timeout(Duration::from_secs(30))
             .unwrap_or_else(|_| panic!("tidemark did not start:\n{}", log.lock().unwrap().join("\n")));
-        Self { child, addr, log }
+        let health_addr = health_rx.try_recv().ok();
+        Self {
+            child,
+            addr,
+            health_addr,
+            log,
+        }
     }
 
     pub fn url(&self) -> String {

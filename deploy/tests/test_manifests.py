@@ -1,0 +1,202 @@
+"""The Kubernetes manifests: every overlay renders with `kubectl kustomize`,
+passes `kubernetes-validate --strict`, and carries the security settings,
+probes and rollout rules the deployment depends on. The container image's
+Dockerfile is checked for the same properties (no daemon here to build it).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+DEPLOY = pathlib.Path(__file__).resolve().parents[1]
+REPO = DEPLOY.parent
+KUBERNETES_VERSION = "1.37.0"
+TARGETS = ["base", "overlays/dev", "overlays/prod"]
+
+
+def render(target: str) -> str:
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl (with kustomize) is needed to render the manifests"
+    result = subprocess.run(
+        [kubectl, "kustomize", str(DEPLOY / target)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, f"kubectl kustomize {target} failed:\n{result.stderr}"
+    return result.stdout
+
+
+def objects(target: str) -> list:
+    return [o for o in yaml.safe_load_all(render(target)) if o]
+
+
+def one(objs: list, kind: str, name: str) -> dict:
+    found = [o for o in objs if o["kind"] == kind and o["metadata"]["name"].startswith(name)]
+    assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
+    return found[0]
+
+
+def validate(path: pathlib.Path) -> subprocess.CompletedProcess:
+    validator = pathlib.Path(os.environ.get("TIDEMARK_PYTHON", "python3")).parent / "kubernetes-validate"
+    command = [str(validator)] if validator.exists() else [shutil.which("kubernetes-validate") or "kubernetes-validate"]
+    return subprocess.run(
+        command + ["--strict", "--kubernetes-version", KUBERNETES_VERSION, str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_overlay_renders_and_validates_strictly(target, tmp_path):
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(render(target))
+    result = validate(rendered)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "passed" in result.stdout + result.stderr
+
+
+def test_the_validator_rejects_what_it_should(tmp_path):
+    """The strict check is not vacuous: an unknown field fails it."""
+    objs = objects("overlays/prod")
+    deployment = one(objs, "Deployment", "tidemark")
+    deployment["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["grpcc"] = {"port": 8081}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(deployment))
+    assert validate(bad).returncode != 0
+
+
+def pod_spec(objs: list) -> dict:
+    return one(objs, "Deployment", "tidemark")["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("target", ["overlays/dev", "overlays/prod"])
+def test_the_pods_run_locked_down(target):
+    objs = objects(target)
+    spec = pod_spec(objs)
+    assert spec["automountServiceAccountToken"] is False
+    account = one(objs, "ServiceAccount", spec["serviceAccountName"])
+    assert account["automountServiceAccountToken"] is False
+    pod_security = spec["securityContext"]
+    assert pod_security["runAsNonRoot"] is True
+    assert pod_security["runAsUser"] == 65532
+    assert pod_security["seccompProfile"]["type"] == "RuntimeDefault"
+    containers = spec["containers"] + spec.get("initContainers", [])
+    assert len(containers) == 2
+    for container in containers:
+        security = container["securityContext"]
+        assert security["allowPrivilegeEscalation"] is False, container["name"]
+        assert security["readOnlyRootFilesystem"] is True, container["name"]
+        assert security["capabilities"]["drop"] == ["ALL"], container["name"]
+        assert container["resources"]["requests"]["cpu"], container["name"]
+        assert container["resources"]["limits"]["memory"], container["name"]
+
+
+@pytest.mark.parametrize("target", ["overlays/dev", "overlays/prod"])
+def test_probes_rollout_and_migrations(target):
+    objs = objects(target)
+    deployment = one(objs, "Deployment", "tidemark")
+    spec = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] >= 2
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    server = next(c for c in spec["containers"] if c["name"] == "tidemark")
+    # Native gRPC probes on the plaintext health port: liveness on the
+    # process (""), readiness on the database ("readiness").
+    assert server["livenessProbe"]["grpc"] == {"port": 8081, "service": ""}
+    assert server["readinessProbe"]["grpc"] == {"port": 8081, "service": "readiness"}
+    assert server["startupProbe"]["grpc"]["port"] == 8081
+    config = one(objs, "ConfigMap", "tidemark-config")
+    data = config["data"]
+    assert data["TIDEMARK_HEALTH_LISTEN"].endswith(":8081")
+    # Migrations run first, in an init container, and the server skips them.
+    (migrate,) = spec["initContainers"]
+    assert migrate["args"] == ["migrate"]
+    assert data["TIDEMARK_NO_MIGRATE"] == "true"
+    # The config is referenced by its content-hashed name, so a change rolls the pods.
+    assert re.fullmatch(r"tidemark-config-[a-z0-9]{10}", config["metadata"]["name"])
+    for container in (server, migrate):
+        assert container["envFrom"][0]["configMapRef"]["name"] == config["metadata"]["name"]
+    # Terminating pods get the whole drain and grace.
+    drain = int(data["TIDEMARK_SHUTDOWN_DRAIN"].rstrip("s"))
+    grace = int(data["TIDEMARK_SHUTDOWN_GRACE"].rstrip("s"))
+    assert spec["terminationGracePeriodSeconds"] > drain + grace
+    keys = {c["topologyKey"] for c in spec["topologySpreadConstraints"]}
+    assert keys == {"topology.kubernetes.io/zone", "kubernetes.io/hostname"}
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == data["TIDEMARK_METRICS_LISTEN"].rsplit(":", 1)[1]
+
+
+@pytest.mark.parametrize("target", ["overlays/dev", "overlays/prod"])
+def test_service_disruption_budget_and_network_policy(target):
+    objs = objects(target)
+    pod_labels = one(objs, "Deployment", "tidemark")["spec"]["template"]["metadata"]["labels"]
+
+    def selects(selector: dict) -> bool:
+        return all(pod_labels.get(k) == v for k, v in selector.items())
+
+    service = one(objs, "Service", "tidemark")
+    assert selects(service["spec"]["selector"])
+    grpc = next(p for p in service["spec"]["ports"] if p["name"] == "grpc")
+    assert grpc["appProtocol"] == "grpc"
+    budget = one(objs, "PodDisruptionBudget", "tidemark")
+    assert selects(budget["spec"]["selector"]["matchLabels"])
+    policy = one(objs, "NetworkPolicy", "tidemark")
+    assert selects(policy["spec"]["podSelector"]["matchLabels"])
+    rules = {rule["ports"][0]["port"]: rule["from"] for rule in policy["spec"]["ingress"]}
+    assert set(rules) == {"grpc", "metrics"}, "nothing else is reachable"
+    assert rules["grpc"][0]["podSelector"]["matchLabels"] == {"tidemark.io/client": "true"}
+    assert rules["metrics"][0]["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
+
+
+def test_prod_authenticates_and_uses_tls_dev_brings_its_own_postgres():
+    prod = objects("overlays/prod")
+    data = one(prod, "ConfigMap", "tidemark-config")["data"]
+    assert "TIDEMARK_INSECURE_NO_AUTH" not in data
+    assert data["TIDEMARK_AUTH_FILE"].startswith("/etc/tidemark/auth/")
+    assert data["TIDEMARK_TLS_CERT"].startswith("/etc/tidemark/tls/")
+    volumes = {v["name"]: v for v in pod_spec(prod)["volumes"]}
+    assert volumes["auth"]["secret"]["secretName"] == "tidemark-auth"
+    assert volumes["tls"]["secret"]["secretName"] == "tidemark-tls"
+    assert one(prod, "Deployment", "tidemark")["spec"]["replicas"] >= 3
+    assert not [o for o in prod if o["kind"] == "Secret"], "production secrets are not in the repository"
+
+    dev = objects("overlays/dev")
+    postgres = one(dev, "StatefulSet", "postgres")
+    assert postgres["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"]
+    url = one(dev, "Secret", "tidemark-database")
+    assert "url" in (url.get("data") or {})
+
+
+def test_every_setting_is_a_real_flag_of_the_binary():
+    """A typo in a TIDEMARK_* key would be silently ignored by the binary."""
+    binary = os.environ.get("TIDEMARK_BIN") or str(REPO / "target" / "debug" / "tidemark")
+    if not pathlib.Path(binary).exists():
+        subprocess.run(["cargo", "build", "-q", "-p", "tidemark"], cwd=REPO, check=True)
+    accepted = set()
+    for command in (["serve", "--help"], ["migrate", "--help"]):
+        out = subprocess.run([binary, *command], capture_output=True, text=True, check=True).stdout
+        accepted |= set(re.findall(r"env: (TIDEMARK_[A-Z_]+)=", out))
+    for target in ["overlays/dev", "overlays/prod"]:
+        data = one(objects(target), "ConfigMap", "tidemark-config")["data"]
+        unknown = sorted(set(data) - accepted)
+        assert not unknown, f"{target}: not flags of tidemark serve/migrate: {unknown}"
+
+
+def test_the_image_is_small_non_root_and_has_no_build_tools():
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    stages = re.split(r"^FROM ", dockerfile, flags=re.M)[1:]
+    assert len(stages) >= 2, "multi-stage"
+    final = stages[-1]
+    assert final.startswith("gcr.io/distroless/"), "no shell or package manager in the runtime image"
+    assert ":nonroot" in final.splitlines()[0]
+    assert re.search(r"^USER 65532:65532$", final, flags=re.M)
+    assert "cargo" not in final and "rustc" not in final
+    assert "--locked" in stages[0]
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert "target/" in ignored and ".git/" in ignored
