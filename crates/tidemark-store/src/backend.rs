@@ -112,7 +112,15 @@ pub struct Change<'a> {
     pub events: &'a [HistoryEvent],
     /// Who asked.
     pub ctx: &'a CallContext,
+    /// For a change decided on a remembered state at an estimated database
+    /// time: only write if the database's clock reads between that estimate
+    /// and [`DECIDED_AT_TOLERANCE`] after it (a clock that jumped, or an
+    /// estimate that ran ahead, sends the call back to a fresh read).
+    pub decided_at: Option<Timestamp>,
 }
+
+/// See [`Change::decided_at`].
+pub const DECIDED_AT_TOLERANCE: Duration = Duration::from_secs(1);
 
 /// One history row as stored: the event plus who, when and which key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,9 +234,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// Reads a key's row and the database clock in one round trip.
     async fn load(&self, locate: Locate<'_>) -> Result<Loaded, StoreError>;
 
-    /// Writes `change` if the row is unchanged since `loaded`. `Ok(false)`
-    /// means another writer got there first (nothing was written).
-    async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<bool, StoreError>;
+    /// Writes `change` if the row is unchanged since `loaded` (and, when
+    /// the change requires it, its lease is still live by the database
+    /// clock). `Ok(Some(now))`: written, at database time `now`.
+    /// `Ok(None)`: another writer got there first or the lease ended;
+    /// nothing was written.
+    async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<Option<Timestamp>, StoreError>;
 
     /// A page of history, newest first, with ids below `before_id`.
     async fn history_page(

@@ -19,6 +19,7 @@ macro_rules! key_columns {
 
 mod admin;
 mod backend;
+mod cache;
 mod clock;
 mod error;
 pub mod postgres;
@@ -33,8 +34,8 @@ pub use admin::{
     OptionsChange, Planned,
 };
 pub use backend::{
-    Backend, BranchView, CallContext, Change, HistoryFilter, HistoryRecord, KeyFilter, Listed, Loaded, Locate, Pruned,
-    StoredOptions,
+    Backend, BranchView, CallContext, Change, DECIDED_AT_TOLERANCE, HistoryFilter, HistoryRecord, KeyFilter, Listed,
+    Loaded, Locate, Pruned, StoredOptions,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;

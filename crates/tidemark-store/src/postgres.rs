@@ -15,8 +15,8 @@ use sqlx::{Row, query::Query};
 use tidemark_core::{BranchName, ConsumerId, ConsumerKey, KeyState, TableName, TableOptions, Timestamp};
 
 use crate::backend::{
-    Backend, BranchView, CallContext, Change, HistoryFilter, HistoryRecord, KeyFilter, Listed, Loaded, Locate, Pruned,
-    StoredOptions,
+    Backend, BranchView, CallContext, Change, DECIDED_AT_TOLERANCE, HistoryFilter, HistoryRecord, KeyFilter, Listed,
+    Loaded, Locate, Pruned, StoredOptions,
 };
 use crate::error::StoreError;
 use crate::row::{Decoder, EventColumns, KeyRow, TimestampColumns, expiration_us, mode_text};
@@ -265,7 +265,7 @@ macro_rules! write_tail {
             "::text[], ",
             $h,
             "::text[]) AS e(event, old_next, new_next, epoch, lease_id, batch_id, holder, detail)",
-            ") SELECT count(*) FROM ",
+            ") SELECT count(*), tidemark_now() FROM ",
             $source
         )
     };
@@ -280,6 +280,7 @@ const UPDATE_ROW: &str = concat!(
     "lease_principal = $24 ",
     "WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND version = $25 ",
     "AND (NOT $26 OR (lease_status = 1 AND lease_deadline > tidemark_now())) ",
+    "AND ($38::timestamptz IS NULL OR (tidemark_now() >= $38 AND tidemark_now() < $38 + $39 * interval '1 microsecond')) ",
     "RETURNING table_name, branch, consumer_id)",
     write_tail!(
         "written", "$27", "$28", "$29", "$30", "$31", "$32", "$33", "$34", "$35", "$36", "$37"
@@ -401,7 +402,7 @@ impl Backend for PostgresBackend {
         decode_loaded(&row)
     }
 
-    async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<bool, StoreError> {
+    async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<Option<Timestamp>, StoreError> {
         let key = &change.state.key;
         let row = KeyRow::from_state(change.state);
         let query = match loaded.version {
@@ -410,11 +411,17 @@ impl Backend for PostgresBackend {
                     .bind(version)
                     .bind(change.requires_live_lease),
                 change,
-            ),
+            )
+            .bind(change.decided_at.map(ts))
+            .bind(tidemark_core::time::duration_micros(DECIDED_AT_TOLERANCE)),
             None => bind_tail(bind_row(sqlx::query(INSERT_ROW), key, row), change),
         };
-        let written: i64 = query.fetch_one(&self.pool).await?.try_get(0)?;
-        Ok(written == 1)
+        let row = query.fetch_one(&self.pool).await?;
+        let written: i64 = row.try_get(0)?;
+        if written != 1 {
+            return Ok(None);
+        }
+        Ok(Some(from_ts(row.try_get(1)?)))
     }
 
     async fn history_page(

@@ -21,8 +21,8 @@ use sqlx::{Row, query::Query};
 use tidemark_core::{BranchName, ConsumerId, ConsumerKey, TableName, TableOptions, Timestamp};
 
 use crate::backend::{
-    Backend, BranchView, CallContext, Change, HistoryFilter, HistoryRecord, KeyFilter, Listed, Loaded, Locate, Pruned,
-    StoredOptions,
+    Backend, BranchView, CallContext, Change, DECIDED_AT_TOLERANCE, HistoryFilter, HistoryRecord, KeyFilter, Listed,
+    Loaded, Locate, Pruned, StoredOptions,
 };
 use crate::clock::Clock;
 use crate::error::StoreError;
@@ -305,11 +305,16 @@ impl Backend for SqliteBackend {
         })
     }
 
-    async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<bool, StoreError> {
+    async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<Option<Timestamp>, StoreError> {
         let key = &change.state.key;
         let row = KeyRow::from_state(change.state);
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let now = self.clock.now();
+        if let Some(decided_at) = change.decided_at
+            && !(decided_at <= now && now < decided_at.plus(DECIDED_AT_TOLERANCE))
+        {
+            return Ok(None);
+        }
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let written = match loaded.version {
             Some(version) => {
                 bind_row(sqlx::query(UPDATE_ROW), key, row)
@@ -323,7 +328,7 @@ impl Backend for SqliteBackend {
         };
         if written.rows_affected() != 1 {
             tx.rollback().await?;
-            return Ok(false);
+            return Ok(None);
         }
         if let Some(grant) = change.new_grant {
             sqlx::query(INSERT_GRANT)
@@ -358,7 +363,7 @@ impl Backend for SqliteBackend {
                 .await?;
         }
         tx.commit().await?;
-        Ok(true)
+        Ok(Some(now))
     }
 
     async fn history_page(

@@ -7,10 +7,11 @@ use std::time::Duration;
 use tidemark_core::commit::{self, CommitBatch, Committed};
 use tidemark_core::lease::{self, Acquired, LeasePolicy, LeaseRequest, Revoked};
 use tidemark_core::recovery::{self, Recovered, RecoveryRequest};
-use tidemark_core::{ConsumerKey, CoreError, KeyState, Transition};
+use tidemark_core::{ConsumerKey, CoreError, KeyState, Timestamp, Transition};
 use uuid::Uuid;
 
 use crate::backend::{Backend, CallContext, Change, HistoryFilter, HistoryRecord, Loaded, Locate};
+use crate::cache::LeaseCache;
 use crate::error::StoreError;
 
 /// How many times an operation re-reads and re-decides after losing a
@@ -31,12 +32,17 @@ fn backoff(attempt: u32) -> Duration {
 pub struct Store {
     backend: Arc<dyn Backend>,
     policy: LeasePolicy,
+    leases: Arc<LeaseCache>,
 }
 
 impl Store {
     /// A store over `backend` granting leases per `policy`.
     pub fn new(backend: Arc<dyn Backend>, policy: LeasePolicy) -> Self {
-        Self { backend, policy }
+        Self {
+            backend,
+            policy,
+            leases: Arc::new(LeaseCache::default()),
+        }
     }
 
     /// The backend.
@@ -50,13 +56,23 @@ impl Store {
     }
 
     /// Loads, decides and writes with compare-and-set, deciding again on
-    /// fresh state whenever another writer changed the key in between.
+    /// fresh state whenever another writer changed the key in between. A
+    /// call on a lease whose state this replica wrote moments ago first
+    /// tries the one-round-trip path (see [`crate::cache`]).
     pub(crate) async fn apply<T>(
         &self,
         locate: Locate<'_>,
         ctx: &CallContext,
         mut decide: impl FnMut(&Loaded) -> Result<Transition<T>, CoreError>,
     ) -> Result<T, StoreError> {
+        if let Locate::Lease(lease_id) = locate
+            && let Some(remembered) = self.leases.get(lease_id)
+        {
+            if let Some(output) = self.try_remembered(locate, ctx, &remembered, &mut decide).await? {
+                return Ok(output);
+            }
+            self.leases.forget(lease_id);
+        }
         for attempt in 0..MAX_ATTEMPTS {
             if attempt >= 1 {
                 tracing::debug!(attempt, "lost a race; deciding again on fresh state");
@@ -71,19 +87,10 @@ impl Store {
                 ctx.authorize(locate, state)?;
             }
             let transition = decide(&loaded)?;
-            let Some(state) = &transition.write else {
+            if transition.write.is_none() {
                 return Ok(transition.output);
-            };
-            let previous_lease = loaded.state.as_ref().and_then(|s| s.lease.as_ref()).map(|l| l.lease_id);
-            let new_grant = state.lease.as_ref().filter(|l| Some(l.lease_id) != previous_lease);
-            let change = Change {
-                state,
-                requires_live_lease: transition.requires_live_lease,
-                new_grant,
-                events: &transition.events,
-                ctx,
-            };
-            match self.backend.save(&loaded, &change).await {
+            }
+            match self.write(&loaded, &transition, ctx, None).await {
                 Ok(true) => return Ok(transition.output),
                 // Another writer changed the key since the read (or the
                 // database asked for a retry): nothing was written.
@@ -92,6 +99,70 @@ impl Store {
             }
         }
         Err(StoreError::Contention)
+    }
+
+    /// Decides on a remembered state and writes if the row is still that
+    /// version. `Ok(None)` when that path does not apply (the decision
+    /// writes nothing or refuses, or the row moved on): decide afresh.
+    async fn try_remembered<T>(
+        &self,
+        locate: Locate<'_>,
+        ctx: &CallContext,
+        remembered: &Loaded,
+        decide: &mut impl FnMut(&Loaded) -> Result<Transition<T>, CoreError>,
+    ) -> Result<Option<T>, StoreError> {
+        let Some(state) = &remembered.state else {
+            return Ok(None);
+        };
+        if ctx.authorize(locate, state).is_err() {
+            return Ok(None);
+        }
+        let Ok(transition) = decide(remembered) else {
+            return Ok(None);
+        };
+        if transition.write.is_none() {
+            return Ok(None);
+        }
+        match self.write(remembered, &transition, ctx, Some(remembered.now)).await {
+            Ok(true) => Ok(Some(transition.output)),
+            Ok(false) | Err(StoreError::Contention) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes a transition decided on `loaded`; remembers the result for
+    /// the lease's next call. `Ok(false)`: the row moved on.
+    async fn write<T>(
+        &self,
+        loaded: &Loaded,
+        transition: &Transition<T>,
+        ctx: &CallContext,
+        decided_at: Option<Timestamp>,
+    ) -> Result<bool, StoreError> {
+        let Some(state) = &transition.write else {
+            return Ok(false);
+        };
+        let previous_lease = loaded.state.as_ref().and_then(|s| s.lease.as_ref()).map(|l| l.lease_id);
+        let new_grant = state.lease.as_ref().filter(|l| Some(l.lease_id) != previous_lease);
+        let change = Change {
+            state,
+            requires_live_lease: transition.requires_live_lease,
+            new_grant,
+            events: &transition.events,
+            ctx,
+            decided_at,
+        };
+        let Some(written_at) = self.backend.save(loaded, &change).await? else {
+            return Ok(false);
+        };
+        if let Some(previous) = previous_lease
+            && Some(previous) != state.lease.as_ref().map(|l| l.lease_id)
+        {
+            self.leases.forget(previous);
+        }
+        let version = loaded.version.map_or(1, |v| v + 1);
+        self.leases.remember(state, version, &loaded.options, written_at);
+        Ok(true)
     }
 
     /// L1–L4: takes the key's lease for `holder`.

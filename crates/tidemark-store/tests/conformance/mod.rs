@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod admin;
+pub mod remembered;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -670,9 +671,10 @@ pub async fn stale_version_save_is_rejected(db: &TestDb) {
         new_grant: None,
         events: &[],
         ctx: &ctx("c"),
+        decided_at: None,
     };
     assert!(
-        !backend.save(&stale, &change).await.unwrap(),
+        backend.save(&stale, &change).await.unwrap().is_none(),
         "a stale version must not be written"
     );
     assert_eq!(store.key_state(&k).await.unwrap().unwrap().epoch, 1);
@@ -684,9 +686,13 @@ pub async fn stale_version_save_is_rejected(db: &TestDb) {
         state: &new_state,
         ..change
     };
-    assert!(backend.save(&fresh, &change).await.unwrap());
+    let written_at = backend.save(&fresh, &change).await.unwrap();
     assert!(
-        !backend.save(&fresh, &change).await.unwrap(),
+        written_at.is_some_and(|at| at >= fresh.now),
+        "written, at the database time of the write"
+    );
+    assert!(
+        backend.save(&fresh, &change).await.unwrap().is_none(),
         "insert races are detected"
     );
 }
@@ -708,9 +714,10 @@ pub async fn save_requiring_a_live_lease_fails_after_its_deadline(db: &TestDb) {
         new_grant: None,
         events: &[],
         ctx: &ctx("b"),
+        decided_at: None,
     };
     assert!(
-        !backend.save(&loaded, &change).await.unwrap(),
+        backend.save(&loaded, &change).await.unwrap().is_none(),
         "the lease expired between the read and the write (by the database clock)"
     );
 }

@@ -1,0 +1,375 @@
+//! The one-round-trip path (a lease's calls decided on the state this
+//! replica wrote last): it is taken, and it never gives an answer the
+//! database would not. Each case has two `Store`s on one database, as two
+//! replicas.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tidemark_core::commit::{CommitBatch, CommitOutcome};
+use tidemark_core::lease::LeasePolicy;
+use tidemark_core::{BranchName, ConsumerKey, CoreError, LeaseLoss, Offset, TableName, TableOptions, Timestamp};
+use tidemark_store::{
+    Backend, BranchView, CallContext, Change, HistoryFilter, HistoryRecord, KeyFilter, Listed, Loaded, Locate, Pruned,
+    Store, StoreError, StoredOptions,
+};
+use tidemark_testkit::{Kind, TestDb};
+use uuid::Uuid;
+
+/// Expands to one `#[tokio::test]` per case for a database kind.
+#[macro_export]
+macro_rules! remembered_conformance_suite {
+    ($kind:expr) => {
+        $crate::remembered_conformance_suite!($kind;
+            a_lease_writes_in_one_round_trip_after_its_first,
+            a_key_changed_by_another_replica_is_decided_on_fresh_state,
+            a_lease_revoked_or_taken_over_elsewhere_is_refused,
+            a_jump_of_the_database_clock_is_never_extrapolated,
+        );
+    };
+    ($kind:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                if $kind == tidemark_testkit::Kind::Postgres && tidemark_testkit::postgres_url().is_none() {
+                    return;
+                }
+                conformance::remembered::$case($kind).await;
+            }
+        )*
+    };
+}
+
+/// A backend that counts reads and writes of key rows.
+#[derive(Debug)]
+struct Counting {
+    inner: Arc<dyn Backend>,
+    loads: AtomicUsize,
+    saves: AtomicUsize,
+}
+
+impl Counting {
+    fn new(inner: Arc<dyn Backend>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            loads: AtomicUsize::new(0),
+            saves: AtomicUsize::new(0),
+        })
+    }
+
+    /// (loads, saves) so far.
+    fn counts(&self) -> (usize, usize) {
+        (self.loads.load(Ordering::SeqCst), self.saves.load(Ordering::SeqCst))
+    }
+}
+
+#[async_trait]
+impl Backend for Counting {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    async fn migrate(&self) -> Result<(), StoreError> {
+        self.inner.migrate().await
+    }
+    async fn load(&self, locate: Locate<'_>) -> Result<Loaded, StoreError> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        self.inner.load(locate).await
+    }
+    async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<Option<Timestamp>, StoreError> {
+        self.saves.fetch_add(1, Ordering::SeqCst);
+        self.inner.save(loaded, change).await
+    }
+    async fn history_page(
+        &self,
+        filter: &HistoryFilter,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<HistoryRecord>, StoreError> {
+        self.inner.history_page(filter, before_id, limit).await
+    }
+    async fn table_options(&self, table: &TableName) -> Result<StoredOptions, StoreError> {
+        self.inner.table_options(table).await
+    }
+    async fn save_table_options(
+        &self,
+        table: &TableName,
+        previous: &StoredOptions,
+        options: &TableOptions,
+        ctx: &CallContext,
+    ) -> Result<bool, StoreError> {
+        self.inner.save_table_options(table, previous, options, ctx).await
+    }
+    async fn list_keys(
+        &self,
+        filter: &KeyFilter,
+        after: Option<&ConsumerKey>,
+        limit: i64,
+    ) -> Result<Listed, StoreError> {
+        self.inner.list_keys(filter, after, limit).await
+    }
+    async fn branch_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError> {
+        self.inner.branch_view(table, branch, limit).await
+    }
+    async fn expired_keys(
+        &self,
+        table: Option<&TableName>,
+        branch: Option<&BranchName>,
+        limit: i64,
+    ) -> Result<Vec<ConsumerKey>, StoreError> {
+        self.inner.expired_keys(table, branch, limit).await
+    }
+    async fn prune(&self, older_than: Duration, limit: i64) -> Result<Pruned, StoreError> {
+        self.inner.prune(older_than, limit).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+    async fn close(&self) {
+        self.inner.close().await;
+    }
+}
+
+fn policy() -> LeasePolicy {
+    LeasePolicy {
+        min_ttl: Duration::from_millis(50),
+        max_ttl: Duration::from_secs(600),
+        default_ttl: Duration::from_secs(30),
+    }
+}
+
+fn ctx(request_id: &str) -> CallContext {
+    CallContext::new("worker", request_id)
+}
+
+fn key(id: &str) -> ConsumerKey {
+    ConsumerKey::parse("db.orders", "main", id, "").unwrap()
+}
+
+/// A commit of batch `batch` ending snapshot `batch + 1` (one split).
+fn batch(lease_id: Uuid, epoch: i64, batch: i64) -> CommitBatch {
+    CommitBatch {
+        lease_id,
+        epoch,
+        batch_id: batch,
+        end: Some(Offset {
+            snapshot_id: batch + 1,
+            index: 0,
+            scan_snapshot: false,
+            total_splits: Some(1),
+        }),
+        latest_snapshot: None,
+    }
+}
+
+/// Two replicas (stores) on one database, the first one counted.
+async fn replicas(db: &TestDb) -> (Arc<Counting>, Store, Store) {
+    let counting = Counting::new(db.backend().await);
+    let first = Store::new(Arc::clone(&counting) as Arc<dyn Backend>, policy());
+    let second = Store::new(db.backend().await, policy());
+    (counting, first, second)
+}
+
+pub async fn a_lease_writes_in_one_round_trip_after_its_first(kind: Kind) {
+    let db = TestDb::new(kind).await.unwrap();
+    let (counting, store, _) = replicas(&db).await;
+    let lease = store
+        .acquire_lease(&ctx("a"), &key("fast"), "q", None)
+        .await
+        .unwrap()
+        .lease;
+    assert_eq!(counting.counts(), (1, 1), "acquire reads and writes");
+    for b in 0..10 {
+        let done = store
+            .commit_batch(&ctx("c"), &batch(lease.lease_id, lease.epoch, b))
+            .await
+            .unwrap();
+        assert_eq!(done.next_snapshot, Some(b + 2));
+    }
+    store
+        .renew_lease(&ctx("r"), lease.lease_id, lease.epoch, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        counting.counts(),
+        (1, 12),
+        "ten commits and a renewal: one write each, no read"
+    );
+
+    // A repeated batch is a DUPLICATE that still renews the lease (L7): a
+    // write, so it too is checked against the row version in one trip.
+    let again = store
+        .commit_batch(&ctx("c"), &batch(lease.lease_id, lease.epoch, 9))
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, CommitOutcome::Duplicate);
+    assert_eq!(counting.counts(), (1, 13));
+    // A refusal is always decided on a fresh read.
+    let wrong_epoch = store
+        .commit_batch(&ctx("c"), &batch(lease.lease_id, lease.epoch + 1, 10))
+        .await
+        .unwrap_err();
+    assert!(matches!(wrong_epoch, StoreError::Rule(_)), "{wrong_epoch:?}");
+    assert_eq!(counting.counts().0, 2);
+    // Every commit left its history row and the position is the database's.
+    let state = store.key_state(&key("fast")).await.unwrap().unwrap();
+    assert_eq!(state.consumer.unwrap().next_snapshot, 11);
+    let history = store.history(&key("fast"), 100).await.unwrap();
+    assert_eq!(history.len(), 11, "acquire + 10 commits");
+}
+
+pub async fn a_key_changed_by_another_replica_is_decided_on_fresh_state(kind: Kind) {
+    let db = TestDb::new(kind).await.unwrap();
+    let (counting, first, second) = replicas(&db).await;
+    let lease = first
+        .acquire_lease(&ctx("a"), &key("moved"), "q", None)
+        .await
+        .unwrap()
+        .lease;
+    first
+        .commit_batch(&ctx("c"), &batch(lease.lease_id, lease.epoch, 0))
+        .await
+        .unwrap();
+    // The same lease commits batches 1 and 2 through the other replica.
+    for b in 1..=2 {
+        second
+            .commit_batch(&ctx("c"), &batch(lease.lease_id, lease.epoch, b))
+            .await
+            .unwrap();
+    }
+    // The first replica still remembers batch 0's state: its answer for
+    // batch 1 must be the database's (a late, older batch), not a write.
+    let (loads_before, _) = counting.counts();
+    let late = first
+        .commit_batch(&ctx("c"), &batch(lease.lease_id, lease.epoch, 1))
+        .await
+        .unwrap();
+    assert_eq!(late.outcome, CommitOutcome::Duplicate, "{late:?}");
+    assert_eq!(late.next_snapshot, Some(4));
+    assert!(counting.counts().0 > loads_before, "decided on a fresh read");
+    // And batch 3 advances from the database's position.
+    let next = first
+        .commit_batch(&ctx("c"), &batch(lease.lease_id, lease.epoch, 3))
+        .await
+        .unwrap();
+    assert_eq!(
+        (next.outcome, next.previous_next_snapshot, next.next_snapshot),
+        (CommitOutcome::Advanced, Some(4), Some(5))
+    );
+    let history = first.history(&key("moved"), 100).await.unwrap();
+    assert_eq!(history.len(), 5, "acquire + batches 0..=3, each once");
+}
+
+pub async fn a_lease_revoked_or_taken_over_elsewhere_is_refused(kind: Kind) {
+    let db = TestDb::new(kind).await.unwrap();
+    let (_, first, second) = replicas(&db).await;
+
+    let revoked = first
+        .acquire_lease(&ctx("a"), &key("revoked"), "q", None)
+        .await
+        .unwrap()
+        .lease;
+    first
+        .commit_batch(&ctx("c"), &batch(revoked.lease_id, revoked.epoch, 0))
+        .await
+        .unwrap();
+    second.revoke_lease(&ctx("op"), &key("revoked"), "test").await.unwrap();
+    let refused = first
+        .commit_batch(&ctx("c"), &batch(revoked.lease_id, revoked.epoch, 1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            StoreError::Rule(CoreError::LeaseNotHeld {
+                loss: LeaseLoss::Revoked,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let renew = first
+        .renew_lease(&ctx("r"), revoked.lease_id, revoked.epoch, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(renew, StoreError::Rule(CoreError::LeaseNotHeld { .. })),
+        "{renew:?}"
+    );
+
+    let old = first
+        .acquire_lease(&ctx("a"), &key("taken"), "q", None)
+        .await
+        .unwrap()
+        .lease;
+    first
+        .commit_batch(&ctx("c"), &batch(old.lease_id, old.epoch, 0))
+        .await
+        .unwrap();
+    let new = second.acquire_lease(&ctx("a"), &key("taken"), "q", None).await.unwrap();
+    assert!(new.takeover);
+    let fenced = first
+        .commit_batch(&ctx("c"), &batch(old.lease_id, old.epoch, 1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            fenced,
+            StoreError::Rule(CoreError::LeaseNotHeld {
+                loss: LeaseLoss::Superseded,
+                ..
+            })
+        ),
+        "{fenced:?}"
+    );
+    let state = second.key_state(&key("taken")).await.unwrap().unwrap();
+    assert_eq!(
+        state.consumer.unwrap().next_snapshot,
+        2,
+        "the fenced commit changed nothing"
+    );
+}
+
+pub async fn a_jump_of_the_database_clock_is_never_extrapolated(kind: Kind) {
+    let t0 = Timestamp::from_micros(1_800_000_000_000_000);
+    let Some(db) = TestDb::with_manual_clock(kind, t0).await else {
+        return;
+    };
+    let store = Store::new(db.backend().await, policy());
+    let lease = store
+        .acquire_lease(&ctx("a"), &key("clock"), "q", Some(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .lease;
+    store
+        .commit_batch(&ctx("c"), &batch(lease.lease_id, lease.epoch, 0))
+        .await
+        .unwrap();
+    // The database clock jumps 40 s ahead: a renewal must count from the
+    // database's now, not from the remembered time.
+    db.advance(Duration::from_secs(40)).await;
+    let left = store
+        .renew_lease(&ctx("r"), lease.lease_id, lease.epoch, None)
+        .await
+        .unwrap();
+    assert_eq!(left, Duration::from_secs(60));
+    let state = store.key_state(&key("clock")).await.unwrap().unwrap();
+    assert_eq!(state.lease.unwrap().deadline, t0.plus(Duration::from_secs(100)));
+    // Past the deadline the lease is gone, whatever the replica remembers.
+    db.advance(Duration::from_secs(61)).await;
+    let expired = store
+        .commit_batch(&ctx("c"), &batch(lease.lease_id, lease.epoch, 1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            expired,
+            StoreError::Rule(CoreError::LeaseNotHeld {
+                loss: LeaseLoss::Expired,
+                ..
+            })
+        ),
+        "{expired:?}"
+    );
+}
