@@ -112,12 +112,6 @@ impl LeaseCache {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(&lease_id);
     }
-
-    /// How many leases are remembered.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.entries.lock().unwrap().len()
-    }
 }
 
 /// `elapsed` less a margin for clock-rate differences (1 ms + 200 ppm),
