@@ -37,3 +37,16 @@ ensure_python_env() {
   "$venv/bin/pip" install --quiet --no-build-isolation --no-deps --force-reinstall ./clients/python >&2
   export TIDEMARK_PYTHON="$venv/bin/python"
 }
+
+# etcd (the benchmark's peer), from Debian's etcd-server package, unpacked
+# into .tools/etcd (no installation, no root needed beyond apt's lists).
+ensure_etcd() {
+  local bin="$TOOLS_DIR/etcd/usr/bin/etcd"
+  if [ ! -x "$bin" ]; then
+    command -v apt-get >/dev/null 2>&1 || return 1
+    mkdir -p "$TOOLS_DIR/download"
+    (cd "$TOOLS_DIR/download" && apt-get download etcd-server >/dev/null 2>&1) || return 1
+    dpkg -x "$(ls "$TOOLS_DIR"/download/etcd-server_*.deb | head -n 1)" "$TOOLS_DIR/etcd"
+  fi
+  export ETCD_BIN="$bin"
+}

@@ -27,13 +27,20 @@ pub(crate) async fn run<T, F>(
 where
     F: Future<Output = Result<T, StoreError>>,
 {
-    let span = tracing::info_span!("rpc", method, request_id = %ctx.request_id, principal = %ctx.principal);
+    // The worker protocol is the hot path: its span is debug level, so at the
+    // default (info) it costs nothing; what it logs above debug names the
+    // request id itself. Operator calls are rare and keep an info span.
+    let span = if service == "Coordinator" {
+        tracing::debug_span!("rpc", method, request_id = %ctx.request_id, principal = %ctx.principal)
+    } else {
+        tracing::info_span!("rpc", method, request_id = %ctx.request_id, principal = %ctx.principal)
+    };
     let started = Instant::now();
     let result = tokio::time::timeout(timeout, body.instrument(span.clone())).await;
     let _entered = span.enter();
     let answer = match result {
         Err(_) => {
-            tracing::warn!(?timeout, "call timed out");
+            tracing::warn!(method, request_id = %ctx.request_id, ?timeout, "call timed out");
             Err(with_request_id(&ctx, timeout_status(timeout)))
         }
         Ok(Ok(body)) => Ok(respond(&ctx, body)),
@@ -42,7 +49,7 @@ where
                 if rule.reason() == "LEASE_HELD" {
                     metrics::lease_conflict();
                 }
-                tracing::info!(reason = rule.reason(), "refused: {rule}");
+                tracing::info!(method, request_id = %ctx.request_id, reason = rule.reason(), "refused: {rule}");
             }
             Err(with_request_id(&ctx, store_status(err, &ctx.request_id)))
         }

@@ -61,12 +61,12 @@ impl Coordinator for CoordinatorService {
             metrics::lease_acquired(acquired.takeover);
             if acquired.takeover {
                 tracing::info!(
-                    consumer = %key, holder, epoch = lease.epoch,
+                    request_id = %ctx.request_id, consumer = %key, holder, epoch = lease.epoch,
                     previous_epoch = acquired.previous_epoch, previous_holder = acquired.previous_holder,
                     "lease taken over"
                 );
             } else {
-                tracing::info!(consumer = %key, holder, epoch = lease.epoch, "lease acquired");
+                tracing::debug!(consumer = %key, holder, epoch = lease.epoch, "lease acquired");
             }
             Ok(pb::AcquireLeaseResponse {
                 lease: Some(pb::Lease {
@@ -124,7 +124,7 @@ impl Coordinator for CoordinatorService {
                 return Err(invalid(v));
             };
             let released = self.store.release_lease(&ctx, lease_id, epoch).await?;
-            tracing::info!(%lease_id, epoch, released, "lease release");
+            tracing::debug!(%lease_id, epoch, released, "lease release");
             Ok(pb::ReleaseLeaseResponse { released })
         })
         .await
@@ -163,7 +163,7 @@ impl Coordinator for CoordinatorService {
             let done = self.store.commit_batch(&ctx, &commit).await?;
             if done.log_legacy_warning {
                 tracing::warn!(
-                    %lease_id, epoch, batch_id = req.batch_id,
+                    request_id = %ctx.request_id, %lease_id, epoch, batch_id = req.batch_id,
                     snapshot_id = commit.end.map(|e| e.snapshot_id),
                     "cannot advance the consumer: the end offset has no total_splits (an offset from an older \
                      checkpoint); the consumer stays unchanged and the snapshot may be replayed"
@@ -229,7 +229,7 @@ impl Coordinator for CoordinatorService {
             call::in_scope(&ctx, &key.table)?;
             let recovered = self.store.recovery_position(&ctx, &key, &recovery, lease_id).await?;
             let plan = &recovered.plan;
-            tracing::info!(
+            tracing::debug!(
                 consumer = %key, source = ?plan.source, start = %plan.start, pinned = recovered.pinned,
                 "recovery position"
             );

@@ -74,9 +74,14 @@ impl PostgresBackend {
         if !settings.is_empty() {
             connect = connect.options(settings);
         }
+        // No ping before handing out a pooled connection: it would cost a
+        // round trip on every call. A connection that died (say, Postgres
+        // restarted) fails its next statement with UNAVAILABLE, which the
+        // client retries, and is dropped from the pool.
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
+            .test_before_acquire(false)
             .connect_lazy_with(connect);
         Ok(Self { pool })
     }
@@ -214,8 +219,10 @@ const INSERT_OPTIONS: &str = "INSERT INTO table_options \
 const UPDATE_OPTIONS: &str = "UPDATE table_options SET expiration_us = $2, changelog_only = $3, mode = $4, \
     version = version + 1, updated_at = tidemark_now(), updated_by = $5 WHERE table_name = $1 AND version = $6";
 
-const PRUNE_HISTORY: &str = "DELETE FROM history WHERE id IN (SELECT id FROM history \
-    WHERE at < tidemark_now() - $1 * interval '1 microsecond' ORDER BY at LIMIT $2)";
+// Old rows are found through the BRIN index on `at` and deleted by tuple
+// id (history has no index on `id` alone).
+const PRUNE_HISTORY: &str = "DELETE FROM history WHERE ctid IN (SELECT ctid FROM history \
+    WHERE at < tidemark_now() - $1 * interval '1 microsecond' LIMIT $2)";
 
 // A grant is only needed while it is its key's current lease (or recent
 // enough that a stale caller should learn the current epoch).
@@ -285,6 +292,48 @@ const UPDATE_ROW: &str = concat!(
     write_tail!(
         "written", "$27", "$28", "$29", "$30", "$31", "$32", "$33", "$34", "$35", "$36", "$37"
     )
+);
+
+/// The columns an update writes and the conditions it checks ($1..$26,
+/// then the decided-at check on `$dec`/`$tol`), shared by the lean
+/// variants below.
+macro_rules! update_key_row {
+    ($dec:literal, $tol:literal) => {
+        concat!(
+            "UPDATE consumer_keys SET version = version + 1, epoch = $4, next_snapshot = $5, ",
+            "consumer_created_at = $6, consumer_updated_at = $7, latest_snapshot = $8, lease_id = $9, ",
+            "lease_holder = $10, lease_epoch = $11, lease_status = $12, lease_ttl_us = $13, lease_acquired_at = $14, ",
+            "lease_deadline = $15, last_batch_id = $16, last_end_snapshot = $17, last_end_index = $18, ",
+            "last_end_full = $19, last_end_total_splits = $20, lease_wrote_consumer = $21, ",
+            "legacy_warned_snapshot = $22, full_scan_pin = $23, lease_principal = $24 ",
+            "WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND version = $25 ",
+            "AND (NOT $26 OR (lease_status = 1 AND lease_deadline > tidemark_now())) ",
+            "AND (",
+            $dec,
+            "::timestamptz IS NULL OR (tidemark_now() >= ",
+            $dec,
+            " AND tidemark_now() < ",
+            $dec,
+            " + ",
+            $tol,
+            " * interval '1 microsecond')) "
+        )
+    };
+}
+
+/// The commonest writes, without arrays or the grant step: an update with
+/// no history row (a renewal) ...
+const UPDATE_ROW_NO_EVENT: &str = concat!(update_key_row!("$27", "$28"), "RETURNING tidemark_now()");
+
+/// ... and an update with exactly one history row (a commit).
+const UPDATE_ROW_ONE_EVENT: &str = concat!(
+    "WITH written AS (",
+    update_key_row!("$27", "$28"),
+    "RETURNING table_name, branch, consumer_id) ",
+    "INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, lease_id, ",
+    "batch_id, holder, principal, request_id, detail) ",
+    "SELECT tidemark_now(), w.table_name, w.branch, w.consumer_id, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38 ",
+    "FROM written w RETURNING at"
 );
 
 const INSERT_ROW: &str = concat!(
@@ -405,6 +454,39 @@ impl Backend for PostgresBackend {
     async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<Option<Timestamp>, StoreError> {
         let key = &change.state.key;
         let row = KeyRow::from_state(change.state);
+        if let (Some(version), None) = (loaded.version, change.new_grant) {
+            let lean = |sql: &'static str| {
+                bind_row(sqlx::query(sql), key, row.clone())
+                    .bind(version)
+                    .bind(change.requires_live_lease)
+                    .bind(change.decided_at.map(ts))
+                    .bind(tidemark_core::time::duration_micros(DECIDED_AT_TOLERANCE))
+            };
+            let query = match change.events {
+                [] => Some(lean(UPDATE_ROW_NO_EVENT)),
+                [event] => Some(
+                    lean(UPDATE_ROW_ONE_EVENT)
+                        .bind(event.kind.as_str())
+                        .bind(event.old_next)
+                        .bind(event.new_next)
+                        .bind(event.epoch)
+                        .bind(event.lease_id)
+                        .bind(event.batch_id)
+                        .bind(event.holder.clone())
+                        .bind(change.ctx.principal.clone())
+                        .bind(change.ctx.request_id.clone())
+                        .bind(event.detail.clone()),
+                ),
+                _ => None,
+            };
+            if let Some(query) = query {
+                let written = query.fetch_optional(&self.pool).await?;
+                return written
+                    .map(|row| Ok(from_ts(row.try_get(0)?)))
+                    .transpose()
+                    .map_err(|e: sqlx::Error| e.into());
+            }
+        }
         let query = match loaded.version {
             Some(version) => bind_tail(
                 bind_row(sqlx::query(UPDATE_ROW), key, row)
@@ -575,8 +657,15 @@ impl Backend for PostgresBackend {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
+        // Twice: the first attempt may land on a pooled connection that died
+        // with a database restart (it is then discarded).
+        match sqlx::query("SELECT 1").execute(&self.pool).await {
+            Ok(_) => Ok(()),
+            Err(_) => {
+                sqlx::query("SELECT 1").execute(&self.pool).await?;
+                Ok(())
+            }
+        }
     }
 
     async fn close(&self) {

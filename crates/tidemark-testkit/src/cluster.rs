@@ -115,6 +115,13 @@ impl PgCluster {
         self.running = false;
     }
 
+    /// The postmaster's process id (its children are the server's other
+    /// processes), while running.
+    pub fn postmaster_pid(&self) -> Option<u32> {
+        let pid_file = std::fs::read_to_string(self.data_dir().join("postmaster.pid")).ok()?;
+        pid_file.lines().next()?.trim().parse().ok()
+    }
+
     /// The server's log so far (for failure messages).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()

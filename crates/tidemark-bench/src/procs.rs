@@ -1,0 +1,196 @@
+//! The processes under test (tidemark, Postgres, etcd) and their CPU time.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+/// Clock ticks per second in /proc (USER_HZ; 100 on Linux).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// CPU seconds (user + system) a process has used, from /proc.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / TICKS_PER_SECOND)
+}
+
+/// CPU seconds of a process and all its direct children (Postgres: the
+/// postmaster and its backends and workers).
+pub fn cpu_seconds_with_children(pid: u32) -> Option<f64> {
+    let mut total = cpu_seconds(pid)?;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if parent_of(child) == Some(pid) {
+            total += cpu_seconds(child).unwrap_or(0.0);
+        }
+    }
+    Some(total)
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Resident and peak resident memory (KiB) of a process.
+pub fn memory_kib(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// A `tidemark serve` process.
+#[derive(Debug)]
+pub struct Tidemark {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Tidemark {
+    pub fn start(binary: &Path, database_url: &str, db_connections: u32, dir: &Path) -> anyhow::Result<Self> {
+        let mut child = Command::new(binary)
+            .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "off"])
+            .args(["--database-url", database_url])
+            .args(["--db-max-connections", &db_connections.to_string()])
+            .args([
+                "--sweep-interval",
+                "0s",
+                "--max-lease-ttl",
+                "1h",
+                "--log",
+                "warn,tidemark=info",
+            ])
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start {}", binary.display()))?;
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !sent && let Some(addr) = line.split("listening on ").nth(1) {
+                    let _ = tx.send(addr.trim().to_owned());
+                    sent = true;
+                } else if line.contains("ERROR") || line.contains("WARN") {
+                    eprintln!("tidemark: {line}");
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(60))
+            .context("tidemark did not start")?
+            .parse()?;
+        Ok(Self { child, addr })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for Tidemark {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An etcd server (single member, data on disk with etcd's default fsync).
+#[derive(Debug)]
+pub struct Etcd {
+    child: Child,
+    pub url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Etcd {
+    pub fn start(binary: &Path) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let client = free_port()?;
+        let peer = free_port()?;
+        let url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = Command::new(binary)
+            .args(["--name", "bench", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
+            .args([
+                "--listen-peer-urls",
+                &peer_url,
+                "--initial-advertise-peer-urls",
+                &peer_url,
+            ])
+            .args(["--initial-cluster", &format!("bench={peer_url}")])
+            .args(["--log-level", "error", "--logger", "zap"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("cannot start {}", binary.display()))?;
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", client)).is_err() {
+            if started.elapsed() > Duration::from_secs(30) {
+                bail!("etcd did not start");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(Self { child, url, _dir: dir })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A binary next to this one (target/<profile>/), or on PATH.
+pub fn sibling_binary(name: &str) -> Option<PathBuf> {
+    let here = std::env::current_exe().ok()?;
+    let sibling = here.parent()?.join(name);
+    if sibling.exists() {
+        return Some(sibling);
+    }
+    which(name)
+}
+
+pub fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    })
+}

@@ -1,0 +1,402 @@
+//! The work each system does, as closed-loop workers (each sends its next
+//! request when the previous one is answered), and the measurement window.
+
+use std::time::{Duration, Instant};
+
+use sqlx::PgPool;
+use tidemark_proto::v1 as pb;
+use tidemark_proto::v1::coordinator_client::CoordinatorClient;
+use tidemark_proto::v1::retention_client::RetentionClient;
+use tonic::transport::Channel;
+
+use crate::etcd::{self, KvClient};
+
+/// Operations are timed from `measure_from` until `until`; before that is
+/// warm-up (connections, prepared statements, caches).
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    pub measure_from: Instant,
+    pub until: Instant,
+}
+
+impl Window {
+    pub fn starting_in(warmup: Duration, measure: Duration) -> Self {
+        let measure_from = Instant::now() + warmup;
+        Self {
+            measure_from,
+            until: measure_from + measure,
+        }
+    }
+}
+
+/// What one worker saw in the window.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    pub latencies_us: Vec<u32>,
+    pub errors: u64,
+    pub first_error: Option<String>,
+}
+
+impl Recorder {
+    pub fn record(&mut self, window: &Window, started: Instant, result: anyhow::Result<()>) {
+        if started < window.measure_from || started >= window.until {
+            return;
+        }
+        match result {
+            Ok(()) => {
+                let micros = started.elapsed().as_micros().min(u128::from(u32::MAX));
+                self.latencies_us.push(micros as u32);
+            }
+            Err(error) => {
+                self.errors += 1;
+                self.first_error.get_or_insert_with(|| format!("{error:#}"));
+            }
+        }
+    }
+}
+
+/// Runs an operation back to back until the window closes; evaluates to the
+/// worker's [`Recorder`]. A macro, because the operation borrows the
+/// worker's own state (its client, lease and batch counter).
+#[macro_export]
+macro_rules! closed_loop {
+    ($window:expr, $op:expr) => {{
+        let window: $crate::work::Window = $window;
+        let mut recorder = $crate::work::Recorder::default();
+        while std::time::Instant::now() < window.until {
+            let started = std::time::Instant::now();
+            let result = $op;
+            recorder.record(&window, started, result);
+        }
+        recorder
+    }};
+}
+
+/// A gRPC channel of its own (one connection per worker, as separate
+/// queries would have).
+pub async fn channel(url: &str) -> anyhow::Result<Channel> {
+    Ok(tonic::transport::Endpoint::from_shared(url.to_owned())?
+        .tcp_nodelay(true)
+        .connect()
+        .await?)
+}
+
+pub fn key(table: &str, id: &str) -> pb::ConsumerKey {
+    pb::ConsumerKey {
+        table: table.into(),
+        branch: "main".into(),
+        consumer_id: id.into(),
+    }
+}
+
+/// A worker's micro-batch sequence: three splits per snapshot, so two of
+/// three commits end partway through a snapshot (the consumer stays) and one
+/// completes it (the consumer advances).
+#[derive(Debug, Clone, Copy)]
+pub struct Batches {
+    pub snapshot: i64,
+    pub index: i64,
+    pub batch: i64,
+}
+
+impl Batches {
+    pub const SPLITS: i64 = 3;
+
+    pub fn new() -> Self {
+        Self {
+            snapshot: 1,
+            index: 0,
+            batch: 0,
+        }
+    }
+
+    /// The next batch end and the consumer position it implies.
+    pub fn next(&mut self) -> (pb::Offset, i64, i64) {
+        let end = pb::Offset {
+            snapshot_id: self.snapshot,
+            index: self.index,
+            scan_snapshot: false,
+            total_splits: Some(Self::SPLITS),
+        };
+        let position = if self.index + 1 == Self::SPLITS {
+            self.snapshot + 1
+        } else {
+            self.snapshot
+        };
+        let batch = self.batch;
+        self.batch += 1;
+        self.index += 1;
+        if self.index == Self::SPLITS {
+            self.index = 0;
+            self.snapshot += 1;
+        }
+        (end, position, batch)
+    }
+}
+
+// ---------------------------------------------------------------- tidemark
+
+pub async fn tidemark_lease(
+    client: &mut CoordinatorClient<Channel>,
+    key: pb::ConsumerKey,
+    holder: &str,
+) -> anyhow::Result<pb::Lease> {
+    let response = client
+        .acquire_lease(pb::AcquireLeaseRequest {
+            consumer: Some(key),
+            holder: holder.into(),
+            ttl: Some(prost_types::Duration {
+                seconds: 3600,
+                nanos: 0,
+            }),
+        })
+        .await?;
+    response.into_inner().lease.ok_or_else(|| anyhow::anyhow!("no lease"))
+}
+
+pub async fn tidemark_commit(
+    client: &mut CoordinatorClient<Channel>,
+    lease: &pb::Lease,
+    batches: &mut Batches,
+) -> anyhow::Result<()> {
+    let (end, _, batch) = batches.next();
+    client
+        .commit_batch(pb::CommitBatchRequest {
+            lease_id: lease.lease_id.clone(),
+            epoch: lease.epoch,
+            batch_id: batch,
+            end: Some(end),
+            latest_snapshot: Some(batches.snapshot + 1),
+        })
+        .await?;
+    Ok(())
+}
+
+pub async fn tidemark_recover(client: &mut CoordinatorClient<Channel>, key: &pb::ConsumerKey) -> anyhow::Result<()> {
+    let response = client
+        .get_recovery_position(pb::GetRecoveryPositionRequest {
+            consumer: Some(key.clone()),
+            startup: Some(pb::StartupOptions {
+                mode: pb::StartupMode::LatestFull as i32,
+                snapshot_id: 0,
+            }),
+            table: Some(pb::SnapshotRange {
+                earliest_snapshot: 1,
+                latest_snapshot: 1_000_000,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    anyhow::ensure!(
+        response.source() == pb::RecoverySource::Consumer,
+        "no consumer for {key:?}"
+    );
+    Ok(())
+}
+
+/// Acquire, renew, release: one lease's life.
+pub async fn tidemark_churn(
+    client: &mut CoordinatorClient<Channel>,
+    key: &pb::ConsumerKey,
+    holder: &str,
+) -> anyhow::Result<()> {
+    let lease = tidemark_lease(client, key.clone(), holder).await?;
+    client
+        .renew_lease(pb::RenewLeaseRequest {
+            lease_id: lease.lease_id.clone(),
+            epoch: lease.epoch,
+            ttl: None,
+        })
+        .await?;
+    client
+        .release_lease(pb::ReleaseLeaseRequest {
+            lease_id: lease.lease_id,
+            epoch: lease.epoch,
+        })
+        .await?;
+    Ok(())
+}
+
+pub async fn tidemark_fence(client: &mut RetentionClient<Channel>, table: &str) -> anyhow::Result<()> {
+    let fence = client
+        .get_retention_fence(pb::GetRetentionFenceRequest {
+            table: table.into(),
+            branch: "main".into(),
+            changelog_decoupled: false,
+        })
+        .await?
+        .into_inner();
+    anyhow::ensure!(fence.snapshot_fence.is_some(), "no fence");
+    Ok(())
+}
+
+// ---------------------------------------------------------------- raw SQL
+
+/// The raw-SQL peer: what a team without tidemark would write, as fast as
+/// it can be while still correct (the lease epoch and deadline guard every
+/// write, a history row is appended in the same transaction, one statement
+/// per operation, prepared).
+pub const PEER_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS peer_consumers (
+    table_name text NOT NULL, branch text NOT NULL, consumer_id text NOT NULL,
+    epoch bigint NOT NULL, holder text, lease_deadline timestamptz,
+    next_snapshot bigint, last_batch_id bigint NOT NULL DEFAULT -1, updated_at timestamptz NOT NULL,
+    PRIMARY KEY (table_name, branch, consumer_id));
+CREATE INDEX IF NOT EXISTS peer_consumers_by_position ON peer_consumers (table_name, branch, next_snapshot);
+CREATE TABLE IF NOT EXISTS peer_history (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, at timestamptz NOT NULL,
+    table_name text NOT NULL, branch text NOT NULL, consumer_id text NOT NULL, event text NOT NULL,
+    new_next bigint, epoch bigint, batch_id bigint)";
+
+const PEER_COMMIT: &str = "WITH u AS (UPDATE peer_consumers SET next_snapshot = $5, last_batch_id = $6, \
+    updated_at = now(), lease_deadline = now() + interval '1 hour' \
+    WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND epoch = $4 AND lease_deadline > now() \
+    AND last_batch_id < $6 RETURNING table_name, branch, consumer_id) \
+    INSERT INTO peer_history (at, table_name, branch, consumer_id, event, new_next, epoch, batch_id) \
+    SELECT now(), table_name, branch, consumer_id, 'COMMIT', $5, $4, $6 FROM u";
+
+const PEER_READ: &str =
+    "SELECT next_snapshot FROM peer_consumers WHERE table_name = $1 AND branch = $2 AND consumer_id = $3";
+
+const PEER_ACQUIRE: &str = "WITH u AS (UPDATE peer_consumers SET epoch = epoch + 1, holder = $4, \
+    lease_deadline = now() + interval '30 seconds', updated_at = now() \
+    WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 \
+    AND (lease_deadline IS NULL OR lease_deadline <= now() OR holder = $4) \
+    RETURNING table_name, branch, consumer_id, epoch), \
+    h AS (INSERT INTO peer_history (at, table_name, branch, consumer_id, event, epoch) \
+    SELECT now(), table_name, branch, consumer_id, 'ACQUIRE', epoch FROM u) SELECT epoch FROM u";
+
+const PEER_RENEW: &str = "UPDATE peer_consumers SET lease_deadline = now() + interval '30 seconds' \
+    WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND epoch = $4 AND lease_deadline > now()";
+
+const PEER_RELEASE: &str = "WITH u AS (UPDATE peer_consumers SET lease_deadline = now(), holder = NULL \
+    WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND epoch = $4 AND lease_deadline > now() \
+    RETURNING table_name, branch, consumer_id, epoch) \
+    INSERT INTO peer_history (at, table_name, branch, consumer_id, event, epoch) \
+    SELECT now(), table_name, branch, consumer_id, 'RELEASE', epoch FROM u";
+
+const PEER_FENCE: &str = "SELECT min(next_snapshot) FROM peer_consumers WHERE table_name = $1 AND branch = $2";
+
+/// Creates (or resets) a peer consumer row holding a live lease at epoch 1.
+pub async fn peer_consumer(pool: &PgPool, table: &str, id: &str) -> anyhow::Result<()> {
+    sqlx::query(
+        "INSERT INTO peer_consumers (table_name, branch, consumer_id, epoch, holder, lease_deadline, next_snapshot, \
+         updated_at) VALUES ($1, 'main', $2, 1, 'bench', now() + interval '1 hour', 1, now()) \
+         ON CONFLICT (table_name, branch, consumer_id) DO UPDATE SET epoch = 1, holder = 'bench', \
+         lease_deadline = now() + interval '1 hour', next_snapshot = 1, last_batch_id = -1",
+    )
+    .bind(table)
+    .bind(id)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+pub async fn peer_commit(pool: &PgPool, table: &str, id: &str, batches: &mut Batches) -> anyhow::Result<()> {
+    let (_, position, batch) = batches.next();
+    let written = sqlx::query(PEER_COMMIT)
+        .bind(table)
+        .bind("main")
+        .bind(id)
+        .bind(1_i64)
+        .bind(position)
+        .bind(batch)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    anyhow::ensure!(written == 1, "peer commit not applied");
+    Ok(())
+}
+
+pub async fn peer_recover(pool: &PgPool, table: &str, id: &str) -> anyhow::Result<()> {
+    let row: (Option<i64>,) = sqlx::query_as(PEER_READ)
+        .bind(table)
+        .bind("main")
+        .bind(id)
+        .fetch_one(pool)
+        .await?;
+    anyhow::ensure!(row.0.is_some(), "no position");
+    Ok(())
+}
+
+pub async fn peer_churn(pool: &PgPool, table: &str, id: &str, holder: &str) -> anyhow::Result<()> {
+    let (epoch,): (i64,) = sqlx::query_as(PEER_ACQUIRE)
+        .bind(table)
+        .bind("main")
+        .bind(id)
+        .bind(holder)
+        .fetch_one(pool)
+        .await?;
+    let renewed = sqlx::query(PEER_RENEW)
+        .bind(table)
+        .bind("main")
+        .bind(id)
+        .bind(epoch)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    anyhow::ensure!(renewed == 1, "renew not applied");
+    let released = sqlx::query(PEER_RELEASE)
+        .bind(table)
+        .bind("main")
+        .bind(id)
+        .bind(epoch)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    anyhow::ensure!(released == 1, "release not applied");
+    Ok(())
+}
+
+pub async fn peer_fence(pool: &PgPool, table: &str) -> anyhow::Result<()> {
+    let (fence,): (Option<i64>,) = sqlx::query_as(PEER_FENCE)
+        .bind(table)
+        .bind("main")
+        .fetch_one(pool)
+        .await?;
+    anyhow::ensure!(fence.is_some(), "no fence");
+    Ok(())
+}
+
+// ---------------------------------------------------------------- etcd
+
+/// etcd: the lease epoch lives at `lease/<key>`; a commit is a transaction
+/// that compares it and writes the position at `pos/<key>`.
+pub async fn etcd_consumer(client: &mut KvClient<Channel>, id: &str) -> anyhow::Result<()> {
+    client
+        .put(etcd::PutRequest {
+            key: format!("lease/{id}").into_bytes(),
+            value: b"1".to_vec(),
+            ..Default::default()
+        })
+        .await?;
+    Ok(())
+}
+
+pub async fn etcd_commit(client: &mut KvClient<Channel>, id: &str, batches: &mut Batches) -> anyhow::Result<()> {
+    let (_, position, batch) = batches.next();
+    let response = client
+        .txn(etcd::TxnRequest {
+            compare: vec![etcd::Compare {
+                result: etcd::compare::CompareResult::Equal as i32,
+                target: etcd::compare::CompareTarget::Value as i32,
+                key: format!("lease/{id}").into_bytes(),
+                target_union: Some(etcd::compare::TargetUnion::Value(b"1".to_vec())),
+                range_end: Vec::new(),
+            }],
+            success: vec![etcd::RequestOp {
+                request: Some(etcd::request_op::Request::RequestPut(etcd::PutRequest {
+                    key: format!("pos/{id}").into_bytes(),
+                    value: format!("{{\"nextSnapshot\":{position},\"batch\":{batch},\"epoch\":1}}").into_bytes(),
+                    ..Default::default()
+                })),
+            }],
+            failure: Vec::new(),
+        })
+        .await?
+        .into_inner();
+    anyhow::ensure!(response.succeeded, "etcd compare failed");
+    Ok(())
+}
