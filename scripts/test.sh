@@ -19,14 +19,24 @@ if [ -z "${DATABASE_URL:-}" ]; then
 fi
 ensure_grpcurl
 ensure_python_env
+ensure_etcd || echo "could not fetch etcd: the benchmark smoke run skips its etcd peer" >&2
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo nextest run --workspace --locked --no-fail-fast "$@"
 cargo test --workspace --locked --doc
 
-cargo build --locked -q -p tidemark
+cargo build --locked -q -p tidemark -p tidemark-bench -p tidemark-fuzz
 export TIDEMARK_BIN="$PWD/target/debug/tidemark"
+
+# The benchmark, as a smoke run (debug build, tiny sizes): every scenario
+# against every peer completes without errors. Real figures: scripts/bench.sh.
+target/debug/tidemark-bench --quick --duration 300ms --warmup 100ms --concurrency 1,4 \
+  --fence-consumers 2000 --live-leases 200 >/dev/null
+
+# Every request decoder and validator, fuzzed through a real server for a
+# short while (long runs: see docs/reliability.md). The seed is printed.
+target/debug/tidemark-fuzz --duration 20s
 
 # Kubernetes manifests: rendered with kubectl kustomize, validated strictly.
 "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider deploy/tests

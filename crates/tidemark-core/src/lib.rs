@@ -23,7 +23,7 @@ pub use commit::{CommitBatch, CommitOutcome, Committed};
 pub use error::{CoreError, LeaseLoss};
 pub use ids::{BranchName, ConsumerId, ConsumerKey, TableName};
 pub use lease::{Acquired, LeasePolicy, Revoked};
-pub use offset::Offset;
+pub use offset::{MAX_SNAPSHOT_ID, Offset};
 pub use options::{ConsumerMode, TableOptions};
 pub use recovery::{
     LoggedBatch, OnExpired, Recovered, RecoveryPlan, RecoveryRequest, RecoverySource, SnapshotRange, StartupKind,

@@ -8,6 +8,10 @@ use crate::validate::{FieldViolation, Violations, path};
 /// The split index of an offset that is before a snapshot's first split.
 pub const BEFORE_FIRST_SPLIT: i64 = -1;
 
+/// The highest snapshot id accepted anywhere, so that "the snapshot after"
+/// (`id + 1`, a consumer's next snapshot) is always representable.
+pub const MAX_SNAPSHOT_ID: i64 = i64::MAX - 1;
+
 /// A source offset: a position inside one snapshot's plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Offset {
@@ -41,6 +45,11 @@ impl Offset {
             v.add(
                 path(prefix, "snapshot_id"),
                 format!("must be >= 1 (got {})", self.snapshot_id),
+            );
+        } else if self.snapshot_id > MAX_SNAPSHOT_ID {
+            v.add(
+                path(prefix, "snapshot_id"),
+                format!("must be <= {MAX_SNAPSHOT_ID} (got {})", self.snapshot_id),
             );
         }
         if self.index < BEFORE_FIRST_SPLIT {

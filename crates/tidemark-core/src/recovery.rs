@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::error::CoreError;
 use crate::expiry::consumer_expired;
 use crate::lease::check_lease;
-use crate::offset::Offset;
+use crate::offset::{MAX_SNAPSHOT_ID, Offset};
 use crate::state::{ConsumerRecord, KeyState, Transition};
 use crate::time::Timestamp;
 use crate::validate::{FieldViolation, Violations, path};
@@ -48,6 +48,9 @@ impl StartupMode {
                 field,
                 format!("must be >= 1 with the FROM_SNAPSHOT modes (got {snapshot_id})"),
             )),
+            StartupKind::FromSnapshot | StartupKind::FromSnapshotFull if snapshot_id > MAX_SNAPSHOT_ID => Err(
+                FieldViolation::new(field, format!("must be <= {MAX_SNAPSHOT_ID} (got {snapshot_id})")),
+            ),
             StartupKind::FromSnapshot => Ok(StartupMode::FromSnapshot(snapshot_id)),
             StartupKind::FromSnapshotFull => Ok(StartupMode::FromSnapshotFull(snapshot_id)),
             StartupKind::LatestFull | StartupKind::Latest if snapshot_id != 0 => Err(FieldViolation::new(
@@ -85,6 +88,11 @@ impl SnapshotRange {
                     self.latest_snapshot
                 ),
             );
+        } else if self.latest_snapshot > MAX_SNAPSHOT_ID {
+            v.add(
+                path(prefix, "latest_snapshot"),
+                format!("must be <= {MAX_SNAPSHOT_ID} (got {})", self.latest_snapshot),
+            );
         }
         if self.earliest_snapshot < 0 {
             v.add(
@@ -101,11 +109,11 @@ impl SnapshotRange {
             );
         }
         if let Some(c) = self.earliest_changelog
-            && c < 1
+            && !(1..=MAX_SNAPSHOT_ID).contains(&c)
         {
             v.add(
                 path(prefix, "earliest_changelog"),
-                format!("must be >= 1 when present (got {c})"),
+                format!("must be between 1 and {MAX_SNAPSHOT_ID} when present (got {c})"),
             );
         }
         v.finish()

@@ -2,6 +2,8 @@
 //!
 //! Generated at build time from `proto/`; nothing generated is committed.
 
+pub mod codec;
+
 /// The `tidemark.v1` package.
 pub mod v1 {
     #![allow(clippy::all, clippy::pedantic, missing_docs, unused_qualifications)]

@@ -70,8 +70,32 @@ pub fn code_of(err: &CoreError) -> Code {
     }
 }
 
+/// Limits on what an error echoes back. A status travels in HTTP/2
+/// trailers, which clients cap (grpc-core at 8 KiB, hyper at 16 KiB): an
+/// error quoting a huge input would otherwise become a protocol error.
+const MAX_MESSAGE: usize = 768;
+const MAX_FIELD: usize = 100;
+const MAX_DESCRIPTION: usize = 160;
+const MAX_METADATA_VALUE: usize = 256;
+const MAX_VIOLATIONS: usize = 8;
+
+/// `text` cut to at most `max` bytes on a character boundary, saying so.
+fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub(24);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
 fn error_info(details: &mut ErrorDetails, reason: &str, metadata: Vec<(&'static str, String)>) {
-    let metadata: HashMap<String, String> = metadata.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    let metadata: HashMap<String, String> = metadata
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), bounded(&v, MAX_METADATA_VALUE)))
+        .collect();
     details.set_error_info(reason, ERROR_DOMAIN, metadata);
 }
 
@@ -81,8 +105,9 @@ pub fn rule_status(err: &CoreError) -> Status {
     error_info(&mut details, err.reason(), err.metadata());
     match err {
         CoreError::InvalidArgument(violations) => {
-            for v in violations {
-                details.add_bad_request_violation(v.field.clone(), v.description.clone());
+            for v in violations.iter().take(MAX_VIOLATIONS) {
+                details
+                    .add_bad_request_violation(bounded(&v.field, MAX_FIELD), bounded(&v.description, MAX_DESCRIPTION));
             }
         }
         CoreError::LeaseHeld { remaining, .. } => {
@@ -98,7 +123,7 @@ pub fn rule_status(err: &CoreError) -> Status {
         | CoreError::NextSnapshotMismatch { .. }
         | CoreError::ConsumerNotFound { .. } => {}
     }
-    Status::with_error_details(code_of(err), err.to_string(), details)
+    Status::with_error_details(code_of(err), bounded(&err.to_string(), MAX_MESSAGE), details)
 }
 
 /// A storage error as a status; `request_id` lets an operator find the log
@@ -121,7 +146,7 @@ pub fn store_status(err: StoreError, request_id: &str) -> Status {
             tracing::info!(request_id, reason, "permission denied: {message}");
             let mut details = ErrorDetails::new();
             error_info(&mut details, reason, Vec::new());
-            Status::with_error_details(Code::PermissionDenied, message, details)
+            Status::with_error_details(Code::PermissionDenied, bounded(&message, MAX_MESSAGE), details)
         }
         StoreError::Contention => {
             let mut details = ErrorDetails::new();
@@ -195,6 +220,33 @@ mod tests {
         assert_eq!(fields, ["consumer.table", "end.index"]);
         assert_eq!(details.error_info().unwrap().reason, "INVALID_ARGUMENT");
         assert_eq!(details.error_info().unwrap().domain, "tidemark");
+    }
+
+    #[test]
+    fn errors_echoing_huge_input_stay_small() {
+        let huge = "é".repeat(40_000);
+        let violations = (0..50)
+            .map(|i| FieldViolation::new(format!("options[{huge}{i}]"), format!("got {huge}")))
+            .collect();
+        let status = rule_status(&CoreError::InvalidArgument(violations));
+        let details = status.get_error_details();
+        let bad = details.bad_request().unwrap();
+        assert_eq!(bad.field_violations.len(), MAX_VIOLATIONS);
+        for v in &bad.field_violations {
+            assert!(
+                v.field.len() <= MAX_FIELD && v.field.starts_with("options[é"),
+                "{}",
+                v.field
+            );
+            assert!(v.description.len() <= MAX_DESCRIPTION && v.description.ends_with(" bytes)"));
+        }
+        assert!(status.message().len() <= MAX_MESSAGE);
+        assert!(
+            status.details().len() < 3584,
+            "{} bytes of details",
+            status.details().len()
+        );
+        assert_eq!(bounded("short", 10), "short");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use tidemark_testkit::{Kind, TestDb};
 all_conformance_cases!(Kind::Postgres);
 admin_conformance_suite!(Kind::Postgres);
 remembered_conformance_suite!(Kind::Postgres);
+model_conformance_suite!(Kind::Postgres);
 
 /// Deadlines are stamped with the database clock: a lease granted now ends
 /// `ttl` after Postgres' `now()`.

@@ -7,6 +7,8 @@
 //! them on purpose.
 
 mod cluster;
+pub mod process;
+pub mod raw;
 
 pub use cluster::{PgCluster, StopMode};
 
