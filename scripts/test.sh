@@ -26,7 +26,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo nextest run --workspace --locked --no-fail-fast "$@"
 cargo test --workspace --locked --doc
 
-cargo build --locked -q -p tidemark -p tidemark-bench -p tidemark-fuzz
+cargo build --locked -q -p tidemark -p tidemark-bench -p tidemark-fuzz -p tidemark-chaos
 export TIDEMARK_BIN="$PWD/target/debug/tidemark"
 
 # The benchmark, as a smoke run (debug build, tiny sizes): every scenario
@@ -37,6 +37,11 @@ target/debug/tidemark-bench --quick --duration 300ms --warmup 100ms --concurrenc
 # Every request decoder and validator, fuzzed through a real server for a
 # short while (long runs: see docs/reliability.md). The seed is printed.
 target/debug/tidemark-fuzz --duration 20s
+
+# The history checker: workers against two replicas on a private durable
+# Postgres, with faults injected; every recorded request is checked against
+# the SPEC's invariants (long runs: --soak, see docs/reliability.md).
+target/debug/tidemark-chaos --duration 40s
 
 # Kubernetes manifests: rendered with kubectl kustomize, validated strictly.
 "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider deploy/tests

@@ -1,12 +1,11 @@
 //! The processes under test (tidemark, Postgres, etcd) and their CPU time.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use tidemark_testkit::process::ServerProcess;
 
 /// Clock ticks per second in /proc (USER_HZ; 100 on Linux).
 const TICKS_PER_SECOND: f64 = 100.0;
@@ -56,66 +55,42 @@ pub fn memory_kib(pid: u32) -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
-/// A `tidemark serve` process.
+/// A `tidemark serve` process for the benchmark: sweeper off, long leases,
+/// no metrics port.
 #[derive(Debug)]
-pub struct Tidemark {
-    child: Child,
-    pub addr: SocketAddr,
-}
+pub struct Tidemark(ServerProcess);
 
 impl Tidemark {
     pub fn start(binary: &Path, database_url: &str, db_connections: u32, dir: &Path) -> anyhow::Result<Self> {
-        let mut child = Command::new(binary)
-            .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "off"])
-            .args(["--database-url", database_url])
-            .args(["--db-max-connections", &db_connections.to_string()])
-            .args([
-                "--sweep-interval",
-                "0s",
-                "--max-lease-ttl",
-                "1h",
-                "--log",
-                "warn,tidemark=info",
-            ])
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
+        let args: Vec<String> = [
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+            "--database-url",
+            database_url,
+            "--db-max-connections",
+            &db_connections.to_string(),
+            "--sweep-interval",
+            "0s",
+            "--max-lease-ttl",
+            "1h",
+            "--log",
+            "warn,tidemark=info",
+        ]
+        .map(String::from)
+        .to_vec();
+        let process = ServerProcess::start(binary, &args, dir, "tidemark")
             .with_context(|| format!("cannot start {}", binary.display()))?;
-        let stderr = child.stderr.take().expect("piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut sent = false;
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !sent && let Some(addr) = line.split("listening on ").nth(1) {
-                    let _ = tx.send(addr.trim().to_owned());
-                    sent = true;
-                } else if line.contains("ERROR") || line.contains("WARN") {
-                    eprintln!("tidemark: {line}");
-                }
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(60))
-            .context("tidemark did not start")?
-            .parse()?;
-        Ok(Self { child, addr })
+        Ok(Self(process))
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.0.pid()
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-}
-
-impl Drop for Tidemark {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.0.url()
     }
 }
 

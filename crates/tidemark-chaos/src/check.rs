@@ -1,0 +1,537 @@
+//! The offline checker: the recorded history (every request and answer,
+//! with times) and the server's own history (the append-only history table,
+//! read back through the Admin API) against the SPEC's invariants.
+//!
+//! Answers lost to a fault (UNAVAILABLE, a cut connection, a timeout) are
+//! ambiguous: the call may or may not have taken effect. They never count
+//! as acknowledged, and nothing is concluded from them; the server's
+//! history says what really happened.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde::Serialize;
+use tidemark_proto::v1 as pb;
+
+use crate::record::{Fault, Record};
+
+/// Slack for comparing times taken in different processes (µs).
+/// Also covers the one-round-trip path, which decides on an estimate of
+/// the database clock up to ~2 ms behind it.
+const SLACK_US: i64 = 5_000;
+
+/// Each key's server history (by consumer id).
+pub type History = BTreeMap<String, Vec<pb::HistoryEntry>>;
+/// Each key's stored position at the end.
+pub type Finals = BTreeMap<String, Option<i64>>;
+
+/// The verdict.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    /// Requests recorded, by operation and answer.
+    pub operations: BTreeMap<String, u64>,
+    pub operations_total: u64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<String, u64>,
+    /// Server history rows checked.
+    pub history_rows: u64,
+    /// Acknowledged commits that wrote a position.
+    pub acknowledged_commits: u64,
+    /// Acknowledged commits missing from the server's history or state.
+    pub acknowledged_commits_lost: u64,
+    /// Every invariant violation found, in words.
+    pub violations: Vec<String>,
+    /// For each paused worker that held a lease: ms from its resumption to
+    /// the answer telling it the lease was lost.
+    pub fenced_learned_ms: Vec<f64>,
+    /// Commits refused with LEASE_NOT_HELD (fenced zombies).
+    pub fenced_commits_refused: u64,
+}
+
+impl Report {
+    fn violation(&mut self, text: String) {
+        if self.violations.len() < 200 {
+            self.violations.push(text);
+        }
+    }
+}
+
+fn writes_position(outcome: &str) -> bool {
+    matches!(
+        outcome,
+        "COMMIT_OUTCOME_CREATED" | "COMMIT_OUTCOME_ADVANCED" | "COMMIT_OUTCOME_REFRESHED" | "COMMIT_OUTCOME_REWOUND"
+    )
+}
+
+const COMMIT_EVENTS: [&str; 4] = ["CREATE", "ADVANCE", "REFRESH", "REWIND"];
+
+/// Checks everything; `history` and `finals` are per consumer id.
+pub fn check(records: &[Record], faults: &[Fault], history: &History, finals: &Finals) -> Report {
+    let mut report = Report::default();
+    for r in records {
+        let answer = if r.ok() {
+            "OK".to_owned()
+        } else {
+            format!("{}/{}", r.code, r.reason)
+        };
+        *report.operations.entry(format!("{} {answer}", r.op)).or_default() += 1;
+        report.operations_total += 1;
+        if r.op == "commit" && r.reason == "LEASE_NOT_HELD" {
+            report.fenced_commits_refused += 1;
+        }
+    }
+    for f in faults {
+        *report.faults.entry(f.kind.clone()).or_default() += 1;
+    }
+    server_history(&mut report, history, finals);
+    acknowledged(&mut report, records, history, finals);
+    client_view(&mut report, records);
+    one_holder_at_a_time(&mut report, records, history);
+    fenced_learning(&mut report, records, faults);
+    report
+}
+
+/// The server's own history, per key in insertion order: epochs strictly
+/// increase; every accepted commit carried the current epoch of a lease
+/// not released or revoked since; within a lease positions never move back
+/// and a rewind is only a lease's first write; the final state is the last
+/// position written.
+fn server_history(report: &mut Report, history: &History, finals: &Finals) {
+    for (key, rows) in history {
+        let mut rows = rows.clone();
+        rows.sort_by_key(|r| r.id);
+        report.history_rows += rows.len() as u64;
+        let mut current: Option<i64> = None;
+        let mut live = false;
+        let mut last_in_lease: Option<i64> = None;
+        let mut position: Option<i64> = None;
+        for row in &rows {
+            let epoch = row.epoch.unwrap_or(-1);
+            match row.event.as_str() {
+                "LEASE_ACQUIRE" | "LEASE_TAKEOVER" => {
+                    if current.is_some_and(|c| epoch <= c) {
+                        report.violation(format!(
+                            "{key}: history row {} grants epoch {epoch} after epoch {current:?}",
+                            row.id
+                        ));
+                    }
+                    current = Some(epoch);
+                    live = true;
+                    last_in_lease = None;
+                }
+                "LEASE_RELEASE" | "LEASE_REVOKE" if Some(epoch) == current => live = false,
+                event if COMMIT_EVENTS.contains(&event) => {
+                    if Some(epoch) != current || !live {
+                        report.violation(format!(
+                            "{key}: history row {} accepted a commit with epoch {epoch} while the current lease was \
+                             {current:?} (live: {live})",
+                            row.id
+                        ));
+                    }
+                    let new = row.new_next_snapshot.unwrap_or(i64::MIN);
+                    if event == "REWIND" && last_in_lease.is_some() {
+                        report.violation(format!("{key}: history row {} rewinds mid-lease", row.id));
+                    }
+                    if let Some(last) = last_in_lease
+                        && new < last
+                    {
+                        report.violation(format!(
+                            "{key}: history row {} moves the position back within a lease ({last} -> {new})",
+                            row.id
+                        ));
+                    }
+                    last_in_lease = Some(new);
+                    position = Some(new);
+                }
+                _ => {}
+            }
+        }
+        if let Some(Some(stored)) = finals.get(key)
+            && position.is_some_and(|p| p != *stored)
+        {
+            report.violation(format!(
+                "{key}: the stored position {stored} is not the last one written ({position:?})"
+            ));
+        }
+    }
+}
+
+/// Every acknowledged commit that wrote a position is in the server's
+/// history (same lease and batch), and the final position is at least
+/// every acknowledged one (positions only move forward in this workload).
+fn acknowledged(report: &mut Report, records: &[Record], history: &History, finals: &Finals) {
+    let written: HashSet<(String, i64)> = history
+        .values()
+        .flatten()
+        .filter(|r| COMMIT_EVENTS.contains(&r.event.as_str()))
+        .map(|r| (r.lease_id.clone(), r.batch_id.unwrap_or(-1)))
+        .collect();
+    for r in records.iter().filter(|r| r.op == "commit" && r.ok()) {
+        let applied = writes_position(&r.outcome) || r.outcome == "COMMIT_OUTCOME_DUPLICATE";
+        if !applied {
+            continue;
+        }
+        if writes_position(&r.outcome) {
+            report.acknowledged_commits += 1;
+        }
+        let mut lost = false;
+        if !written.contains(&(r.lease.clone(), r.batch)) {
+            report.violation(format!(
+                "{}: acknowledged commit (lease {}, batch {}, {}) is not in the server's history",
+                r.key, r.lease, r.batch, r.outcome
+            ));
+            lost = true;
+        }
+        if let (Some(next), Some(Some(stored))) = (r.next, finals.get(&r.key))
+            && *stored < next
+        {
+            report.violation(format!(
+                "{}: acknowledged position {next} (lease {}, batch {}) but the stored position is {stored}",
+                r.key, r.lease, r.batch
+            ));
+            lost = true;
+        }
+        if lost {
+            report.acknowledged_commits_lost += 1;
+        }
+    }
+}
+
+/// What the clients saw: epochs per key increase in real time; no commit
+/// is accepted after a newer lease was granted; no two holders' leases
+/// overlap; positions respect incomplete snapshots and never move back
+/// within a lease; a resumed query starts at or after every position
+/// acknowledged before it asked.
+fn client_view(report: &mut Report, records: &[Record]) {
+    let mut by_key: HashMap<&str, Vec<&Record>> = HashMap::new();
+    for r in records {
+        by_key.entry(r.key.as_str()).or_default().push(r);
+    }
+    for (key, recs) in by_key {
+        let acquires: Vec<&&Record> = recs.iter().filter(|r| r.op == "acquire" && r.ok()).collect();
+        // Epochs: unique, and increasing in real time.
+        let mut seen = HashMap::new();
+        for a in &acquires {
+            if let Some(other) = seen.insert(a.epoch, a.lease.clone())
+                && other != a.lease
+            {
+                report.violation(format!("{key}: epoch {} granted twice", a.epoch));
+            }
+        }
+        for a in &acquires {
+            for b in &acquires {
+                if a.t1 + SLACK_US < b.t0 && a.epoch >= b.epoch {
+                    report.violation(format!(
+                        "{key}: lease granted later has epoch {} <= {} of one granted before",
+                        b.epoch, a.epoch
+                    ));
+                }
+            }
+        }
+        // Fencing: a commit sent after a newer grant was acknowledged must
+        // not be accepted.
+        for c in recs.iter().filter(|r| r.op == "commit" && r.ok()) {
+            if let Some(newer) = acquires.iter().find(|a| a.epoch > c.epoch && a.t1 + SLACK_US < c.t0) {
+                report.violation(format!(
+                    "{key}: commit with epoch {} accepted after epoch {} was granted",
+                    c.epoch, newer.epoch
+                ));
+            }
+        }
+        // Positions per lease.
+        let mut per_lease: HashMap<&str, Vec<&&Record>> = HashMap::new();
+        for c in recs.iter().filter(|r| r.op == "commit" && r.ok()) {
+            per_lease.entry(c.lease.as_str()).or_default().push(c);
+            let (snapshot, index, total) = c.end;
+            let bound = if index == total - 1 { snapshot + 1 } else { snapshot };
+            if c.next.is_some_and(|n| n > bound) {
+                report.violation(format!(
+                    "{key}: position {:?} passes the incomplete snapshot of end {:?}",
+                    c.next, c.end
+                ));
+            }
+        }
+        for (lease, mut commits) in per_lease {
+            commits.sort_by_key(|c| c.t1);
+            for pair in commits.windows(2) {
+                if pair[1].next < pair[0].next {
+                    report.violation(format!(
+                        "{key}: lease {lease} moved back from {:?} to {:?}",
+                        pair[0].next, pair[1].next
+                    ));
+                }
+            }
+        }
+        // Recovery sees every acknowledged position.
+        for r in recs
+            .iter()
+            .filter(|r| r.op == "recover" && r.ok() && r.outcome == "RECOVERY_SOURCE_CONSUMER")
+        {
+            let acknowledged = recs
+                .iter()
+                .filter(|c| c.op == "commit" && c.ok() && c.t1 + SLACK_US < r.t0)
+                .filter_map(|c| c.next)
+                .max();
+            if let (Some(acked), Some(start)) = (acknowledged, r.next)
+                && start < acked
+            {
+                report.violation(format!(
+                    "{key}: w{} resumed at {start}, before the acknowledged position {acked}",
+                    r.worker
+                ));
+            }
+        }
+    }
+}
+
+fn micros(t: Option<&prost_types::Timestamp>) -> i64 {
+    t.map_or(0, |t| t.seconds * 1_000_000 + i64::from(t.nanos) / 1_000)
+}
+
+/// One holder at a time, as the server saw it: walking each key's grants
+/// in the server's history, a grant to another holder never happens while
+/// the previous lease is known to be live (an OK answer on it reported time
+/// left, counted from when that call was sent) unless it was released
+/// first. A takeover by the same holder is allowed (L3).
+fn one_holder_at_a_time(report: &mut Report, records: &[Record], history: &BTreeMap<String, Vec<pb::HistoryEntry>>) {
+    let mut live_until: HashMap<&str, i64> = HashMap::new();
+    for r in records.iter().filter(|r| r.ok() && r.ttl_us > 0 && !r.lease.is_empty()) {
+        let until = live_until.entry(r.lease.as_str()).or_insert(i64::MIN);
+        *until = (*until).max(r.t0 + r.ttl_us);
+    }
+    for (key, rows) in history {
+        let mut rows = rows.clone();
+        rows.sort_by_key(|r| r.id);
+        let mut previous: Option<&pb::HistoryEntry> = None;
+        let mut released = false;
+        for row in &rows {
+            match row.event.as_str() {
+                "LEASE_ACQUIRE" | "LEASE_TAKEOVER" => {
+                    if let Some(prev) = previous
+                        && !released
+                        && prev.holder != row.holder
+                        && let Some(until) = live_until.get(prev.lease_id.as_str())
+                    {
+                        let granted = micros(row.at.as_ref());
+                        if granted + SLACK_US < *until {
+                            report.violation(format!(
+                                "{key}: {} was granted epoch {:?} while {}'s epoch {:?} was live for another {} ms",
+                                row.holder,
+                                row.epoch,
+                                prev.holder,
+                                prev.epoch,
+                                (until - granted) / 1000
+                            ));
+                        }
+                    }
+                    previous = Some(row);
+                    released = false;
+                }
+                "LEASE_RELEASE" | "LEASE_REVOKE" if previous.is_some_and(|p| p.epoch == row.epoch) => {
+                    released = true;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// How long a paused worker took to learn it lost its lease: from its
+/// resumption to the first answer on the lease it held when paused saying
+/// the lease is gone (pauses outlast the ttl, so it always is).
+fn fenced_learning(report: &mut Report, records: &[Record], faults: &[Fault]) {
+    for pause in faults.iter().filter(|f| f.kind == "pause-worker") {
+        let worker: u32 = pause.target.trim_start_matches('w').parse().unwrap_or(u32::MAX);
+        let Some(held) = records
+            .iter()
+            .filter(|r| r.worker == worker && r.t1 <= pause.t0 && r.ok() && !r.lease.is_empty())
+            .max_by_key(|r| r.t1)
+            .filter(|r| r.op != "release")
+        else {
+            continue;
+        };
+        let after = records
+            .iter()
+            .filter(|r| r.worker == worker && r.lease == held.lease && r.t0 >= pause.t1)
+            .min_by_key(|r| r.t0);
+        match after {
+            Some(r) if r.reason == "LEASE_NOT_HELD" => {
+                report.fenced_learned_ms.push((r.t1 - pause.t1) as f64 / 1000.0);
+            }
+            Some(r) if r.ok() => report.violation(format!(
+                "w{worker}: lease {} (epoch {}) still accepted a {} after a pause longer than its ttl",
+                held.lease, held.epoch, r.op
+            )),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(
+        id: i64,
+        at_ms: i64,
+        event: &str,
+        epoch: i64,
+        lease: &str,
+        holder: &str,
+        next: Option<i64>,
+    ) -> pb::HistoryEntry {
+        pb::HistoryEntry {
+            id,
+            at: Some(prost_types::Timestamp {
+                seconds: at_ms / 1000,
+                nanos: i32::try_from((at_ms % 1000) * 1_000_000).unwrap(),
+            }),
+            event: event.into(),
+            epoch: Some(epoch),
+            lease_id: lease.into(),
+            holder: holder.into(),
+            new_next_snapshot: next,
+            batch_id: next.map(|_| id),
+            ..Default::default()
+        }
+    }
+
+    fn op(worker: u32, op: &str, lease: &str, epoch: i64, t0_ms: i64, t1_ms: i64) -> Record {
+        Record {
+            worker,
+            op: op.into(),
+            key: "k0".into(),
+            lease: lease.into(),
+            epoch,
+            t0: t0_ms * 1000,
+            t1: t1_ms * 1000,
+            code: "Ok".into(),
+            ..Record::default()
+        }
+    }
+
+    fn commit(worker: u32, lease: &str, epoch: i64, batch: i64, end: (i64, i64, i64), next: i64, t_ms: i64) -> Record {
+        Record {
+            batch,
+            end,
+            next: Some(next),
+            outcome: "COMMIT_OUTCOME_ADVANCED".into(),
+            ttl_us: 1_500_000,
+            ..op(worker, "commit", lease, epoch, t_ms, t_ms + 1)
+        }
+    }
+
+    /// A clean run: w0 commits twice and releases, then w1 takes over.
+    fn clean() -> (Vec<Record>, History, Finals) {
+        let records = vec![
+            Record {
+                ttl_us: 1_500_000,
+                ..op(0, "acquire", "L1", 1, 0, 1)
+            },
+            commit(0, "L1", 1, 2, (5, 2, 3), 6, 10),
+            commit(0, "L1", 1, 3, (6, 0, 3), 6, 20),
+            op(0, "release", "L1", 1, 30, 31),
+            Record {
+                ttl_us: 1_500_000,
+                ..op(1, "acquire", "L2", 2, 40, 41)
+            },
+        ];
+        let history = vec![
+            row(1, 0, "LEASE_ACQUIRE", 1, "L1", "w0", None),
+            row(2, 10, "CREATE", 1, "L1", "w0", Some(6)),
+            row(3, 20, "REFRESH", 1, "L1", "w0", Some(6)),
+            row(4, 30, "LEASE_RELEASE", 1, "L1", "w0", None),
+            row(5, 40, "LEASE_ACQUIRE", 2, "L2", "w1", None),
+        ];
+        (
+            records,
+            BTreeMap::from([("k0".to_owned(), history)]),
+            BTreeMap::from([("k0".to_owned(), Some(6))]),
+        )
+    }
+
+    #[test]
+    fn a_clean_history_passes() {
+        let (records, history, finals) = clean();
+        let report = check(&records, &[], &history, &finals);
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
+        assert_eq!(report.acknowledged_commits, 2);
+    }
+
+    #[test]
+    fn a_commit_accepted_from_a_fenced_epoch_is_caught() {
+        let (records, mut history, finals) = clean();
+        history
+            .get_mut("k0")
+            .unwrap()
+            .push(row(6, 50, "ADVANCE", 1, "L1", "w0", Some(7)));
+        let report = check(&records, &[], &history, &finals);
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.contains("accepted a commit with epoch 1")),
+            "{:?}",
+            report.violations
+        );
+    }
+
+    #[test]
+    fn a_lost_acknowledged_commit_is_caught() {
+        let (records, mut history, finals) = clean();
+        history.get_mut("k0").unwrap().retain(|r| r.id != 3);
+        let report = check(&records, &[], &history, &finals);
+        assert_eq!(report.acknowledged_commits_lost, 1, "{:?}", report.violations);
+    }
+
+    #[test]
+    fn overlapping_holders_are_caught() {
+        let (mut records, mut history, finals) = clean();
+        // No release: w1's grant at 40 ms falls inside w0's lease.
+        records.retain(|r| r.op != "release");
+        history.get_mut("k0").unwrap().retain(|r| r.event != "LEASE_RELEASE");
+        let report = check(&records, &[], &history, &finals);
+        assert!(
+            report.violations.iter().any(|v| v.contains("while w0's epoch")),
+            "{:?}",
+            report.violations
+        );
+    }
+
+    #[test]
+    fn passing_an_incomplete_snapshot_is_caught() {
+        let (mut records, history, finals) = clean();
+        records[2].next = Some(7); // end (6, 0, 3) is mid-snapshot
+        let report = check(&records, &[], &history, &finals);
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.contains("passes the incomplete snapshot")),
+            "{:?}",
+            report.violations
+        );
+    }
+
+    #[test]
+    fn a_stale_grant_epoch_and_a_backwards_move_are_caught() {
+        let (records, mut history, finals) = clean();
+        let rows = history.get_mut("k0").unwrap();
+        rows.push(row(6, 50, "LEASE_ACQUIRE", 2, "L3", "w2", None));
+        rows.push(row(7, 60, "ADVANCE", 2, "L3", "w2", Some(9)));
+        rows.push(row(8, 70, "ADVANCE", 2, "L3", "w2", Some(8)));
+        let report = check(&records, &[], &history, &finals);
+        assert!(
+            report
+                .violations
+                .iter()
+                .any(|v| v.contains("grants epoch 2 after epoch Some(2)")),
+            "{:?}",
+            report.violations
+        );
+        assert!(
+            report.violations.iter().any(|v| v.contains("moves the position back")),
+            "{:?}",
+            report.violations
+        );
+    }
+}

@@ -1,0 +1,427 @@
+//! The history checker. It starts a private durable Postgres, two
+//! `tidemark serve` replicas on it behind loopback proxies, and simulated
+//! workers as separate processes competing for a few consumers; injects
+//! faults while they run (a worker SIGSTOPped past its ttl and resumed, a
+//! replica SIGKILLed and restarted, Postgres crashed and restarted,
+//! connections cut mid-RPC, latency); then reads back the server's own
+//! history and checks everything recorded against the SPEC's invariants
+//! (see `check.rs`). Exits non-zero on any violation.
+//!
+//!   cargo run -p tidemark-chaos                    # the CI run (~45 s)
+//!   cargo run --release -p tidemark-chaos -- --soak   # 10 minutes, more workers
+
+#![allow(clippy::print_stdout)] // a report is the point
+
+mod check;
+mod proxy;
+mod record;
+mod worker;
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use tidemark_proto::v1 as pb;
+use tidemark_proto::v1::admin_client::AdminClient;
+use tidemark_testkit::process::{ServerProcess, free_port, signal_pid, tidemark_binary};
+use tidemark_testkit::{PgCluster, StopMode};
+use tonic::transport::Channel;
+
+use crate::check::{Finals, History};
+use crate::proxy::Proxy;
+use crate::record::{Fault, Record, now_us};
+use crate::worker::{TABLE, WorkerArgs};
+
+#[derive(Debug, Parser)]
+#[command(about = "Checks tidemark's guarantees under faults from a recorded history")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Sub>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Sub {
+    /// Internal: one simulated worker.
+    Worker(WorkerArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// How long the workers run.
+    #[arg(long, default_value = "40s", value_parser = humantime::parse_duration)]
+    duration: Duration,
+    /// A long run: 10 minutes (unless --duration says otherwise), 10 workers.
+    #[arg(long)]
+    soak: bool,
+    /// Simulated workers (processes).
+    #[arg(long)]
+    workers: Option<u32>,
+    /// Consumers they compete for.
+    #[arg(long, default_value_t = 4)]
+    keys: u32,
+    /// Lease ttl the workers ask for.
+    #[arg(long, default_value = "1500ms", value_parser = humantime::parse_duration)]
+    ttl: Duration,
+    /// Time between faults.
+    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    fault_every: Duration,
+    /// PRNG seed (default: from the clock).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// The tidemark binary (default: next to this one, or TIDEMARK_BIN).
+    #[arg(long)]
+    tidemark_bin: Option<PathBuf>,
+    /// Also write the report as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Keep the recorded history here (default: a temporary directory).
+    #[arg(long)]
+    keep: Option<PathBuf>,
+}
+
+/// A replica: its process, arguments (to restart it identically) and the
+/// proxy in front of it.
+struct Replica {
+    name: String,
+    process: Option<ServerProcess>,
+    args: Vec<String>,
+    proxy: Proxy,
+}
+
+impl Replica {
+    fn restart(&mut self, binary: &Path, dir: &Path) -> anyhow::Result<()> {
+        self.process = Some(ServerProcess::start(binary, &self.args, dir, &self.name)?);
+        Ok(())
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    match cli.command {
+        Some(Sub::Worker(args)) => runtime.block_on(worker::run(args)),
+        None => runtime.block_on(orchestrate(cli.run)),
+    }
+}
+
+async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
+    if args.soak && args.duration == Duration::from_secs(40) {
+        args.duration = Duration::from_secs(600);
+    }
+    let workers = args.workers.unwrap_or(if args.soak { 10 } else { 6 });
+    let seed = args.seed.unwrap_or_else(|| now_us().unsigned_abs());
+    let binary = args
+        .tidemark_bin
+        .clone()
+        .or_else(tidemark_binary)
+        .context("no tidemark binary: build it (cargo build -p tidemark) or pass --tidemark-bin")?;
+    let temp = tempfile::tempdir()?;
+    let dir = args.keep.clone().unwrap_or_else(|| temp.path().to_path_buf());
+    std::fs::create_dir_all(&dir)?;
+    println!(
+        "history checker: {workers} workers on {} consumers, ttl {:?}, {:?}, a fault every {:?}, seed {seed}",
+        args.keys, args.ttl, args.duration, args.fault_every
+    );
+
+    let mut postgres = PgCluster::start().context("no PostgreSQL binaries")?;
+    let mut replicas = Vec::new();
+    for i in 0..2 {
+        let port = free_port();
+        let name = format!("replica-{i}");
+        let server_args: Vec<String> = [
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--database-url",
+            &postgres.url(),
+            "--metrics-listen",
+            "off",
+            "--wait-for-database",
+            "60s",
+            "--db-acquire-timeout",
+            "1s",
+            "--min-lease-ttl",
+            "500ms",
+            "--shutdown-drain",
+            "0s",
+            "--log",
+            "warn,tidemark=info",
+        ]
+        .map(String::from)
+        .to_vec();
+        let process = ServerProcess::start(&binary, &server_args, &dir, &name)?;
+        let proxy = Proxy::start(process.addr).await?;
+        replicas.push(Replica {
+            name,
+            process: Some(process),
+            args: server_args,
+            proxy,
+        });
+    }
+
+    // Workers: separate processes, so a pause is a real SIGSTOP.
+    let until = now_us() + i64::try_from(args.duration.as_micros()).unwrap_or(i64::MAX);
+    let endpoints: Vec<String> = replicas.iter().map(|r| r.proxy.url()).collect();
+    let keys: Vec<String> = (0..args.keys).map(|k| format!("k{k}")).collect();
+    let me = std::env::current_exe()?;
+    let mut children: Vec<Child> = Vec::new();
+    for id in 0..workers {
+        children.push(
+            Command::new(&me)
+                .arg("worker")
+                .args(["--id", &id.to_string()])
+                .args(["--endpoints", &endpoints.join(",")])
+                .args(["--keys", &keys.join(",")])
+                .args(["--ttl", &humantime::format_duration(args.ttl).to_string()])
+                .args(["--until-us", &until.to_string()])
+                .args(["--out", &dir.join(format!("worker-{id}.jsonl")).display().to_string()])
+                .args(["--seed", &(seed ^ u64::from(id) << 32).to_string()])
+                .stdin(Stdio::null())
+                .spawn()?,
+        );
+    }
+
+    let faults = inject_faults(
+        &args,
+        seed,
+        until,
+        &mut replicas,
+        &mut postgres,
+        &children,
+        &binary,
+        &dir,
+    )
+    .await?;
+
+    for mut child in children {
+        // A worker stopped at the very end must not hang the run.
+        signal_pid(child.id(), "CONT");
+        let status = child.wait()?;
+        if !status.success() {
+            bail!("a worker failed: {status}");
+        }
+    }
+    // Everything up again before reading the server's history back.
+    for replica in &mut replicas {
+        let down = replica.process.as_mut().is_none_or(ServerProcess::exited);
+        if down {
+            replica.restart(&binary, &dir)?;
+        }
+    }
+    let records = read_records(&dir, workers)?;
+    let url = replicas[0].process.as_ref().context("replica 0 is down")?.url();
+    let (history, finals) = server_state(&url, &keys).await?;
+    let panics: usize = replicas
+        .iter()
+        .filter_map(|r| r.process.as_ref())
+        .map(|p| p.log_lines().iter().filter(|l| l.contains("panicked")).count())
+        .sum();
+
+    let mut report = check::check(&records, &faults, &history, &finals);
+    if panics > 0 {
+        report.violations.push(format!("{panics} panics in the replicas' logs"));
+    }
+    print_report(&report, seed);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+    }
+    if args.keep.is_some() {
+        std::fs::write(dir.join("faults.json"), serde_json::to_vec_pretty(&faults)?)?;
+        println!("history kept in {}", dir.display());
+    }
+    if !report.violations.is_empty() {
+        bail!("{} invariant violations", report.violations.len());
+    }
+    if report.acknowledged_commits == 0 {
+        bail!("no commit was acknowledged: the run checked nothing");
+    }
+    Ok(())
+}
+
+/// Cycles through the fault kinds until `until`; returns what was done.
+#[allow(clippy::too_many_arguments)]
+async fn inject_faults(
+    args: &RunArgs,
+    seed: u64,
+    until: i64,
+    replicas: &mut [Replica],
+    postgres: &mut PgCluster,
+    workers: &[Child],
+    binary: &Path,
+    dir: &Path,
+) -> anyhow::Result<Vec<Fault>> {
+    const KINDS: [&str; 5] = [
+        "pause-worker",
+        "kill-replica",
+        "cut-connections",
+        "postgres-restart",
+        "slow-network",
+    ];
+    let mut faults = Vec::new();
+    let mut n = seed as usize;
+    // Let the workers get going first.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    while now_us() + 4_000_000 < until {
+        let kind = KINDS[n % KINDS.len()];
+        let t0 = now_us();
+        let mut resumed = None;
+        let target = match kind {
+            "pause-worker" => {
+                let worker = &workers[n / KINDS.len() % workers.len()];
+                signal_pid(worker.id(), "STOP");
+                // Past its ttl: its lease expires and others may take it.
+                tokio::time::sleep(args.ttl * 2 + Duration::from_millis(500)).await;
+                // The fault ends when the worker may run again.
+                resumed = Some(now_us());
+                signal_pid(worker.id(), "CONT");
+                format!("w{}", n / KINDS.len() % workers.len())
+            }
+            "kill-replica" => {
+                let replica = &mut replicas[n / KINDS.len() % 2];
+                if let Some(mut process) = replica.process.take() {
+                    process.kill();
+                }
+                tokio::time::sleep(Duration::from_millis(800)).await;
+                replica.restart(binary, dir)?;
+                replica.name.clone()
+            }
+            "cut-connections" => {
+                // A burst, so some cuts land mid-RPC.
+                for _ in 0..8 {
+                    for replica in replicas.iter() {
+                        replica.proxy.cut();
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                "all".into()
+            }
+            "postgres-restart" => {
+                postgres.stop(StopMode::Immediate);
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                postgres.start_again();
+                "postgres".into()
+            }
+            _ => {
+                let replica = &replicas[n / KINDS.len() % 2];
+                replica.proxy.set_delay(Duration::from_millis(150));
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                replica.proxy.set_delay(Duration::ZERO);
+                replica.name.clone()
+            }
+        };
+        faults.push(Fault {
+            kind: kind.into(),
+            target,
+            t0,
+            t1: resumed.unwrap_or_else(now_us),
+        });
+        n += 1;
+        tokio::time::sleep(args.fault_every).await;
+    }
+    // Past the end of the run.
+    while now_us() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(faults)
+}
+
+fn read_records(dir: &Path, workers: u32) -> anyhow::Result<Vec<Record>> {
+    let mut records = Vec::new();
+    for id in 0..workers {
+        let path = dir.join(format!("worker-{id}.jsonl"));
+        let Ok(file) = std::fs::File::open(&path) else {
+            continue;
+        };
+        for line in std::io::BufReader::new(file).lines() {
+            let line = line?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            records.push(serde_json::from_str(&line).with_context(|| format!("{}: {line}", path.display()))?);
+        }
+    }
+    Ok(records)
+}
+
+/// Every key's full history and final position, through the Admin API.
+async fn server_state(url: &str, keys: &[String]) -> anyhow::Result<(History, Finals)> {
+    let channel = Channel::from_shared(url.to_owned())?.connect().await?;
+    let mut admin = AdminClient::new(channel);
+    let mut history = BTreeMap::new();
+    let mut finals = BTreeMap::new();
+    for key in keys {
+        let consumer = Some(pb::ConsumerKey {
+            table: TABLE.into(),
+            branch: "main".into(),
+            consumer_id: key.clone(),
+        });
+        let mut rows = Vec::new();
+        let mut token = String::new();
+        loop {
+            let page = admin
+                .list_history(pb::ListHistoryRequest {
+                    consumer: consumer.clone(),
+                    page_size: 1000,
+                    page_token: token.clone(),
+                    ..Default::default()
+                })
+                .await?
+                .into_inner();
+            rows.extend(page.entries);
+            if page.next_page_token.is_empty() {
+                break;
+            }
+            token = page.next_page_token;
+        }
+        history.insert(key.clone(), rows);
+        let described = admin
+            .describe_consumer(pb::DescribeConsumerRequest {
+                consumer,
+                ..Default::default()
+            })
+            .await;
+        let position = described
+            .ok()
+            .and_then(|d| d.into_inner().info)
+            .and_then(|i| i.consumer)
+            .map(|c| c.next_snapshot);
+        finals.insert(key.clone(), position);
+    }
+    Ok((history, finals))
+}
+
+fn print_report(report: &check::Report, seed: u64) {
+    println!("operations checked: {}", report.operations_total);
+    for (op, n) in &report.operations {
+        println!("  {op:<45} {n:>7}");
+    }
+    println!("faults injected: {:?}", report.faults);
+    println!("server history rows checked: {}", report.history_rows);
+    println!(
+        "acknowledged commits: {} (lost: {}); fenced commits refused: {}",
+        report.acknowledged_commits, report.acknowledged_commits_lost, report.fenced_commits_refused
+    );
+    let mut learned = report.fenced_learned_ms.clone();
+    learned.sort_by(f64::total_cmp);
+    if !learned.is_empty() {
+        println!(
+            "a paused worker learned it lost its lease {:.1} ms after resuming (median of {}; max {:.1} ms)",
+            learned[learned.len() / 2],
+            learned.len(),
+            learned[learned.len() - 1]
+        );
+    }
+    println!("invariant violations: {}", report.violations.len());
+    for v in &report.violations {
+        println!("  VIOLATION {v}");
+    }
+    println!("seed {seed}");
+}

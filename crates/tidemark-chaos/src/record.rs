@@ -1,0 +1,58 @@
+//! What the harness records: every request a worker made, with its answer
+//! and wall-clock times (one host, so all processes share the clock), and
+//! every fault the orchestrator injected.
+
+use serde::{Deserialize, Serialize};
+
+/// Microseconds since the Unix epoch.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// One request and its answer.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Record {
+    /// The worker.
+    pub worker: u32,
+    /// acquire, renew, release, commit or recover.
+    pub op: String,
+    /// The consumer id (table and branch are fixed).
+    pub key: String,
+    /// The lease presented or granted.
+    pub lease: String,
+    /// Its epoch.
+    pub epoch: i64,
+    /// Commits: the batch id and end offset (snapshot, index, total).
+    pub batch: i64,
+    pub end: (i64, i64, i64),
+    /// When the request was sent and its answer received.
+    pub t0: i64,
+    pub t1: i64,
+    /// The gRPC code ("Ok", "Unavailable", ...) and ErrorInfo reason.
+    pub code: String,
+    pub reason: String,
+    /// Commits: the outcome and the position after; recover: the start
+    /// snapshot and its source.
+    pub outcome: String,
+    pub next: Option<i64>,
+    /// Time left on the lease as answered (acquire, renew, commit), µs.
+    pub ttl_us: i64,
+}
+
+impl Record {
+    /// Whether the server answered OK.
+    pub fn ok(&self) -> bool {
+        self.code == "Ok"
+    }
+}
+
+/// A fault the orchestrator injected.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Fault {
+    pub kind: String,
+    pub target: String,
+    pub t0: i64,
+    pub t1: i64,
+}
