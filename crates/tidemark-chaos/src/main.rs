@@ -124,6 +124,8 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
         .clone()
         .or_else(tidemark_binary)
         .context("no tidemark binary: build it (cargo build -p tidemark) or pass --tidemark-bin")?;
+    // The server runs in a temporary directory: the path must not be relative.
+    let binary = std::path::absolute(&binary)?;
     let temp = tempfile::tempdir()?;
     let dir = args.keep.clone().unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&dir)?;
@@ -275,14 +277,16 @@ async fn inject_faults(
         let mut resumed = None;
         let target = match kind {
             "pause-worker" => {
-                let worker = &workers[n / KINDS.len() % workers.len()];
+                // Preferably one in the middle of streaming with a lease.
+                let index = streaming_worker(dir, workers.len(), n).unwrap_or(n / KINDS.len() % workers.len());
+                let worker = &workers[index];
                 signal_pid(worker.id(), "STOP");
                 // Past its ttl: its lease expires and others may take it.
                 tokio::time::sleep(args.ttl * 2 + Duration::from_millis(500)).await;
                 // The fault ends when the worker may run again.
                 resumed = Some(now_us());
                 signal_pid(worker.id(), "CONT");
-                format!("w{}", n / KINDS.len() % workers.len())
+                format!("w{index}")
             }
             "kill-replica" => {
                 let replica = &mut replicas[n / KINDS.len() % 2];
@@ -331,6 +335,18 @@ async fn inject_faults(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(faults)
+}
+
+/// A worker whose latest record is an acknowledged commit (it holds a
+/// lease right now), if any.
+fn streaming_worker(dir: &Path, workers: usize, start: usize) -> Option<usize> {
+    (0..workers).map(|i| (i + start) % workers).find(|id| {
+        let text = std::fs::read_to_string(dir.join(format!("worker-{id}.jsonl"))).unwrap_or_default();
+        text.lines()
+            .last()
+            .and_then(|line| serde_json::from_str::<Record>(line).ok())
+            .is_some_and(|r| r.op == "commit" && r.ok())
+    })
 }
 
 fn read_records(dir: &Path, workers: u32) -> anyhow::Result<Vec<Record>> {

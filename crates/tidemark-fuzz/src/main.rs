@@ -303,6 +303,8 @@ async fn main() -> anyhow::Result<()> {
         .clone()
         .or_else(tidemark_binary)
         .context("no tidemark binary: build it (cargo build -p tidemark) or pass --tidemark-bin")?;
+    // The server runs in a temporary directory: the path must not be relative.
+    let binary = std::path::absolute(&binary)?;
     let dir = tempfile::tempdir()?;
     let server_args: Vec<String> = [
         "--listen",

@@ -6,8 +6,10 @@
 use prost::Message;
 use tidemark_proto::v1 as pb;
 
-/// Every unary method of the API, by full gRPC path.
-pub const METHODS: [&str; 17] = [
+/// Every unary method of the API, by full gRPC path, except RegisterTable:
+/// an executed registration makes the server write consumer files wherever
+/// the (mutated) location points, which a fuzzer must not do to its host.
+pub const METHODS: [&str; 20] = [
     "/tidemark.v1.Coordinator/AcquireLease",
     "/tidemark.v1.Coordinator/RenewLease",
     "/tidemark.v1.Coordinator/ReleaseLease",
@@ -25,6 +27,9 @@ pub const METHODS: [&str; 17] = [
     "/tidemark.v1.Admin/GetTableOptions",
     "/tidemark.v1.Admin/SetTableOptions",
     "/tidemark.v1.Admin/ExpireConsumers",
+    "/tidemark.v1.Admin/UnregisterTable",
+    "/tidemark.v1.Admin/ListTables",
+    "/tidemark.v1.Admin/ImportConsumers",
 ];
 
 /// The short name of a method path ("Coordinator.CommitBatch").
@@ -249,6 +254,25 @@ pub fn seeds(method: &str, leases: &Leases) -> Vec<Vec<u8>> {
             }
             .encode_to_vec(),
         ],
+        "UnregisterTable" => {
+            vec![
+                pb::UnregisterTableRequest {
+                    table: "db.fuzz".into(),
+                    execute: false,
+                }
+                .encode_to_vec(),
+            ]
+        }
+        "ListTables" => vec![pb::ListTablesRequest {}.encode_to_vec()],
+        "ImportConsumers" => {
+            vec![
+                pb::ImportConsumersRequest {
+                    table: "db.fuzz".into(),
+                    execute: false,
+                }
+                .encode_to_vec(),
+            ]
+        }
         other => panic!("no seeds for {other}"),
     };
     messages

@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use tidemark_core::admin::ConsumerSelector;
 use tidemark_core::validate::Violations;
+use tidemark_core::{ConsumerKey, TableName};
+use tidemark_paimon::PaimonTable;
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::admin_server::Admin;
-use tidemark_store::{HistoryFilter, KeyFilter, MAX_BATCH, MAX_PAGE, Store};
+use tidemark_store::{HistoryFilter, KeyFilter, MAX_BATCH, MAX_PAGE, RegisteredTable, Store, StoreError};
 use tonic::{Request, Response, Status};
 
 use crate::call::{self, invalid};
@@ -31,6 +33,55 @@ impl AdminService {
         Self { store, request_timeout }
     }
 }
+
+impl AdminService {
+    /// The registration of `table`, if any.
+    async fn registration(&self, table: &TableName) -> Result<Option<RegisteredTable>, StoreError> {
+        let tables = self.store.backend().registered_tables().await?;
+        Ok(tables.into_iter().find(|t| &t.table == table))
+    }
+
+    /// The consumer's Paimon file, when its table is registered.
+    async fn mirror_info(&self, key: &ConsumerKey, next: Option<i64>) -> Result<Option<pb::MirrorInfo>, StoreError> {
+        let Some(registered) = self.registration(&key.table).await? else {
+            return Ok(None);
+        };
+        let path = PaimonTable::open(&registered.location)
+            .map(|t| {
+                let path = t.consumer_path(key.branch.as_str(), key.consumer_id.as_str());
+                if registered.location.contains("://") && !registered.location.starts_with("file://") {
+                    let scheme = registered.location.split("://").next().unwrap_or_default();
+                    let bucket = registered.location.split('/').nth(2).unwrap_or_default();
+                    format!("{scheme}://{bucket}/{path}")
+                } else {
+                    format!("/{path}")
+                }
+            })
+            .unwrap_or_default();
+        let state = self.store.backend().mirror_state(key).await?;
+        let state = state.unwrap_or_default();
+        Ok(Some(pb::MirrorInfo {
+            path,
+            mirrored_next_snapshot: state.mirrored_next,
+            mirrored_at: state.mirrored_at.map(convert::timestamp),
+            in_sync: state.mirrored_next == next && state.mirrored_at.is_some(),
+            failures: state.failures,
+            last_error: state.last_error.unwrap_or_default(),
+        }))
+    }
+}
+
+fn registered_to_pb(t: &RegisteredTable) -> pb::RegisteredTable {
+    pb::RegisteredTable {
+        table: t.table.as_str().to_owned(),
+        location: t.location.clone(),
+        registered_at: Some(convert::timestamp(t.registered_at)),
+        registered_by: t.registered_by.clone(),
+    }
+}
+
+/// Longest table location accepted.
+const MAX_LOCATION: usize = 2048;
 
 fn options_map(options: &tidemark_core::TableOptions) -> std::collections::HashMap<String, String> {
     options.to_map().into_iter().collect()
@@ -91,10 +142,12 @@ impl Admin for AdminService {
             };
             call::in_scope(&ctx, &key.table)?;
             let (view, history) = self.store.describe(&key, limit).await?;
+            let mirror = self.mirror_info(&key, view.state.next_snapshot()).await?;
             Ok(pb::DescribeConsumerResponse {
                 info: Some(convert::consumer_info(&view)),
                 table_options: options_map(&view.options),
                 recent_history: history.iter().map(convert::history_entry).collect(),
+                mirror,
             })
         })
         .await
@@ -407,6 +460,196 @@ impl Admin for AdminService {
                         idle: Some(convert::duration_to_pb(e.idle)),
                     })
                     .collect(),
+                executed: req.execute,
+            })
+        })
+        .await
+    }
+
+    async fn register_table(
+        &self,
+        request: Request<pb::RegisterTableRequest>,
+    ) -> Result<Response<pb::RegisterTableResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        call::run("Admin", "RegisterTable", self.request_timeout, ctx.clone(), async {
+            let mut v = Violations::new();
+            let table = convert::table_name(&mut v, &req.table, "table");
+            let location = if req.location.len() > MAX_LOCATION {
+                v.add("location", format!("must be at most {MAX_LOCATION} bytes"));
+                None
+            } else {
+                match PaimonTable::open(&req.location) {
+                    Ok(opened) => Some(opened),
+                    Err(e) => {
+                        v.add("location", e.to_string());
+                        None
+                    }
+                }
+            };
+            let (Some(table), Some(location), true) = (table, location, v.is_empty()) else {
+                return Err(invalid(v));
+            };
+            call::in_scope(&ctx, &table)?;
+            let previous = self.registration(&table).await?;
+            // Reading the range shows the location is the table's.
+            let (range, probe_error) = match location.snapshot_range(tidemark_paimon::MAIN_BRANCH).await {
+                Ok(range) => (range, String::new()),
+                Err(e) => (None, e.to_string()),
+            };
+            if req.execute {
+                let store_ctx = ctx.clone();
+                self.store
+                    .backend()
+                    .register_table(&table, location.location(), &store_ctx)
+                    .await?;
+            }
+            let registered = match self.registration(&table).await? {
+                Some(now) if req.execute => now,
+                _ => RegisteredTable {
+                    table: table.clone(),
+                    location: location.location().to_owned(),
+                    registered_at: tidemark_core::Timestamp::from_micros(0),
+                    registered_by: ctx.principal.clone(),
+                },
+            };
+            Ok(pb::RegisterTableResponse {
+                table: Some(registered_to_pb(&registered)),
+                previous_location: previous
+                    .map(|p| p.location)
+                    .filter(|l| l != location.location())
+                    .unwrap_or_default(),
+                earliest_snapshot: range.map(|r| r.earliest),
+                latest_snapshot: range.map(|r| r.latest),
+                executed: req.execute,
+                probe_error,
+            })
+        })
+        .await
+    }
+
+    async fn unregister_table(
+        &self,
+        request: Request<pb::UnregisterTableRequest>,
+    ) -> Result<Response<pb::UnregisterTableResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        call::run("Admin", "UnregisterTable", self.request_timeout, ctx.clone(), async {
+            let mut v = Violations::new();
+            let Some(table) = convert::table_name(&mut v, &req.table, "table") else {
+                return Err(invalid(v));
+            };
+            call::in_scope(&ctx, &table)?;
+            let was_registered = if req.execute {
+                self.store.backend().unregister_table(&table).await?
+            } else {
+                self.registration(&table).await?.is_some()
+            };
+            Ok(pb::UnregisterTableResponse {
+                was_registered,
+                executed: req.execute,
+            })
+        })
+        .await
+    }
+
+    async fn list_tables(
+        &self,
+        request: Request<pb::ListTablesRequest>,
+    ) -> Result<Response<pb::ListTablesResponse>, Status> {
+        let ctx = call_context(&request);
+        call::run("Admin", "ListTables", self.request_timeout, ctx.clone(), async {
+            let tables = self.store.backend().registered_tables().await?;
+            Ok(pb::ListTablesResponse {
+                tables: tables
+                    .iter()
+                    .filter(|t| call::in_scope(&ctx, &t.table).is_ok())
+                    .map(registered_to_pb)
+                    .collect(),
+            })
+        })
+        .await
+    }
+
+    async fn import_consumers(
+        &self,
+        request: Request<pb::ImportConsumersRequest>,
+    ) -> Result<Response<pb::ImportConsumersResponse>, Status> {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        call::run("Admin", "ImportConsumers", self.request_timeout, ctx.clone(), async {
+            let mut v = Violations::new();
+            let Some(table) = convert::table_name(&mut v, &req.table, "table") else {
+                return Err(invalid(v));
+            };
+            call::in_scope(&ctx, &table)?;
+            let Some(registered) = self.registration(&table).await? else {
+                v.add("table", "is not registered (RegisterTable first)");
+                return Err(invalid(v));
+            };
+            let paimon = PaimonTable::open(&registered.location)
+                .map_err(|e| StoreError::Internal(format!("stored location: {e}")))?;
+            let found = paimon
+                .list_consumers()
+                .await
+                .map_err(|e| StoreError::Unavailable(format!("cannot read the table's consumer files: {e}")))?;
+            let store_ctx = ctx.clone();
+            let mut imported = Vec::new();
+            let mut skipped = Vec::new();
+            let skip = |f: &tidemark_paimon::FoundConsumer, reason: &str, message: String| pb::ImportSkipped {
+                branch: f.branch.clone(),
+                consumer_id: f.consumer_id.clone(),
+                reason: reason.to_owned(),
+                message,
+            };
+            for f in &found {
+                let next = match &f.next_snapshot {
+                    Ok(n) if *n >= 1 => *n,
+                    Ok(n) => {
+                        skipped.push(skip(f, "UNREADABLE", format!("nextSnapshot {n} is not a snapshot id")));
+                        continue;
+                    }
+                    Err(e) => {
+                        skipped.push(skip(f, "UNREADABLE", e.clone()));
+                        continue;
+                    }
+                };
+                let key = match ConsumerKey::parse(table.as_str(), &f.branch, &f.consumer_id, "") {
+                    Ok(key) => key,
+                    Err(violations) => {
+                        let why = violations.iter().map(|v| v.description.clone()).collect::<Vec<_>>();
+                        skipped.push(skip(f, "INVALID_ID", why.join("; ")));
+                        continue;
+                    }
+                };
+                if let Some(existing) = self.store.key_state(&key).await?.and_then(|s| s.next_snapshot()) {
+                    skipped.push(skip(
+                        f,
+                        "EXISTS",
+                        format!("tidemark already has this consumer at {existing}; the file shows {next}"),
+                    ));
+                    continue;
+                }
+                if req.execute {
+                    // Created only if still absent: a consumer created
+                    // meanwhile wins.
+                    let planned = self
+                        .store
+                        .reset_consumer(&store_ctx, &key, next, None, false, true)
+                        .await;
+                    if let Err(e) = planned {
+                        skipped.push(skip(f, "EXISTS", e.to_string()));
+                        continue;
+                    }
+                }
+                imported.push(pb::ImportedConsumer {
+                    consumer: Some(convert::key_to_pb(&key)),
+                    next_snapshot: next,
+                });
+            }
+            Ok(pb::ImportConsumersResponse {
+                imported,
+                skipped,
                 executed: req.execute,
             })
         })

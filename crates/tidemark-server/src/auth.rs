@@ -288,7 +288,13 @@ enum Access {
     Roles(&'static [Role]),
 }
 
-const READ_ONLY_ADMIN: [&str; 4] = ["ListConsumers", "DescribeConsumer", "ListHistory", "GetTableOptions"];
+const READ_ONLY_ADMIN: [&str; 5] = [
+    "ListConsumers",
+    "DescribeConsumer",
+    "ListHistory",
+    "GetTableOptions",
+    "ListTables",
+];
 
 fn access(path: &str, reflection_requires_auth: bool) -> Access {
     let mut parts = path.trim_start_matches('/').splitn(2, '/');

@@ -19,13 +19,18 @@ use crate::metrics;
 pub struct CoordinatorService {
     store: Store,
     request_timeout: Duration,
+    tables: std::sync::Arc<crate::tables::Registrations>,
 }
 
 impl CoordinatorService {
     /// The service over `store`; calls taking longer than `request_timeout`
     /// fail with DEADLINE_EXCEEDED.
     pub fn new(store: Store, request_timeout: Duration) -> Self {
-        Self { store, request_timeout }
+        Self {
+            tables: std::sync::Arc::new(crate::tables::Registrations::new(store.clone())),
+            store,
+            request_timeout,
+        }
     }
 
     async fn rpc<T, F>(&self, method: &'static str, ctx: CallContext, body: F) -> Result<Response<T>, Status>
@@ -218,6 +223,11 @@ impl Coordinator for CoordinatorService {
             else {
                 return Err(invalid(v));
             };
+            call::in_scope(&ctx, &key.table)?;
+            // A registered table's range comes from its own directory.
+            let mut range_warnings = Vec::new();
+            let directory = self.tables.table(&key.table).await;
+            let range = crate::tables::recovery_range(directory, key.branch.as_str(), range, &mut range_warnings).await;
             let recovery = RecoveryRequest {
                 startup,
                 ignore_progress: req.ignore_progress,
@@ -226,7 +236,6 @@ impl Coordinator for CoordinatorService {
                 on_expired,
             };
             let lease_id = lease_id.flatten();
-            call::in_scope(&ctx, &key.table)?;
             let recovered = self.store.recovery_position(&ctx, &key, &recovery, lease_id).await?;
             let plan = &recovered.plan;
             tracing::debug!(
@@ -240,7 +249,10 @@ impl Coordinator for CoordinatorService {
                     .consumer
                     .as_ref()
                     .map(|c| convert::consumer_to_pb(&key, c, Some(range.latest_snapshot))),
-                warnings: plan.warnings.clone(),
+                warnings: range_warnings
+                    .into_iter()
+                    .chain(plan.warnings.iter().cloned())
+                    .collect(),
                 skipped: plan.skipped.map(|(first, last)| pb::SnapshotInterval { first, last }),
                 pinned: recovered.pinned,
             })

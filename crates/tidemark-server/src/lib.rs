@@ -13,10 +13,12 @@ pub mod context;
 pub mod convert;
 mod coordinator;
 pub mod metrics;
+mod mirror;
 mod retention;
 mod server;
 pub mod status;
 mod sweeper;
+mod tables;
 
 pub use admin::AdminService;
 pub use coordinator::CoordinatorService;

@@ -34,6 +34,11 @@ pub mod names {
     /// Counter: calls refused before their handler (unknown, missing or
     /// insufficient credentials).
     pub const AUTH_DENIED: &str = "tidemark_auth_denied_total";
+    /// Gauge: Paimon consumer files of registered tables found stale in the
+    /// mirror's last round (the mirror's lag, in files).
+    pub const MIRROR_BACKLOG: &str = "tidemark_mirror_backlog";
+    /// Counter: consumer files written or deleted by the mirror, by result.
+    pub const MIRROR_WRITES: &str = "tidemark_mirror_writes_total";
 }
 
 /// Latency buckets for RPCs, in seconds (a commit is ~1-10 ms).
@@ -83,4 +88,14 @@ pub(crate) fn sweeper_run(ok: bool, expired: usize, pruned: u64) {
 
 pub(crate) fn auth_denied() {
     metrics::counter!(names::AUTH_DENIED).increment(1);
+}
+
+/// Consumer files the mirror found stale in its last round.
+pub(crate) fn mirror_backlog(stale: usize) {
+    metrics::gauge!(names::MIRROR_BACKLOG).set(stale as f64);
+}
+
+/// One consumer file written or deleted by the mirror.
+pub(crate) fn mirror_write(ok: bool) {
+    metrics::counter!(names::MIRROR_WRITES, "result" => if ok { "ok" } else { "error" }).increment(1);
 }

@@ -53,6 +53,12 @@ pub struct ServerConfig {
     pub sweep_interval: Duration,
     /// Most consumers one sweep expires.
     pub sweep_limit: i64,
+    /// How often the consumer mirror writes stale Paimon consumer files of
+    /// registered tables (SPEC §9); zero turns it off.
+    pub mirror_interval: Duration,
+    /// A consumer refreshed this long after its file was written gets its
+    /// file rewritten, so the file's modification time tracks updated_at.
+    pub mirror_refresh: Duration,
     /// History rows (and stale lease grants) older than this are pruned;
     /// `None` keeps them forever.
     pub history_retention: Option<Duration>,
@@ -94,6 +100,8 @@ impl Default for ServerConfig {
             readiness_interval: Duration::from_secs(5),
             sweep_interval: Duration::from_secs(60),
             sweep_limit: 1000,
+            mirror_interval: Duration::from_secs(1),
+            mirror_refresh: Duration::from_secs(60),
             history_retention: Some(Duration::from_secs(30 * 86_400)),
             auth: Arc::new(AuthConfig::default()),
             tls: None,
@@ -167,6 +175,11 @@ pub async fn serve_with_health(
         config.readiness_interval,
         stop_accepting.clone(),
     ));
+    let mirror = tokio::spawn(crate::mirror::run(
+        store.clone(),
+        config.clone(),
+        stop_accepting.clone(),
+    ));
     let sweeper = tokio::spawn(crate::sweeper::run(store, config.clone(), stop_accepting.clone()));
 
     let layers = tower::ServiceBuilder::new()
@@ -226,6 +239,7 @@ pub async fn serve_with_health(
             stop_accepting.cancel();
             let _ = readiness.await;
             let _ = sweeper.await;
+            let _ = mirror.await;
             if let Some(task) = health_task {
                 let _ = task.await;
             }
@@ -241,6 +255,7 @@ pub async fn serve_with_health(
     stop_accepting.cancel();
     let _ = readiness.await;
     let _ = sweeper.await;
+    let _ = mirror.await;
     if let Some(task) = health_task {
         let _ = task.await;
     }

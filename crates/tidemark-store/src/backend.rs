@@ -216,6 +216,46 @@ pub struct Pruned {
     pub grants: u64,
 }
 
+/// A Paimon table registered with its storage location (SPEC §9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisteredTable {
+    /// The table.
+    pub table: TableName,
+    /// Its directory: an absolute path, `file://` or `s3://` URL.
+    pub location: String,
+    /// When and by whom it was registered.
+    pub registered_at: Timestamp,
+    pub registered_by: String,
+}
+
+/// A consumer of a registered table whose Paimon file does not show what
+/// the database holds (or that has not been refreshed for a while).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorTask {
+    /// The consumer.
+    pub key: ConsumerKey,
+    /// Its table's location.
+    pub location: String,
+    /// The position to write; `None`: delete the file (no consumer).
+    pub next_snapshot: Option<i64>,
+    /// The consumer's updated_at the file will reflect.
+    pub updated_at: Option<Timestamp>,
+}
+
+/// What a consumer's Paimon file shows, as last written by tidemark.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MirrorState {
+    /// The position in the file; `None` once deleted.
+    pub mirrored_next: Option<i64>,
+    /// The consumer's updated_at the file reflects.
+    pub mirrored_updated_at: Option<Timestamp>,
+    /// When the file was last written or deleted.
+    pub mirrored_at: Option<Timestamp>,
+    /// Consecutive failed attempts and the last error.
+    pub failures: i32,
+    pub last_error: Option<String>,
+}
+
 /// A database tidemark can keep its state in.
 ///
 /// Writes are optimistic: [`Backend::save`] applies a change only if the row
@@ -285,6 +325,29 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// Deletes up to `limit` history rows and stale lease grants older than
     /// `older_than`.
     async fn prune(&self, older_than: Duration, limit: i64) -> Result<Pruned, StoreError>;
+
+    /// Registers (or moves) a Paimon table's location. A move forgets what
+    /// was mirrored, so every consumer file is written at the new place.
+    async fn register_table(&self, table: &TableName, location: &str, ctx: &CallContext) -> Result<(), StoreError>;
+
+    /// Forgets a table's registration and mirror state (its files stay);
+    /// `false` when it was not registered.
+    async fn unregister_table(&self, table: &TableName) -> Result<bool, StoreError>;
+
+    /// Registered tables, by name.
+    async fn registered_tables(&self) -> Result<Vec<RegisteredTable>, StoreError>;
+
+    /// Up to `limit` consumers of registered tables whose file is stale: a
+    /// different position, a deleted consumer, or an updated_at more than
+    /// `refresh` newer than the file's. Failing ones come last.
+    async fn mirror_tasks(&self, refresh: Duration, limit: i64) -> Result<Vec<MirrorTask>, StoreError>;
+
+    /// Records the outcome of a task: done (the file now shows it), or the
+    /// error.
+    async fn mirror_done(&self, task: &MirrorTask, error: Option<&str>) -> Result<(), StoreError>;
+
+    /// What a consumer's file shows, if tidemark ever mirrored it.
+    async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError>;
 
     /// Checks that the database answers.
     async fn ping(&self) -> Result<(), StoreError>;

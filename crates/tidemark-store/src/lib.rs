@@ -35,7 +35,7 @@ pub use admin::{
 };
 pub use backend::{
     Backend, BranchView, CallContext, Change, DECIDED_AT_TOLERANCE, HistoryFilter, HistoryRecord, KeyFilter, Listed,
-    Loaded, Locate, Pruned, StoredOptions,
+    Loaded, Locate, MirrorState, MirrorTask, Pruned, RegisteredTable, StoredOptions,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;

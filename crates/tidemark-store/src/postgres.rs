@@ -16,7 +16,7 @@ use tidemark_core::{BranchName, ConsumerId, ConsumerKey, KeyState, TableName, Ta
 
 use crate::backend::{
     Backend, BranchView, CallContext, Change, DECIDED_AT_TOLERANCE, HistoryFilter, HistoryRecord, KeyFilter, Listed,
-    Loaded, Locate, Pruned, StoredOptions,
+    Loaded, Locate, MirrorState, MirrorTask, Pruned, RegisteredTable, StoredOptions,
 };
 use crate::error::StoreError;
 use crate::row::{Decoder, EventColumns, KeyRow, TimestampColumns, expiration_us, mode_text};
@@ -230,6 +230,47 @@ const PRUNE_GRANTS: &str = "DELETE FROM lease_grants WHERE lease_id IN (SELECT g
     WHERE g.granted_at < tidemark_now() - $1 * interval '1 microsecond' AND NOT EXISTS (SELECT 1 FROM consumer_keys k \
     WHERE k.table_name = g.table_name AND k.branch = g.branch AND k.consumer_id = g.consumer_id \
     AND k.lease_id = g.lease_id) LIMIT $2)";
+
+const REGISTER_TABLE: &str = "WITH old AS (SELECT location FROM paimon_tables WHERE table_name = $1), \
+    up AS (INSERT INTO paimon_tables (table_name, location, registered_at, registered_by) \
+    VALUES ($1, $2, tidemark_now(), $3) ON CONFLICT (table_name) DO UPDATE SET location = EXCLUDED.location, \
+    registered_at = EXCLUDED.registered_at, registered_by = EXCLUDED.registered_by RETURNING 1) \
+    DELETE FROM consumer_mirrors WHERE table_name = $1 AND EXISTS (SELECT 1 FROM old WHERE location <> $2)";
+
+const UNREGISTER_TABLE: &str = "WITH m AS (DELETE FROM consumer_mirrors WHERE table_name = $1) \
+    DELETE FROM paimon_tables WHERE table_name = $1";
+
+const REGISTERED_TABLES: &str =
+    "SELECT table_name, location, registered_at, registered_by FROM paimon_tables ORDER BY table_name";
+
+/// Consumers of registered tables whose file is stale, then files of
+/// consumers that are gone; failing ones last.
+const MIRROR_TASKS: &str = "SELECT * FROM ( \
+    SELECT k.table_name, k.branch, k.consumer_id, t.location, k.next_snapshot, k.consumer_updated_at, \
+    coalesce(m.failures, 0) AS failures \
+    FROM paimon_tables t JOIN consumer_keys k ON k.table_name = t.table_name \
+    LEFT JOIN consumer_mirrors m ON m.table_name = k.table_name AND m.branch = k.branch AND m.consumer_id = k.consumer_id \
+    WHERE (k.next_snapshot IS NOT NULL AND (m.mirrored_next IS DISTINCT FROM k.next_snapshot \
+    OR m.mirrored_updated_at IS NULL OR k.consumer_updated_at > m.mirrored_updated_at + $1 * interval '1 microsecond')) \
+    OR (k.next_snapshot IS NULL AND m.mirrored_next IS NOT NULL) \
+    UNION ALL \
+    SELECT m.table_name, m.branch, m.consumer_id, t.location, NULL::bigint, NULL::timestamptz, m.failures \
+    FROM consumer_mirrors m JOIN paimon_tables t ON t.table_name = m.table_name \
+    WHERE m.mirrored_next IS NOT NULL AND NOT EXISTS (SELECT 1 FROM consumer_keys k WHERE k.table_name = m.table_name \
+    AND k.branch = m.branch AND k.consumer_id = m.consumer_id)) w \
+    ORDER BY failures, table_name, branch, consumer_id LIMIT $2";
+
+const MIRROR_DONE: &str = "INSERT INTO consumer_mirrors AS m (table_name, branch, consumer_id, mirrored_next, \
+    mirrored_updated_at, mirrored_at, failures, last_error) VALUES ($1, $2, $3, $4, $5, tidemark_now(), 0, NULL) \
+    ON CONFLICT (table_name, branch, consumer_id) DO UPDATE SET mirrored_next = EXCLUDED.mirrored_next, \
+    mirrored_updated_at = EXCLUDED.mirrored_updated_at, mirrored_at = EXCLUDED.mirrored_at, failures = 0, last_error = NULL";
+
+const MIRROR_FAILED: &str = "INSERT INTO consumer_mirrors AS m (table_name, branch, consumer_id, failures, last_error) \
+    VALUES ($1, $2, $3, 1, $4) ON CONFLICT (table_name, branch, consumer_id) DO UPDATE \
+    SET failures = m.failures + 1, last_error = EXCLUDED.last_error";
+
+const MIRROR_STATE: &str = "SELECT mirrored_next, mirrored_updated_at, mirrored_at, failures, last_error \
+    FROM consumer_mirrors WHERE table_name = $1 AND branch = $2 AND consumer_id = $3";
 
 /// The grant and history CTEs shared by both writes; `$G` is the "a lease
 /// was granted" flag, `$P`/`$R` principal and request id, then the eight
@@ -654,6 +695,68 @@ impl Backend for PostgresBackend {
             .await?
             .rows_affected();
         Ok(Pruned { history, grants })
+    }
+
+    async fn register_table(&self, table: &TableName, location: &str, ctx: &CallContext) -> Result<(), StoreError> {
+        sqlx::query(REGISTER_TABLE)
+            .bind(table.as_str())
+            .bind(location)
+            .bind(ctx.principal.clone())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn unregister_table(&self, table: &TableName) -> Result<bool, StoreError> {
+        let deleted = sqlx::query(UNREGISTER_TABLE)
+            .bind(table.as_str())
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(deleted > 0)
+    }
+
+    async fn registered_tables(&self) -> Result<Vec<RegisteredTable>, StoreError> {
+        let rows = sqlx::query(REGISTERED_TABLES).fetch_all(&self.pool).await?;
+        rows.iter().map(Decoder::registered).collect()
+    }
+
+    async fn mirror_tasks(&self, refresh: Duration, limit: i64) -> Result<Vec<MirrorTask>, StoreError> {
+        let rows = sqlx::query(MIRROR_TASKS)
+            .bind(micros_of(refresh))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(Decoder::mirror_task).collect()
+    }
+
+    async fn mirror_done(&self, task: &MirrorTask, error: Option<&str>) -> Result<(), StoreError> {
+        let key = &task.key;
+        let query = match error {
+            None => sqlx::query(MIRROR_DONE)
+                .bind(key.table.as_str())
+                .bind(key.branch.as_str())
+                .bind(key.consumer_id.as_str())
+                .bind(task.next_snapshot)
+                .bind(task.updated_at.map(ts)),
+            Some(error) => sqlx::query(MIRROR_FAILED)
+                .bind(key.table.as_str())
+                .bind(key.branch.as_str())
+                .bind(key.consumer_id.as_str())
+                .bind(error.to_owned()),
+        };
+        query.execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError> {
+        let row = sqlx::query(MIRROR_STATE)
+            .bind(key.table.as_str())
+            .bind(key.branch.as_str())
+            .bind(key.consumer_id.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(Decoder::mirror_state).transpose()
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

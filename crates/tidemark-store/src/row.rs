@@ -5,11 +5,11 @@ use std::time::Duration;
 use sqlx::{ColumnIndex, Decode, Row, Type};
 use tidemark_core::{
     CommittedBatch, ConsumerKey, ConsumerMode, ConsumerRecord, EventKind, HistoryEvent, KeyState, LeaseRecord,
-    LeaseStatus, Offset, TableOptions, Timestamp,
+    LeaseStatus, Offset, TableName, TableOptions, Timestamp,
 };
 use uuid::Uuid;
 
-use crate::backend::HistoryRecord;
+use crate::backend::{HistoryRecord, MirrorState, MirrorTask, RegisteredTable};
 use crate::error::StoreError;
 
 /// Every column of `consumer_keys` except the key and the version.
@@ -259,6 +259,60 @@ impl Decoder {
             },
             principal: row.try_get("principal")?,
             request_id: row.try_get("request_id")?,
+        })
+    }
+}
+
+impl Decoder {
+    /// A `paimon_tables` row.
+    pub fn registered<R>(row: &R) -> Result<RegisteredTable, StoreError>
+    where
+        R: TimestampColumns,
+        for<'c> &'c str: ColumnIndex<R>,
+        for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        Ok(RegisteredTable {
+            table: TableName::parse(&row.try_get::<String, _>("table_name")?, "table_name")
+                .map_err(|v| StoreError::Internal(format!("a stored table name is invalid: {v:?}")))?,
+            location: row.try_get("location")?,
+            registered_at: row
+                .timestamp("registered_at")?
+                .ok_or_else(|| StoreError::Internal("a registration without a time".into()))?,
+            registered_by: row.try_get("registered_by")?,
+        })
+    }
+
+    /// A mirror task row (key, location, position and updated_at).
+    pub fn mirror_task<R>(row: &R) -> Result<MirrorTask, StoreError>
+    where
+        R: TimestampColumns,
+        for<'c> &'c str: ColumnIndex<R>,
+        for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        Ok(MirrorTask {
+            key: key_of(row)?,
+            location: row.try_get("location")?,
+            next_snapshot: row.try_get("next_snapshot")?,
+            updated_at: row.timestamp("consumer_updated_at")?,
+        })
+    }
+
+    /// A `consumer_mirrors` row.
+    pub fn mirror_state<R>(row: &R) -> Result<MirrorState, StoreError>
+    where
+        R: TimestampColumns,
+        for<'c> &'c str: ColumnIndex<R>,
+        for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> i32: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        Ok(MirrorState {
+            mirrored_next: row.try_get("mirrored_next")?,
+            mirrored_updated_at: row.timestamp("mirrored_updated_at")?,
+            mirrored_at: row.timestamp("mirrored_at")?,
+            failures: row.try_get("failures")?,
+            last_error: row.try_get("last_error")?,
         })
     }
 }

@@ -22,7 +22,7 @@ use tidemark_core::{BranchName, ConsumerId, ConsumerKey, TableName, TableOptions
 
 use crate::backend::{
     Backend, BranchView, CallContext, Change, DECIDED_AT_TOLERANCE, HistoryFilter, HistoryRecord, KeyFilter, Listed,
-    Loaded, Locate, Pruned, StoredOptions,
+    Loaded, Locate, MirrorState, MirrorTask, Pruned, RegisteredTable, StoredOptions,
 };
 use crate::clock::Clock;
 use crate::error::StoreError;
@@ -100,6 +100,48 @@ const HISTORY_PAGE: &str = "SELECT id, at, table_name, branch, consumer_id, even
     lease_id, batch_id, holder, principal, request_id, detail FROM history \
     WHERE table_name = ?1 AND (?2 IS NULL OR branch = ?2) AND (?3 IS NULL OR consumer_id = ?3) \
     AND (?4 IS NULL OR id < ?4) ORDER BY id DESC LIMIT ?5";
+
+const FORGET_MOVED_MIRRORS: &str = "DELETE FROM consumer_mirrors WHERE table_name = ?1 \
+    AND EXISTS (SELECT 1 FROM paimon_tables WHERE table_name = ?1 AND location <> ?2)";
+
+const REGISTER_TABLE: &str = "INSERT INTO paimon_tables (table_name, location, registered_at, registered_by) \
+    VALUES (?1, ?2, ?3, ?4) ON CONFLICT (table_name) DO UPDATE SET location = excluded.location, \
+    registered_at = excluded.registered_at, registered_by = excluded.registered_by";
+
+const UNREGISTER_MIRRORS: &str = "DELETE FROM consumer_mirrors WHERE table_name = ?1";
+const UNREGISTER_TABLE: &str = "DELETE FROM paimon_tables WHERE table_name = ?1";
+
+const REGISTERED_TABLES: &str =
+    "SELECT table_name, location, registered_at, registered_by FROM paimon_tables ORDER BY table_name";
+
+/// See the Postgres backend's `MIRROR_TASKS`.
+const MIRROR_TASKS: &str = "SELECT * FROM ( \
+    SELECT k.table_name, k.branch, k.consumer_id, t.location, k.next_snapshot, k.consumer_updated_at, \
+    coalesce(m.failures, 0) AS failures \
+    FROM paimon_tables t JOIN consumer_keys k ON k.table_name = t.table_name \
+    LEFT JOIN consumer_mirrors m ON m.table_name = k.table_name AND m.branch = k.branch AND m.consumer_id = k.consumer_id \
+    WHERE (k.next_snapshot IS NOT NULL AND (m.mirrored_next IS NOT k.next_snapshot \
+    OR m.mirrored_updated_at IS NULL OR k.consumer_updated_at > m.mirrored_updated_at + ?1)) \
+    OR (k.next_snapshot IS NULL AND m.mirrored_next IS NOT NULL) \
+    UNION ALL \
+    SELECT m.table_name, m.branch, m.consumer_id, t.location, NULL, NULL, m.failures \
+    FROM consumer_mirrors m JOIN paimon_tables t ON t.table_name = m.table_name \
+    WHERE m.mirrored_next IS NOT NULL AND NOT EXISTS (SELECT 1 FROM consumer_keys k WHERE k.table_name = m.table_name \
+    AND k.branch = m.branch AND k.consumer_id = m.consumer_id)) \
+    ORDER BY failures, table_name, branch, consumer_id LIMIT ?2";
+
+const MIRROR_DONE: &str = "INSERT INTO consumer_mirrors (table_name, branch, consumer_id, mirrored_next, \
+    mirrored_updated_at, mirrored_at, failures, last_error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, NULL) \
+    ON CONFLICT (table_name, branch, consumer_id) DO UPDATE SET mirrored_next = excluded.mirrored_next, \
+    mirrored_updated_at = excluded.mirrored_updated_at, mirrored_at = excluded.mirrored_at, failures = 0, \
+    last_error = NULL";
+
+const MIRROR_FAILED: &str = "INSERT INTO consumer_mirrors (table_name, branch, consumer_id, failures, last_error) \
+    VALUES (?1, ?2, ?3, 1, ?4) ON CONFLICT (table_name, branch, consumer_id) DO UPDATE \
+    SET failures = consumer_mirrors.failures + 1, last_error = excluded.last_error";
+
+const MIRROR_STATE: &str = "SELECT mirrored_next, mirrored_updated_at, mirrored_at, failures, last_error \
+    FROM consumer_mirrors WHERE table_name = ?1 AND branch = ?2 AND consumer_id = ?3";
 
 const PRUNE_HISTORY: &str = "DELETE FROM history WHERE id IN (SELECT id FROM history WHERE at < ?1 \
     ORDER BY at LIMIT ?2)";
@@ -497,6 +539,83 @@ impl Backend for SqliteBackend {
             .await?
             .rows_affected();
         Ok(Pruned { history, grants })
+    }
+
+    async fn register_table(&self, table: &TableName, location: &str, ctx: &CallContext) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query(FORGET_MOVED_MIRRORS)
+            .bind(table.as_str())
+            .bind(location)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(REGISTER_TABLE)
+            .bind(table.as_str())
+            .bind(location)
+            .bind(self.clock.now().as_micros())
+            .bind(ctx.principal.clone())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn unregister_table(&self, table: &TableName) -> Result<bool, StoreError> {
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query(UNREGISTER_MIRRORS)
+            .bind(table.as_str())
+            .execute(&mut *tx)
+            .await?;
+        let deleted = sqlx::query(UNREGISTER_TABLE)
+            .bind(table.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(deleted > 0)
+    }
+
+    async fn registered_tables(&self) -> Result<Vec<RegisteredTable>, StoreError> {
+        let rows = sqlx::query(REGISTERED_TABLES).fetch_all(&self.readers).await?;
+        rows.iter().map(Decoder::registered).collect()
+    }
+
+    async fn mirror_tasks(&self, refresh: Duration, limit: i64) -> Result<Vec<MirrorTask>, StoreError> {
+        let rows = sqlx::query(MIRROR_TASKS)
+            .bind(i64::try_from(refresh.as_micros()).unwrap_or(i64::MAX))
+            .bind(limit)
+            .fetch_all(&self.readers)
+            .await?;
+        rows.iter().map(Decoder::mirror_task).collect()
+    }
+
+    async fn mirror_done(&self, task: &MirrorTask, error: Option<&str>) -> Result<(), StoreError> {
+        let key = &task.key;
+        let query = match error {
+            None => sqlx::query(MIRROR_DONE)
+                .bind(key.table.as_str().to_owned())
+                .bind(key.branch.as_str().to_owned())
+                .bind(key.consumer_id.as_str().to_owned())
+                .bind(task.next_snapshot)
+                .bind(task.updated_at.map(Timestamp::as_micros))
+                .bind(self.clock.now().as_micros()),
+            Some(error) => sqlx::query(MIRROR_FAILED)
+                .bind(key.table.as_str().to_owned())
+                .bind(key.branch.as_str().to_owned())
+                .bind(key.consumer_id.as_str().to_owned())
+                .bind(error.to_owned()),
+        };
+        query.execute(&self.writer).await?;
+        Ok(())
+    }
+
+    async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError> {
+        let row = sqlx::query(MIRROR_STATE)
+            .bind(key.table.as_str().to_owned())
+            .bind(key.branch.as_str().to_owned())
+            .bind(key.consumer_id.as_str().to_owned())
+            .fetch_optional(&self.readers)
+            .await?;
+        row.as_ref().map(Decoder::mirror_state).transpose()
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -14,6 +14,7 @@ all_conformance_cases!(Kind::Postgres);
 admin_conformance_suite!(Kind::Postgres);
 remembered_conformance_suite!(Kind::Postgres);
 model_conformance_suite!(Kind::Postgres);
+mirror_conformance_suite!(Kind::Postgres);
 
 /// Deadlines are stamped with the database clock: a lease granted now ends
 /// `ttl` after Postgres' `now()`.

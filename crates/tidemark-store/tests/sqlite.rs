@@ -14,6 +14,7 @@ all_conformance_cases!(Kind::Sqlite);
 admin_conformance_suite!(Kind::Sqlite);
 remembered_conformance_suite!(Kind::Sqlite);
 model_conformance_suite!(Kind::Sqlite);
+mirror_conformance_suite!(Kind::Sqlite);
 
 /// SQLite takes `now` from the server clock; a manual clock proves every
 /// deadline is judged by it (and lets expiry be tested without sleeping).

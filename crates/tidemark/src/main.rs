@@ -203,6 +203,15 @@ struct ServeArgs {
     /// Most consumers one sweep expires.
     #[arg(long, env = "TIDEMARK_SWEEP_LIMIT", default_value_t = 1000)]
     sweep_limit: i64,
+    /// How often consumer files of registered Paimon tables are brought up
+    /// to date ("0s": off).
+    #[arg(long, env = "TIDEMARK_MIRROR_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
+    mirror_interval: Duration,
+    /// Rewrite a consumer's Paimon file when the consumer was refreshed this
+    /// long after the file was written (its modification time then tracks
+    /// the consumer's updated_at, which Paimon's consumer expiration reads).
+    #[arg(long, env = "TIDEMARK_MIRROR_REFRESH", default_value = "1m", value_parser = humantime::parse_duration)]
+    mirror_refresh: Duration,
     /// Prune history rows older than this ("0s": keep forever).
     #[arg(long, env = "TIDEMARK_HISTORY_RETENTION", default_value = "30days", value_parser = humantime::parse_duration)]
     history_retention: Duration,
@@ -406,6 +415,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         readiness_interval: args.readiness_interval.max(Duration::from_millis(100)),
         sweep_interval: args.sweep_interval,
         sweep_limit: args.sweep_limit.max(1),
+        mirror_interval: args.mirror_interval,
+        mirror_refresh: args.mirror_refresh,
         history_retention: (!args.history_retention.is_zero()).then_some(args.history_retention),
         auth: std::sync::Arc::new(auth),
         tls,

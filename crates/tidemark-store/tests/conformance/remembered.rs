@@ -12,8 +12,8 @@ use tidemark_core::commit::{CommitBatch, CommitOutcome};
 use tidemark_core::lease::LeasePolicy;
 use tidemark_core::{BranchName, ConsumerKey, CoreError, LeaseLoss, Offset, TableName, TableOptions, Timestamp};
 use tidemark_store::{
-    Backend, BranchView, CallContext, Change, HistoryFilter, HistoryRecord, KeyFilter, Listed, Loaded, Locate, Pruned,
-    Store, StoreError, StoredOptions,
+    Backend, BranchView, CallContext, Change, HistoryFilter, HistoryRecord, KeyFilter, Listed, Loaded, Locate,
+    MirrorState, MirrorTask, Pruned, RegisteredTable, Store, StoreError, StoredOptions,
 };
 use tidemark_testkit::{Kind, TestDb};
 use uuid::Uuid;
@@ -122,6 +122,24 @@ impl Backend for Counting {
     }
     async fn prune(&self, older_than: Duration, limit: i64) -> Result<Pruned, StoreError> {
         self.inner.prune(older_than, limit).await
+    }
+    async fn register_table(&self, table: &TableName, location: &str, ctx: &CallContext) -> Result<(), StoreError> {
+        self.inner.register_table(table, location, ctx).await
+    }
+    async fn unregister_table(&self, table: &TableName) -> Result<bool, StoreError> {
+        self.inner.unregister_table(table).await
+    }
+    async fn registered_tables(&self) -> Result<Vec<RegisteredTable>, StoreError> {
+        self.inner.registered_tables().await
+    }
+    async fn mirror_tasks(&self, refresh: Duration, limit: i64) -> Result<Vec<MirrorTask>, StoreError> {
+        self.inner.mirror_tasks(refresh, limit).await
+    }
+    async fn mirror_done(&self, task: &MirrorTask, error: Option<&str>) -> Result<(), StoreError> {
+        self.inner.mirror_done(task, error).await
+    }
+    async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError> {
+        self.inner.mirror_state(key).await
     }
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await

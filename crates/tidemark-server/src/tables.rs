@@ -1,0 +1,98 @@
+//! Registered Paimon tables as the worker protocol sees them (SPEC §9): a
+//! short-lived cache of registrations, so a recovery on a registered table
+//! reads the snapshot range from the table's own directory without an
+//! extra database round trip on every call.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tidemark_core::{SnapshotRange, TableName};
+use tidemark_paimon::PaimonTable;
+use tidemark_store::Store;
+
+/// How long a read of the registrations is reused.
+const FRESHNESS: Duration = Duration::from_secs(5);
+
+type Tables = Arc<HashMap<String, PaimonTable>>;
+
+/// The registered tables, refreshed at most every few seconds.
+#[derive(Debug)]
+pub(crate) struct Registrations {
+    store: Store,
+    cached: Mutex<Option<(Instant, Tables)>>,
+}
+
+impl Registrations {
+    pub(crate) fn new(store: Store) -> Self {
+        Self {
+            store,
+            cached: Mutex::new(None),
+        }
+    }
+
+    /// The table's directory, if it is registered.
+    pub(crate) async fn table(&self, table: &TableName) -> Option<PaimonTable> {
+        let fresh = {
+            let cached = self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            cached
+                .as_ref()
+                .filter(|(at, _)| at.elapsed() < FRESHNESS)
+                .map(|(_, tables)| Arc::clone(tables))
+        };
+        let tables = match fresh {
+            Some(tables) => tables,
+            None => {
+                let registered = self.store.backend().registered_tables().await.ok()?;
+                let tables: Tables = Arc::new(
+                    registered
+                        .into_iter()
+                        .filter_map(|r| Some((r.table.as_str().to_owned(), PaimonTable::open(&r.location).ok()?)))
+                        .collect(),
+                );
+                *self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Some((Instant::now(), Arc::clone(&tables)));
+                tables
+            }
+        };
+        tables.get(table.as_str()).cloned()
+    }
+}
+
+/// The range to plan a recovery with: for a registered table, the one its
+/// directory shows (with a warning when the worker saw another); otherwise,
+/// or when the directory cannot be read, the worker's.
+pub(crate) async fn recovery_range(
+    table: Option<PaimonTable>,
+    branch: &str,
+    reported: SnapshotRange,
+    warnings: &mut Vec<String>,
+) -> SnapshotRange {
+    let Some(table) = table else {
+        return reported;
+    };
+    match table.snapshot_range(branch).await {
+        Ok(found) => {
+            let (earliest, latest) = found.map_or((0, 0), |r| (r.earliest, r.latest));
+            if (earliest, latest) != (reported.earliest(), reported.latest_snapshot) {
+                warnings.push(format!(
+                    "TABLE_RANGE_FROM_STORAGE: the table's directory holds snapshots {earliest}..={latest}; the \
+                     worker reported {}..={}; planned with the directory's",
+                    reported.earliest(),
+                    reported.latest_snapshot
+                ));
+            }
+            SnapshotRange {
+                earliest_snapshot: earliest,
+                latest_snapshot: latest,
+                ..reported
+            }
+        }
+        Err(e) => {
+            warnings.push(format!(
+                "TABLE_RANGE_UNREADABLE: cannot read the table's snapshot range ({e}); planned with the worker's"
+            ));
+            reported
+        }
+    }
+}

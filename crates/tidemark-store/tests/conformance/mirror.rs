@@ -1,0 +1,202 @@
+//! SPEC §9 storage: registered Paimon tables and what each consumer's
+//! Paimon file shows, so the mirror knows what to write, refresh or delete.
+
+use std::time::Duration;
+
+use tidemark_core::Timestamp;
+use tidemark_core::commit::CommitBatch;
+use tidemark_store::{CallContext, MirrorTask, Store};
+use tidemark_testkit::{Kind, TestDb};
+
+use super::{key, off, policy};
+
+/// Expands to the mirror cases for a database kind.
+#[macro_export]
+macro_rules! mirror_conformance_suite {
+    ($kind:expr) => {
+        $crate::mirror_conformance_suite!($kind;
+            registered_tables_are_listed_and_moves_forget_the_mirror,
+            stale_and_deleted_consumers_are_mirror_tasks_until_done,
+        );
+    };
+    ($kind:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                if $kind == tidemark_testkit::Kind::Postgres && tidemark_testkit::postgres_url().is_none() {
+                    return;
+                }
+                conformance::mirror::$case($kind).await;
+            }
+        )*
+    };
+}
+
+fn ctx() -> CallContext {
+    CallContext::new("operator-1", "r")
+}
+
+fn table() -> tidemark_core::TableName {
+    key("x").table
+}
+
+async fn commit(store: &Store, id: &str, snapshot: i64) {
+    let lease = store.acquire_lease(&ctx(), &key(id), "q", None).await.unwrap().lease;
+    store
+        .commit_batch(
+            &ctx(),
+            &CommitBatch {
+                lease_id: lease.lease_id,
+                epoch: lease.epoch,
+                batch_id: 0,
+                end: Some(off(snapshot, 0, false, Some(1))),
+                latest_snapshot: None,
+            },
+        )
+        .await
+        .unwrap();
+    store.release_lease(&ctx(), lease.lease_id, lease.epoch).await.unwrap();
+}
+
+fn positions(tasks: &[MirrorTask]) -> Vec<(String, Option<i64>)> {
+    tasks
+        .iter()
+        .map(|t| (t.key.consumer_id.as_str().to_owned(), t.next_snapshot))
+        .collect()
+}
+
+pub async fn registered_tables_are_listed_and_moves_forget_the_mirror(kind: Kind) {
+    let db = TestDb::new(kind).await.unwrap();
+    let store = Store::new(db.backend().await, policy());
+    let backend = store.backend();
+    assert!(backend.registered_tables().await.unwrap().is_empty());
+    backend.register_table(&table(), "/warehouse/a", &ctx()).await.unwrap();
+    let listed = backend.registered_tables().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (
+            listed[0].table.as_str(),
+            listed[0].location.as_str(),
+            listed[0].registered_by.as_str()
+        ),
+        ("db.orders", "/warehouse/a", "operator-1")
+    );
+
+    commit(&store, "c1", 5).await;
+    let tasks = backend.mirror_tasks(Duration::from_secs(60), 100).await.unwrap();
+    assert_eq!(positions(&tasks), [("c1".to_owned(), Some(6))]);
+    assert_eq!(tasks[0].location, "/warehouse/a");
+    backend.mirror_done(&tasks[0], None).await.unwrap();
+    assert!(
+        backend
+            .mirror_tasks(Duration::from_secs(60), 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Same location again: nothing to redo. A new location: everything.
+    backend.register_table(&table(), "/warehouse/a", &ctx()).await.unwrap();
+    assert!(
+        backend
+            .mirror_tasks(Duration::from_secs(60), 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    backend.register_table(&table(), "s3://bucket/a", &ctx()).await.unwrap();
+    let tasks = backend.mirror_tasks(Duration::from_secs(60), 100).await.unwrap();
+    assert_eq!(positions(&tasks), [("c1".to_owned(), Some(6))]);
+    assert_eq!(tasks[0].location, "s3://bucket/a");
+
+    assert!(backend.unregister_table(&table()).await.unwrap());
+    assert!(!backend.unregister_table(&table()).await.unwrap());
+    assert!(backend.registered_tables().await.unwrap().is_empty());
+    assert!(
+        backend
+            .mirror_tasks(Duration::from_secs(60), 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(backend.mirror_state(&key("c1")).await.unwrap(), None);
+}
+
+pub async fn stale_and_deleted_consumers_are_mirror_tasks_until_done(kind: Kind) {
+    let db = TestDb::with_manual_clock(kind, Timestamp::from_micros(1_800_000_000_000_000))
+        .await
+        .unwrap();
+    let store = Store::new(db.backend().await, policy());
+    let backend = store.backend();
+    let refresh = Duration::from_secs(60);
+    // Consumers of unregistered tables are never mirrored.
+    commit(&store, "c1", 5).await;
+    assert!(backend.mirror_tasks(refresh, 100).await.unwrap().is_empty());
+    backend.register_table(&table(), "/warehouse/a", &ctx()).await.unwrap();
+    commit(&store, "c2", 7).await;
+    let tasks = backend.mirror_tasks(refresh, 100).await.unwrap();
+    assert_eq!(
+        positions(&tasks),
+        [("c1".to_owned(), Some(6)), ("c2".to_owned(), Some(8))]
+    );
+
+    // A failure is recorded and sorts last; success clears it.
+    backend.mirror_done(&tasks[0], Some("permission denied")).await.unwrap();
+    backend.mirror_done(&tasks[1], None).await.unwrap();
+    let state = backend.mirror_state(&key("c1")).await.unwrap().unwrap();
+    assert_eq!(
+        (state.failures, state.last_error.as_deref()),
+        (1, Some("permission denied"))
+    );
+    assert_eq!(state.mirrored_next, None);
+    let state = backend.mirror_state(&key("c2")).await.unwrap().unwrap();
+    assert_eq!((state.mirrored_next, state.failures), (Some(8), 0));
+    assert_eq!(state.mirrored_at, Some(db.now()));
+    assert_eq!(
+        positions(&backend.mirror_tasks(refresh, 100).await.unwrap()),
+        [("c1".to_owned(), Some(6))]
+    );
+    let tasks = backend.mirror_tasks(refresh, 100).await.unwrap();
+    backend.mirror_done(&tasks[0], None).await.unwrap();
+    assert_eq!(backend.mirror_state(&key("c1")).await.unwrap().unwrap().failures, 0);
+    assert!(backend.mirror_tasks(refresh, 100).await.unwrap().is_empty());
+
+    // A new position is a task at once; a refresh only once the file's
+    // updated_at is older than `refresh`.
+    commit(&store, "c1", 9).await;
+    assert_eq!(
+        positions(&backend.mirror_tasks(refresh, 100).await.unwrap()),
+        [("c1".to_owned(), Some(10))]
+    );
+    let tasks = backend.mirror_tasks(refresh, 100).await.unwrap();
+    backend.mirror_done(&tasks[0], None).await.unwrap();
+    db.advance(Duration::from_secs(30)).await;
+    commit(&store, "c1", 9).await; // same position, newer updated_at
+    assert!(backend.mirror_tasks(refresh, 100).await.unwrap().is_empty());
+    db.advance(Duration::from_secs(31)).await;
+    commit(&store, "c1", 9).await;
+    assert_eq!(
+        positions(&backend.mirror_tasks(refresh, 100).await.unwrap()),
+        [("c1".to_owned(), Some(10))]
+    );
+    let tasks = backend.mirror_tasks(refresh, 100).await.unwrap();
+    backend.mirror_done(&tasks[0], None).await.unwrap();
+
+    // A deleted consumer's file is deleted, once.
+    store
+        .delete_consumer(&ctx(), &key("c2"), None, true, true)
+        .await
+        .unwrap();
+    let tasks = backend.mirror_tasks(refresh, 100).await.unwrap();
+    assert_eq!(positions(&tasks), [("c2".to_owned(), None)]);
+    backend.mirror_done(&tasks[0], None).await.unwrap();
+    assert_eq!(
+        backend.mirror_state(&key("c2")).await.unwrap().unwrap().mirrored_next,
+        None
+    );
+    assert!(backend.mirror_tasks(refresh, 100).await.unwrap().is_empty());
+    // The limit holds.
+    commit(&store, "c3", 1).await;
+    commit(&store, "c4", 1).await;
+    assert_eq!(backend.mirror_tasks(refresh, 1).await.unwrap().len(), 1);
+}

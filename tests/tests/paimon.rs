@@ -1,0 +1,331 @@
+//! SPEC §9 over gRPC: a registered Paimon table gets its consumers mirrored
+//! into its own consumer files (main and branches), deleted consumers'
+//! files removed, existing files imported, and bad registrations refused.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tidemark_core::lease::LeasePolicy;
+use tidemark_e2e::{Kind, TestServer, Worker, api_error, key, offset, on_both_backends};
+use tidemark_proto::v1 as pb;
+use tidemark_proto::v1::admin_client::AdminClient;
+use tidemark_server::ServerConfig;
+use tonic::Code;
+
+on_both_backends!(
+    consumers_are_mirrored_into_the_tables_files,
+    existing_consumer_files_are_imported,
+    registrations_are_validated_planned_and_listed,
+    recovery_on_a_registered_table_reads_its_snapshot_range,
+);
+
+async fn server(kind: Kind) -> TestServer {
+    let config = ServerConfig {
+        mirror_interval: Duration::from_millis(50),
+        ..ServerConfig::default()
+    };
+    TestServer::start_with(kind, LeasePolicy::default(), config).await
+}
+
+async fn admin(server: &TestServer) -> AdminClient<tonic::transport::Channel> {
+    AdminClient::new(server.channel().await)
+}
+
+/// A Paimon-looking table directory with snapshots 1..=latest.
+fn paimon_table(root: &Path, latest: i64) {
+    let snapshots = root.join("snapshot");
+    std::fs::create_dir_all(&snapshots).unwrap();
+    for id in 1..=latest {
+        std::fs::write(snapshots.join(format!("snapshot-{id}")), "{}").unwrap();
+    }
+    std::fs::write(snapshots.join("EARLIEST"), "1").unwrap();
+    std::fs::write(snapshots.join("LATEST"), latest.to_string()).unwrap();
+}
+
+async fn register(admin: &mut AdminClient<tonic::transport::Channel>, table: &str, location: &Path) {
+    admin
+        .register_table(pb::RegisterTableRequest {
+            table: table.into(),
+            location: location.display().to_string(),
+            execute: true,
+        })
+        .await
+        .unwrap();
+}
+
+/// Waits until `path` holds `want` (None: absent).
+async fn wait_for_file(path: &Path, want: Option<&str>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = std::fs::read_to_string(path).ok();
+        if now.as_deref() == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} holds {now:?}, expected {want:?}",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn consumers_are_mirrored_into_the_tables_files(kind: Kind) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 9);
+    let mut admin = admin(&server).await;
+    register(&mut admin, "db.orders", dir.path()).await;
+    let client = server.client().await;
+
+    let mut main = Worker::acquire(&client, &key("db.orders", "main", "q1"), "a", None)
+        .await
+        .unwrap();
+    main.commit(0, offset(4, 0, false, Some(1))).await.unwrap();
+    let mut branch = Worker::acquire(&client, &key("db.orders", "dev", "q2"), "b", None)
+        .await
+        .unwrap();
+    branch.commit(0, offset(7, 1, false, Some(3))).await.unwrap();
+    let main_file = dir.path().join("consumer/consumer-q1");
+    let branch_file = dir.path().join("branch/branch-dev/consumer/consumer-q2");
+    wait_for_file(&main_file, Some(r#"{"nextSnapshot":5}"#)).await;
+    wait_for_file(&branch_file, Some(r#"{"nextSnapshot":7}"#)).await;
+
+    main.commit(1, offset(6, 0, false, Some(1))).await.unwrap();
+    wait_for_file(&main_file, Some(r#"{"nextSnapshot":7}"#)).await;
+    let described = admin
+        .describe_consumer(pb::DescribeConsumerRequest {
+            consumer: Some(key("db.orders", "main", "q1")),
+            history_limit: 1,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mirror = described.mirror.expect("a registered table shows its mirror");
+    assert!(mirror.in_sync, "{mirror:?}");
+    assert_eq!(mirror.mirrored_next_snapshot, Some(7));
+    assert!(mirror.path.ends_with("/consumer/consumer-q1"), "{}", mirror.path);
+    assert_eq!(mirror.failures, 0);
+
+    // A deleted consumer's file goes too.
+    main.release().await.unwrap();
+    admin
+        .delete_consumer(pb::DeleteConsumerRequest {
+            consumer: Some(key("db.orders", "main", "q1")),
+            execute: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    wait_for_file(&main_file, None).await;
+    // Unregistered tables are left alone.
+    admin
+        .unregister_table(pb::UnregisterTableRequest {
+            table: "db.orders".into(),
+            execute: true,
+        })
+        .await
+        .unwrap();
+    branch.commit(1, offset(8, 2, false, Some(3))).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(std::fs::read_to_string(&branch_file).unwrap(), r#"{"nextSnapshot":7}"#);
+}
+
+async fn existing_consumer_files_are_imported(kind: Kind) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 20);
+    let consumers = dir.path().join("consumer");
+    std::fs::create_dir_all(&consumers).unwrap();
+    std::fs::write(consumers.join("consumer-etl"), r#"{"nextSnapshot":12}"#).unwrap();
+    std::fs::write(consumers.join("consumer-bad id"), r#"{"nextSnapshot":3}"#).unwrap();
+    std::fs::write(consumers.join("consumer-torn"), r#"{"next"#).unwrap();
+    let dev = dir.path().join("branch/branch-dev/consumer");
+    std::fs::create_dir_all(&dev).unwrap();
+    std::fs::write(dev.join("consumer-etl"), r#"{"nextSnapshot":4}"#).unwrap();
+    let mut admin = admin(&server).await;
+    // Not registered yet.
+    let err = api_error(
+        admin
+            .import_consumers(pb::ImportConsumersRequest {
+                table: "db.orders".into(),
+                execute: false,
+            })
+            .await,
+    );
+    assert_eq!(err.code, Code::InvalidArgument);
+    assert!(err.fields().contains(&"table"));
+    register(&mut admin, "db.orders", dir.path()).await;
+    let before = server.fingerprint().await;
+    let plan = admin
+        .import_consumers(pb::ImportConsumersRequest {
+            table: "db.orders".into(),
+            execute: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(server.fingerprint().await, before, "a plan changes nothing");
+    let imported: Vec<_> = plan
+        .imported
+        .iter()
+        .map(|i| (i.consumer.as_ref().unwrap().branch.as_str(), i.next_snapshot))
+        .collect();
+    assert_eq!(imported, [("dev", 4), ("main", 12)]);
+    let mut skipped: Vec<_> = plan
+        .skipped
+        .iter()
+        .map(|s| (s.consumer_id.as_str(), s.reason.as_str()))
+        .collect();
+    skipped.sort();
+    assert_eq!(skipped, [("bad id", "INVALID_ID"), ("torn", "UNREADABLE")]);
+
+    let done = admin
+        .import_consumers(pb::ImportConsumersRequest {
+            table: "db.orders".into(),
+            execute: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(done.executed);
+    let described = admin
+        .describe_consumer(pb::DescribeConsumerRequest {
+            consumer: Some(key("db.orders", "main", "etl")),
+            history_limit: 1,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(described.info.unwrap().consumer.unwrap().next_snapshot, 12);
+    // Importing again: tidemark's consumers win.
+    let again = admin
+        .import_consumers(pb::ImportConsumersRequest {
+            table: "db.orders".into(),
+            execute: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(again.imported.is_empty());
+    assert_eq!(again.skipped.iter().filter(|s| s.reason == "EXISTS").count(), 2);
+}
+
+async fn registrations_are_validated_planned_and_listed(kind: Kind) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 3);
+    let mut admin = admin(&server).await;
+    let before = server.fingerprint().await;
+    for (location, case) in [
+        ("relative/dir", "relative"),
+        ("", "empty"),
+        ("hdfs://nn/t", "unsupported scheme"),
+    ] {
+        let err = api_error(
+            admin
+                .register_table(pb::RegisterTableRequest {
+                    table: "db.orders".into(),
+                    location: location.into(),
+                    execute: true,
+                })
+                .await,
+        );
+        assert_eq!(err.code, Code::InvalidArgument, "{case}");
+        assert!(err.fields().contains(&"location"), "{case}: {err:?}");
+    }
+    let err = api_error(
+        admin
+            .register_table(pb::RegisterTableRequest {
+                table: "not a table".into(),
+                location: dir.path().display().to_string(),
+                execute: true,
+            })
+            .await,
+    );
+    assert!(err.fields().contains(&"table"), "{err:?}");
+    // A plan reads the table (its snapshot range) and changes nothing.
+    let plan = admin
+        .register_table(pb::RegisterTableRequest {
+            table: "db.orders".into(),
+            location: dir.path().display().to_string(),
+            execute: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((plan.earliest_snapshot, plan.latest_snapshot), (Some(1), Some(3)));
+    assert!(!plan.executed && plan.probe_error.is_empty());
+    assert_eq!(server.fingerprint().await, before);
+    let listed = admin.list_tables(pb::ListTablesRequest {}).await.unwrap().into_inner();
+    assert!(listed.tables.is_empty());
+    register(&mut admin, "db.orders", dir.path()).await;
+    let listed = admin.list_tables(pb::ListTablesRequest {}).await.unwrap().into_inner();
+    assert_eq!(listed.tables.len(), 1);
+    assert_eq!(listed.tables[0].location, dir.path().display().to_string());
+    // Moving it reports where it was.
+    let other = tempfile::tempdir().unwrap();
+    let moved = admin
+        .register_table(pb::RegisterTableRequest {
+            table: "db.orders".into(),
+            location: other.path().display().to_string(),
+            execute: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(moved.previous_location, dir.path().display().to_string());
+    assert_eq!(moved.latest_snapshot, None);
+}
+
+async fn recovery_on_a_registered_table_reads_its_snapshot_range(kind: Kind) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 9);
+    // Snapshots 1 and 2 expired (the EARLIEST hint is stale).
+    std::fs::remove_file(dir.path().join("snapshot/snapshot-1")).unwrap();
+    std::fs::remove_file(dir.path().join("snapshot/snapshot-2")).unwrap();
+    let mut admin = admin(&server).await;
+    register(&mut admin, "db.orders", dir.path()).await;
+    let mut client = server.client().await;
+    let request = pb::GetRecoveryPositionRequest {
+        consumer: Some(key("db.orders", "main", "fresh")),
+        startup: Some(pb::StartupOptions {
+            mode: pb::StartupMode::LatestFull.into(),
+            snapshot_id: 0,
+        }),
+        // What a worker with a stale view reports.
+        table: Some(pb::SnapshotRange {
+            earliest_snapshot: 1,
+            latest_snapshot: 5,
+            earliest_changelog: None,
+            changelog_decoupled: false,
+        }),
+        ..Default::default()
+    };
+    let answer = client
+        .get_recovery_position(request.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    let start = answer.start.unwrap();
+    assert_eq!(
+        (start.snapshot_id, start.scan_snapshot),
+        (9, true),
+        "a full scan of the real latest"
+    );
+    assert!(
+        answer
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("TABLE_RANGE_FROM_STORAGE") && w.contains("3..=9")),
+        "{:?}",
+        answer.warnings
+    );
+    // An unregistered table plans with what the worker saw.
+    let mut other = request;
+    other.consumer = Some(key("db.other", "main", "fresh"));
+    let answer = client.get_recovery_position(other).await.unwrap().into_inner();
+    assert_eq!(answer.start.unwrap().snapshot_id, 5);
+    assert!(answer.warnings.iter().all(|w| !w.starts_with("TABLE_RANGE")));
+}
