@@ -179,7 +179,17 @@ impl Coordinator for CoordinatorService {
                 next_snapshot = done.next_snapshot, "batch committed"
             );
             metrics::commit(done.outcome);
-            if let Some(lag) = done.lag {
+            // For a registered table the lag counts up to the latest snapshot
+            // in its directory (read in the background), not only to what
+            // the worker reported.
+            let stored_latest = self.tables.cached_latest(&done.key.table, done.key.branch.as_str());
+            let lag = match (done.next_snapshot, stored_latest) {
+                (Some(next), Some(latest)) => {
+                    tidemark_core::state::lag(next, latest.max(req.latest_snapshot.unwrap_or(0)))
+                }
+                _ => done.lag,
+            };
+            if let Some(lag) = lag {
                 metrics::consumer_lag(&done.key, lag);
             }
             Ok(pb::CommitBatchResponse {
@@ -188,7 +198,7 @@ impl Coordinator for CoordinatorService {
                 lease_ttl: Some(convert::duration_to_pb(done.lease_ttl)),
                 warnings: done.warnings,
                 previous_next_snapshot: done.previous_next_snapshot,
-                lag: done.lag,
+                lag,
             })
         })
         .await

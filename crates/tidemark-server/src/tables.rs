@@ -15,12 +15,16 @@ use tidemark_store::Store;
 const FRESHNESS: Duration = Duration::from_secs(5);
 
 type Tables = Arc<HashMap<String, PaimonTable>>;
+/// The latest snapshot per (table, branch), and when it was read.
+type LatestSnapshots = HashMap<(String, String), (Instant, Option<i64>)>;
 
-/// The registered tables, refreshed at most every few seconds.
+/// The registered tables, refreshed at most every few seconds, and the
+/// latest snapshot of their branches as last read from storage.
 #[derive(Debug)]
 pub(crate) struct Registrations {
     store: Store,
     cached: Mutex<Option<(Instant, Tables)>>,
+    latest: Mutex<LatestSnapshots>,
 }
 
 impl Registrations {
@@ -28,7 +32,45 @@ impl Registrations {
         Self {
             store,
             cached: Mutex::new(None),
+            latest: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The branch's latest snapshot as last read from the table's
+    /// directory, without waiting: when that read is older than a few
+    /// seconds (or missing) a fresh one starts in the background, and this
+    /// call answers with what it has. `None` for unregistered tables.
+    pub(crate) fn cached_latest(self: &Arc<Self>, table: &TableName, branch: &str) -> Option<i64> {
+        let slot = (table.as_str().to_owned(), branch.to_owned());
+        let (value, stale) = {
+            let mut latest = self.latest.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match latest.get_mut(&slot) {
+                Some((at, value)) if at.elapsed() < FRESHNESS => (*value, false),
+                Some((at, value)) => {
+                    // One refresh at a time: mark it as just read.
+                    *at = Instant::now();
+                    (*value, true)
+                }
+                None => {
+                    latest.insert(slot.clone(), (Instant::now(), None));
+                    (None, true)
+                }
+            }
+        };
+        if stale {
+            let this = Arc::clone(self);
+            let table = table.clone();
+            tokio::spawn(async move {
+                let Some(directory) = this.table(&table).await else {
+                    return;
+                };
+                if let Ok(range) = directory.snapshot_range(&slot.1).await {
+                    let mut latest = this.latest.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    latest.insert(slot, (Instant::now(), range.map(|r| r.latest)));
+                }
+            });
+        }
+        value
     }
 
     /// The table's directory, if it is registered.

@@ -49,6 +49,14 @@ enum Command {
         #[command(subcommand)]
         command: ops::OptionsCommand,
     },
+    /// Operators: Paimon tables whose consumer files tidemark mirrors
+    /// (register, unregister, list, import existing consumers).
+    Tables {
+        #[command(flatten)]
+        connection: ops::Connection,
+        #[command(subcommand)]
+        command: ops::TablesCommand,
+    },
     /// Operators: a branch's retention fences (--explain: everything holding
     /// retention back).
     Fence {
@@ -282,6 +290,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(args) => serve(*args).await,
         Command::Consumers { connection, command } => ops::consumers(&connection, command).await,
         Command::Options { connection, command } => ops::options(&connection, command).await,
+        Command::Tables { connection, command } => ops::tables(&connection, command).await,
         Command::Fence { connection, args } => ops::fence(&connection, args).await,
         Command::History { connection, args } => ops::history(&connection, args).await,
         Command::Token(command) => token(command),

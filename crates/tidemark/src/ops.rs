@@ -171,6 +171,40 @@ pub enum OptionsCommand {
     },
 }
 
+/// `tidemark tables ...` (SPEC §9: Paimon tables tidemark mirrors into).
+#[derive(Debug, Subcommand)]
+pub enum TablesCommand {
+    /// Registered tables and their locations.
+    List,
+    /// Register a table's directory (absolute path, file:// or s3:// URL):
+    /// its consumers are then mirrored into its consumer files.
+    Register {
+        /// Table identifier "database.table".
+        table: String,
+        /// The table's directory.
+        location: String,
+        /// Apply (default: show the plan).
+        #[arg(long)]
+        execute: bool,
+    },
+    /// Stop mirroring a table (its consumer files stay).
+    Unregister {
+        /// Table identifier "database.table".
+        table: String,
+        /// Apply (default: show the plan).
+        #[arg(long)]
+        execute: bool,
+    },
+    /// Import the table's existing consumer files (every branch).
+    Import {
+        /// Table identifier "database.table".
+        table: String,
+        /// Apply (default: show the plan).
+        #[arg(long)]
+        execute: bool,
+    },
+}
+
 /// A consumer key on the command line.
 #[derive(Debug, Args)]
 pub struct KeyArgs {
@@ -605,6 +639,19 @@ pub async fn consumers(conn: &Connection, command: ConsumersCommand) -> anyhow::
                     format!("{options:?}")
                 }
             );
+            if let Some(m) = &response.mirror {
+                println!(
+                    "paimon file   {} shows {} ({}){}",
+                    m.path,
+                    opt(m.mirrored_next_snapshot),
+                    if m.in_sync { "in sync" } else { "not yet in sync" },
+                    if m.failures > 0 {
+                        format!(", {} failed attempts: {}", m.failures, m.last_error)
+                    } else {
+                        String::new()
+                    }
+                );
+            }
             println!();
             history_table(&response.recent_history).print();
         }
@@ -954,6 +1001,107 @@ pub async fn history(conn: &Connection, args: HistoryArgs) -> anyhow::Result<()>
     history_table(&response.entries).print();
     if !response.next_page_token.is_empty() {
         println!("(more: --all)");
+    }
+    Ok(())
+}
+
+pub async fn tables(conn: &Connection, command: TablesCommand) -> anyhow::Result<()> {
+    let mut admin = conn.admin().await?;
+    let json = conn.output == Output::Json;
+    match command {
+        TablesCommand::List => {
+            let response = admin
+                .list_tables(pb::ListTablesRequest {})
+                .await
+                .map_err(call_error)?
+                .into_inner();
+            if json {
+                return print_json(&response, "tidemark.v1.ListTablesResponse");
+            }
+            let mut t = Table::new(vec!["TABLE", "LOCATION", "REGISTERED BY"]);
+            for table in response.tables {
+                t.row(vec![table.table, table.location, table.registered_by]);
+            }
+            t.print();
+        }
+        TablesCommand::Register {
+            table,
+            location,
+            execute,
+        } => {
+            let response = admin
+                .register_table(pb::RegisterTableRequest {
+                    table,
+                    location,
+                    execute,
+                })
+                .await
+                .map_err(call_error)?
+                .into_inner();
+            if json {
+                return print_json(&response, "tidemark.v1.RegisterTableResponse");
+            }
+            plan_banner(response.executed);
+            let registered = response.table.unwrap_or_default();
+            println!("{} -> {}", registered.table, registered.location);
+            if !response.previous_location.is_empty() {
+                println!("moved from {}", response.previous_location);
+            }
+            match (response.earliest_snapshot, response.latest_snapshot) {
+                (Some(earliest), Some(latest)) => println!("snapshots {earliest}..={latest}"),
+                _ if response.probe_error.is_empty() => println!("no snapshot yet"),
+                _ => println!("cannot read the table now: {}", response.probe_error),
+            }
+        }
+        TablesCommand::Unregister { table, execute } => {
+            let response = admin
+                .unregister_table(pb::UnregisterTableRequest { table, execute })
+                .await
+                .map_err(call_error)?
+                .into_inner();
+            if json {
+                return print_json(&response, "tidemark.v1.UnregisterTableResponse");
+            }
+            plan_banner(response.executed);
+            println!(
+                "{}",
+                if response.was_registered {
+                    "unregistered"
+                } else {
+                    "was not registered"
+                }
+            );
+        }
+        TablesCommand::Import { table, execute } => {
+            let response = admin
+                .import_consumers(pb::ImportConsumersRequest { table, execute })
+                .await
+                .map_err(call_error)?
+                .into_inner();
+            if json {
+                return print_json(&response, "tidemark.v1.ImportConsumersResponse");
+            }
+            plan_banner(response.executed);
+            let mut t = Table::new(vec!["BRANCH", "CONSUMER", "NEXT SNAPSHOT", "RESULT"]);
+            for imported in &response.imported {
+                let key = imported.consumer.clone().unwrap_or_default();
+                t.row(vec![
+                    key.branch,
+                    key.consumer_id,
+                    imported.next_snapshot.to_string(),
+                    "imported".to_owned(),
+                ]);
+            }
+            for skipped in &response.skipped {
+                t.row(vec![
+                    skipped.branch.clone(),
+                    skipped.consumer_id.clone(),
+                    "-".to_owned(),
+                    format!("skipped {}: {}", skipped.reason, skipped.message),
+                ]);
+            }
+            t.print();
+        }
     }
     Ok(())
 }

@@ -398,3 +398,63 @@ async fn metrics_endpoint_exports_rpc_commit_lease_and_fence_metrics() {
         assert!(body.contains(expected), "{expected} missing from:\n{body}");
     }
 }
+
+/// `tidemark tables`: register (plan, then execute), list, import a
+/// consumer file, and the mirror writes the file back from tidemark.
+#[tokio::test]
+async fn tables_register_list_and_import_from_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let table_dir = dir.path().join("warehouse/db.db/orders");
+    std::fs::create_dir_all(table_dir.join("snapshot")).unwrap();
+    for id in 1..=3 {
+        std::fs::write(table_dir.join(format!("snapshot/snapshot-{id}")), "{}").unwrap();
+    }
+    std::fs::create_dir_all(table_dir.join("consumer")).unwrap();
+    std::fs::write(table_dir.join("consumer/consumer-etl"), r#"{"nextSnapshot":2}"#).unwrap();
+    let served = Served::start(&["--mirror-interval", "50ms"], dir.path());
+    let cli = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .args(args)
+            .args(["--server", &served.url()])
+            .output()
+            .expect("run the CLI");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let location = table_dir.display().to_string();
+    let plan = cli(&["tables", "register", "db.orders", &location]);
+    assert!(plan.contains("PLAN") && plan.contains("snapshots 1..=3"), "{plan}");
+    assert!(!cli(&["tables", "list"]).contains("db.orders"));
+    cli(&["tables", "register", "db.orders", &location, "--execute"]);
+    assert!(cli(&["tables", "list"]).contains(&location));
+    let imported = cli(&["tables", "import", "db.orders", "--execute"]);
+    assert!(imported.contains("etl") && imported.contains("imported"), "{imported}");
+    // tidemark now owns the consumer: a commit moves the file.
+    let lease = acquire(served.url(), "etl").await;
+    let mut client = CoordinatorClient::connect(served.url()).await.unwrap();
+    client
+        .commit_batch(pb::CommitBatchRequest {
+            lease_id: lease.lease_id,
+            epoch: lease.epoch,
+            batch_id: 0,
+            end: Some(pb::Offset {
+                snapshot_id: 3,
+                index: 0,
+                scan_snapshot: false,
+                total_splits: Some(1),
+            }),
+            latest_snapshot: None,
+        })
+        .await
+        .unwrap();
+    let file = table_dir.join("consumer/consumer-etl");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&file).unwrap() != r#"{"nextSnapshot":4}"# {
+        assert!(Instant::now() < deadline, "the mirror did not write the file");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

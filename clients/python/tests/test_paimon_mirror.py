@@ -1,0 +1,239 @@
+"""SPEC §9 with real Paimon tables written by pypaimon 2.1.0: tidemark mirrors
+its consumers into the table's own consumer files, which pypaimon's
+ConsumerManager and `$consumers` system table read (main and a branch);
+Paimon's expiration rule then never removes a snapshot tidemark fences;
+consumer files written by pypaimon are imported; and a reader polling a
+mirrored file during continuous updates never sees a torn one."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from harness import PaimonTable, TidemarkServer, wait_for
+from pypaimon import CatalogFactory
+from pypaimon.consumer.consumer import Consumer
+from pypaimon.consumer.consumer_manager import ConsumerManager
+
+from tidemark import Client, offset
+from tidemark.v1 import admin_pb2
+
+from conftest import database_url
+
+
+@pytest.fixture
+def mirroring_server(tmp_path):
+    """A server whose mirror runs every 20 ms and rewrites refreshed files
+    at once (so files follow every commit)."""
+    server = TidemarkServer(
+        database_url(tmp_path),
+        tmp_path / "server.log",
+        extra_args=["--mirror-interval", "20ms", "--mirror-refresh", "0s"],
+    ).start()
+    yield server
+    server.stop()
+
+
+def register(client: Client, table: PaimonTable) -> admin_pb2.RegisterTableResponse:
+    return client.admin.RegisterTable(
+        admin_pb2.RegisterTableRequest(table=table.id, location=table.path, execute=True),
+        metadata=client.metadata,
+        timeout=10,
+    )
+
+
+def manager(table: PaimonTable, branch: str = "main") -> ConsumerManager:
+    return ConsumerManager(table.table.file_io, table.table.table_path, branch)
+
+
+def commit_snapshot_end(client: Client, lease, batch: int, snapshot: int) -> None:
+    """Commits a batch that ended on the last split of `snapshot`."""
+    client.commit_batch(lease, batch, offset(snapshot, 0, False, 1))
+
+
+def test_pypaimon_reads_the_mirrored_position_on_main_and_on_a_branch(mirroring_server, tmp_path, unique):
+    table = PaimonTable(tmp_path / "warehouse", unique("mirror"))
+    for _ in range(4):
+        table.commit()
+    with Client(mirroring_server.endpoint) as client:
+        registered = register(client, table)
+        assert registered.latest_snapshot == 4 and not registered.probe_error
+        lease = client.acquire_lease(table.id, "etl", holder="q1").lease
+        commit_snapshot_end(client, lease, 0, 2)
+        wait_for(lambda: (manager(table).consumer("etl") or Consumer(0)).next_snapshot == 3, timeout=10, what="the mirrored consumer file")
+        branch_lease = client.acquire_lease(table.id, "etl", holder="q2", branch="dev").lease
+        commit_snapshot_end(client, branch_lease, 0, 1)
+        wait_for(lambda: (manager(table, "dev").consumer("etl") or Consumer(0)).next_snapshot == 2, timeout=10, what="the mirrored consumer file")
+        # Main only sees main's consumers.
+        assert manager(table).min_next_snapshot() == 3
+
+        # The $consumers system table reads the same file.
+        catalog = CatalogFactory.create({"warehouse": str(table.warehouse)})
+        consumers = catalog.get_table(f"{table.id}$consumers")
+        builder = consumers.new_read_builder()
+        rows = builder.new_read().to_arrow(builder.new_scan().plan().splits()).to_pylist()
+        assert rows == [{"consumer_id": "etl", "next_snapshot_id": 3}]
+
+        # DescribeConsumer says the file is in sync.
+        described = client.describe_consumer(table.id, "etl")
+        assert described.mirror.in_sync and described.mirror.mirrored_next_snapshot == 3
+        client.release_lease(lease)
+        client.release_lease(branch_lease)
+
+
+def test_paimon_expiration_by_min_next_snapshot_never_removes_a_fenced_snapshot(
+    mirroring_server, tmp_path, unique
+):
+    table = PaimonTable(tmp_path / "warehouse", unique("expire"))
+    for _ in range(8):
+        table.commit()
+    with Client(mirroring_server.endpoint) as client:
+        register(client, table)
+        slow = client.acquire_lease(table.id, "slow", holder="q-slow").lease
+        fast = client.acquire_lease(table.id, "fast", holder="q-fast").lease
+        commit_snapshot_end(client, slow, 0, 2)  # needs 3 and later
+        commit_snapshot_end(client, fast, 0, 6)  # needs 7 and later
+        wait_for(lambda: manager(table).min_next_snapshot() == 3, timeout=10, what="the mirrored consumer file")
+        fence = client.get_retention_fence(table.id, "main").snapshot_fence
+        assert fence == 3
+        # Paimon's rule: snapshots strictly below min(nextSnapshot) may go.
+        removed = table.expire_below(manager(table).min_next_snapshot())
+        assert removed == [1, 2]
+        assert all(s >= fence for s in table.snapshot_ids())
+        # The slow consumer advances; the files follow, and so does what
+        # Paimon may expire, never past what tidemark fences.
+        commit_snapshot_end(client, slow, 1, 4)
+        wait_for(lambda: manager(table).min_next_snapshot() == 5, timeout=10, what="the mirrored consumer file")
+        assert table.expire_below(manager(table).min_next_snapshot()) == [3, 4]
+        assert min(table.snapshot_ids()) == client.get_retention_fence(table.id, "main").snapshot_fence == 5
+
+
+def test_consumer_files_written_by_pypaimon_are_imported(mirroring_server, tmp_path, unique):
+    table = PaimonTable(tmp_path / "warehouse", unique("import"))
+    for _ in range(5):
+        table.commit()
+    manager(table).reset_consumer("legacy-job", Consumer(next_snapshot=4))
+    manager(table).reset_consumer("bad id", Consumer(next_snapshot=2))  # Paimon allows it; tidemark ids do not
+    manager(table, "dev").reset_consumer("legacy-job", Consumer(next_snapshot=2))
+    with Client(mirroring_server.endpoint) as client:
+        register(client, table)
+        request = admin_pb2.ImportConsumersRequest(table=table.id, execute=False)
+        plan = client.admin.ImportConsumers(request, metadata=client.metadata, timeout=10)
+        assert sorted((i.consumer.branch, i.consumer.consumer_id, i.next_snapshot) for i in plan.imported) == [
+            ("dev", "legacy-job", 2),
+            ("main", "legacy-job", 4),
+        ]
+        assert [(s.consumer_id, s.reason) for s in plan.skipped] == [("bad id", "INVALID_ID")]
+        request.execute = True
+        client.admin.ImportConsumers(request, metadata=client.metadata, timeout=10)
+        assert client.describe_consumer(table.id, "legacy-job").info.consumer.next_snapshot == 4
+        # The imported consumer now fences its snapshots in tidemark too.
+        assert client.get_retention_fence(table.id, "main").snapshot_fence == 4
+        # And a query resumes where the Paimon consumer was.
+        lease = client.acquire_lease(table.id, "legacy-job", holder="q").lease
+        start = client.get_recovery_position(table.id, "legacy-job", 1, table.latest_snapshot(), lease=lease).start
+        assert start.snapshot_id == 4
+        client.release_lease(lease)
+
+
+def test_a_reader_never_sees_a_torn_consumer_file(mirroring_server, tmp_path, unique):
+    table = PaimonTable(tmp_path / "warehouse", unique("torn"))
+    table.commit()
+    with Client(mirroring_server.endpoint) as client:
+        register(client, table)
+        lease = client.acquire_lease(table.id, "busy", holder="q").lease
+        commit_snapshot_end(client, lease, 0, 1)
+        wait_for(lambda: manager(table).consumer("busy") is not None, timeout=10, what="the mirrored consumer file")
+        stop = threading.Event()
+        seen, problems = [], []
+
+        def poll():
+            reader = manager(table)
+            while not stop.is_set():
+                try:
+                    consumer = reader.consumer("busy")
+                    if consumer is None:
+                        problems.append("the file was missing")
+                    else:
+                        seen.append(consumer.next_snapshot)
+                except Exception as e:  # a torn file fails to parse
+                    problems.append(repr(e))
+
+        thread = threading.Thread(target=poll)
+        thread.start()
+        try:
+            for batch in range(1, 300):
+                commit_snapshot_end(client, lease, batch, batch + 1)
+            deadline = time.time() + 10
+            while time.time() < deadline and (manager(table).consumer("busy") or Consumer(0)).next_snapshot != 301:
+                time.sleep(0.02)
+        finally:
+            stop.set()
+            thread.join()
+        assert not problems, problems[:5]
+        assert len(seen) > 100 and seen == sorted(seen) and seen[-1] == 301
+        client.release_lease(lease)
+
+
+def test_the_mirror_and_import_work_on_an_s3_compatible_store(tmp_path, unique, monkeypatch):
+    """The same object_store path tidemark uses for S3, against moto's local
+    S3 server: snapshot range read, consumer files written and imported."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    s3_server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    s3_server.start()
+    try:
+        host, port = s3_server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT": endpoint,
+            "AWS_ALLOW_HTTP": "true",
+        }.items():
+            monkeypatch.setenv(name, value)
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        s3.create_bucket(Bucket="lake")
+        prefix = f"warehouse/{unique('s3')}.db/events"
+        for snapshot in range(1, 6):
+            s3.put_object(Bucket="lake", Key=f"{prefix}/snapshot/snapshot-{snapshot}", Body=b"{}")
+        s3.put_object(Bucket="lake", Key=f"{prefix}/snapshot/EARLIEST", Body=b"1")
+        s3.put_object(Bucket="lake", Key=f"{prefix}/snapshot/LATEST", Body=b"5")
+        s3.put_object(Bucket="lake", Key=f"{prefix}/consumer/consumer-legacy", Body=b'{"nextSnapshot":3}')
+
+        server = TidemarkServer(
+            database_url(tmp_path), tmp_path / "server.log", extra_args=["--mirror-interval", "20ms"]
+        ).start()
+        try:
+            with Client(server.endpoint) as client:
+                table_id = "lake.events"
+                registered = client.admin.RegisterTable(
+                    admin_pb2.RegisterTableRequest(table=table_id, location=f"s3://lake/{prefix}", execute=True),
+                    metadata=client.metadata,
+                    timeout=10,
+                )
+                assert (registered.earliest_snapshot, registered.latest_snapshot) == (1, 5), registered
+                request = admin_pb2.ImportConsumersRequest(table=table_id, execute=True)
+                imported = client.admin.ImportConsumers(request, metadata=client.metadata, timeout=10)
+                assert [(i.consumer.consumer_id, i.next_snapshot) for i in imported.imported] == [("legacy", 3)]
+                lease = client.acquire_lease(table_id, "etl", holder="q").lease
+                commit_snapshot_end(client, lease, 0, 4)
+
+                def mirrored():
+                    try:
+                        body = s3.get_object(Bucket="lake", Key=f"{prefix}/consumer/consumer-etl")["Body"].read()
+                    except s3.exceptions.NoSuchKey:
+                        return None
+                    return body
+
+                wait_for(lambda: mirrored() == b'{"nextSnapshot":5}', timeout=10, what="the consumer object on S3")
+                described = client.describe_consumer(table_id, "etl")
+                assert described.mirror.in_sync and described.mirror.path.startswith("s3://lake/"), described.mirror
+                client.release_lease(lease)
+        finally:
+            server.stop()
+    finally:
+        s3_server.stop()
