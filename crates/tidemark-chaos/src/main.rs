@@ -27,7 +27,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::admin_client::AdminClient;
-use tidemark_testkit::process::{ServerProcess, free_port, signal_pid, tidemark_binary};
+use tidemark_testkit::process::{ServerProcess, free_port, resolve_tidemark_binary, signal_pid};
 use tidemark_testkit::{PgCluster, StopMode};
 use tonic::transport::Channel;
 
@@ -119,13 +119,7 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     }
     let workers = args.workers.unwrap_or(if args.soak { 10 } else { 6 });
     let seed = args.seed.unwrap_or_else(|| now_us().unsigned_abs());
-    let binary = args
-        .tidemark_bin
-        .clone()
-        .or_else(tidemark_binary)
-        .context("no tidemark binary: build it (cargo build -p tidemark) or pass --tidemark-bin")?;
-    // The server runs in a temporary directory: the path must not be relative.
-    let binary = std::path::absolute(&binary)?;
+    let binary = resolve_tidemark_binary(args.tidemark_bin.as_deref())?;
     let temp = tempfile::tempdir()?;
     let dir = args.keep.clone().unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&dir)?;

@@ -122,6 +122,19 @@ impl Worker {
         let _ = self.out.flush();
     }
 
+    /// A record of `op` on a lease, sent now.
+    fn started(&self, op: &str, key: &str, lease_id: &str, epoch: i64) -> Record {
+        Record {
+            worker: self.args.id,
+            op: op.into(),
+            key: key.into(),
+            lease: lease_id.into(),
+            epoch,
+            t0: now_us(),
+            ..Record::default()
+        }
+    }
+
     fn done(&self) -> bool {
         now_us() >= self.args.until_us
     }
@@ -177,15 +190,7 @@ impl Worker {
 
     /// Where to resume: the snapshot to read next (from its first split).
     async fn recover(&mut self, key: &str, lease_id: &str, epoch: i64) -> Option<i64> {
-        let mut record = Record {
-            worker: self.args.id,
-            op: "recover".into(),
-            key: key.into(),
-            lease: lease_id.into(),
-            epoch,
-            t0: now_us(),
-            ..Record::default()
-        };
+        let mut record = self.started("recover", key, lease_id, epoch);
         let answer = self
             .client()
             .get_recovery_position(pb::GetRecoveryPositionRequest {
@@ -264,15 +269,9 @@ impl Worker {
     async fn commit(&mut self, key: &str, lease_id: &str, epoch: i64, batch: i64, end: (i64, i64, i64)) -> bool {
         for attempt in 0..40 {
             let mut record = Record {
-                worker: self.args.id,
-                op: "commit".into(),
-                key: key.into(),
-                lease: lease_id.into(),
-                epoch,
                 batch,
                 end,
-                t0: now_us(),
-                ..Record::default()
+                ..self.started("commit", key, lease_id, epoch)
             };
             let answer = self
                 .client()
@@ -314,15 +313,7 @@ impl Worker {
     }
 
     async fn renew(&mut self, key: &str, lease_id: &str, epoch: i64, ttl: prost_types::Duration) -> bool {
-        let mut record = Record {
-            worker: self.args.id,
-            op: "renew".into(),
-            key: key.into(),
-            lease: lease_id.into(),
-            epoch,
-            t0: now_us(),
-            ..Record::default()
-        };
+        let mut record = self.started("renew", key, lease_id, epoch);
         let answer = self
             .client()
             .renew_lease(pb::RenewLeaseRequest {
@@ -346,15 +337,7 @@ impl Worker {
     }
 
     async fn release(&mut self, key: &str, lease_id: &str, epoch: i64) {
-        let mut record = Record {
-            worker: self.args.id,
-            op: "release".into(),
-            key: key.into(),
-            lease: lease_id.into(),
-            epoch,
-            t0: now_us(),
-            ..Record::default()
-        };
+        let mut record = self.started("release", key, lease_id, epoch);
         let answer = self
             .client()
             .release_lease(pb::ReleaseLeaseRequest {

@@ -33,7 +33,7 @@ use clap::Parser;
 use http::uri::PathAndQuery;
 use serde::Serialize;
 use tidemark_proto::v1 as pb;
-use tidemark_testkit::process::{ServerProcess, tidemark_binary};
+use tidemark_testkit::process::{ServerProcess, resolve_tidemark_binary};
 use tidemark_testkit::raw::RawCodec;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -298,13 +298,7 @@ async fn main() -> anyhow::Result<()> {
     if args.write_corpus {
         return write_corpus(&args.corpus);
     }
-    let binary = args
-        .tidemark_bin
-        .clone()
-        .or_else(tidemark_binary)
-        .context("no tidemark binary: build it (cargo build -p tidemark) or pass --tidemark-bin")?;
-    // The server runs in a temporary directory: the path must not be relative.
-    let binary = std::path::absolute(&binary)?;
+    let binary = resolve_tidemark_binary(args.tidemark_bin.as_deref())?;
     let dir = tempfile::tempdir()?;
     let server_args: Vec<String> = [
         "--listen",

@@ -135,6 +135,15 @@ pub fn tidemark_binary() -> Option<PathBuf> {
     })
 }
 
+/// `given`, else [`tidemark_binary`], as an absolute path (servers run in
+/// temporary directories).
+pub fn resolve_tidemark_binary(given: Option<&Path>) -> std::io::Result<PathBuf> {
+    let binary = given.map(Path::to_path_buf).or_else(tidemark_binary).ok_or_else(|| {
+        std::io::Error::other("no tidemark binary: build it (cargo build -p tidemark) or pass --tidemark-bin")
+    })?;
+    std::path::absolute(binary)
+}
+
 /// A free loopback port (racy by nature; for processes that must restart
 /// on the same address).
 pub fn free_port() -> u16 {
