@@ -104,6 +104,12 @@ async fn consumers_are_mirrored_into_the_tables_files(kind: Kind) {
         .await
         .unwrap()
         .into_inner();
+    let consumer = described.info.as_ref().unwrap().consumer.as_ref().unwrap();
+    assert_eq!(
+        (consumer.latest_snapshot, consumer.lag),
+        (Some(9), Some(3)),
+        "from the directory"
+    );
     let mirror = described.mirror.expect("a registered table shows its mirror");
     assert!(mirror.in_sync, "{mirror:?}");
     assert_eq!(mirror.mirrored_next_snapshot, Some(7));

@@ -143,8 +143,20 @@ impl Admin for AdminService {
             call::in_scope(&ctx, &key.table)?;
             let (view, history) = self.store.describe(&key, limit).await?;
             let mirror = self.mirror_info(&key, view.state.next_snapshot()).await?;
+            let mut info = convert::consumer_info(&view);
+            // A registered table's latest snapshot comes from its directory,
+            // not from what the last worker reported.
+            if mirror.is_some()
+                && let (Some(consumer), Some(registered)) =
+                    (info.consumer.as_mut(), self.registration(&key.table).await?)
+                && let Ok(table) = PaimonTable::open(&registered.location)
+                && let Ok(Some(range)) = table.snapshot_range(key.branch.as_str()).await
+            {
+                consumer.latest_snapshot = Some(range.latest);
+                consumer.lag = tidemark_core::state::lag(consumer.next_snapshot, range.latest);
+            }
             Ok(pb::DescribeConsumerResponse {
-                info: Some(convert::consumer_info(&view)),
+                info: Some(info),
                 table_options: options_map(&view.options),
                 recent_history: history.iter().map(convert::history_entry).collect(),
                 mirror,

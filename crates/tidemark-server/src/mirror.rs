@@ -9,11 +9,13 @@
 //! is durable in the database, and a mirror failure never fails a worker's
 //! commit: it is retried every round and reported per consumer
 //! (DescribeConsumer) and in the metrics. Every replica runs the mirror;
-//! two replicas writing the same file write the same committed value, and a
-//! file left behind by a stale round is corrected by the next one.
+//! each re-reads a consumer right before writing its file, so a stale write
+//! needs a change to land within those few milliseconds, and whatever a
+//! stale round leaves behind is corrected by the next one.
 
 use std::collections::HashMap;
 
+use tidemark_core::KeyState;
 use tidemark_paimon::PaimonTable;
 use tidemark_store::{MirrorTask, Store};
 use tokio_util::sync::CancellationToken;
@@ -61,6 +63,19 @@ pub(crate) async fn round(
     };
     metrics::mirror_backlog(tasks.len());
     for task in &tasks {
+        // Re-read the consumer just before touching its file: a task read at
+        // the start of a slow round may be stale by now (another replica, a
+        // commit, an operator's rewind), and a stale write could show a
+        // position the database no longer holds. Stale tasks come back next
+        // round with the current position.
+        match store.key_state(&task.key).await {
+            Ok(state) if state.as_ref().and_then(KeyState::next_snapshot) == task.next_snapshot => {}
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "mirror: cannot re-read a consumer; retrying next interval");
+                return Err(());
+            }
+        }
         let outcome = apply(task, tables).await;
         if let Err(e) = &outcome {
             tracing::warn!(consumer = %task.key, location = %task.location, error = %e, "mirror: write failed; retrying");
