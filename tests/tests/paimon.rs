@@ -42,15 +42,36 @@ fn paimon_table(root: &Path, latest: i64) {
     std::fs::write(snapshots.join("LATEST"), latest.to_string()).unwrap();
 }
 
-async fn register(admin: &mut AdminClient<tonic::transport::Channel>, table: &str, location: &Path) {
+async fn register_as(
+    admin: &mut AdminClient<tonic::transport::Channel>,
+    table: &str,
+    location: &Path,
+    execute: bool,
+) -> pb::RegisterTableResponse {
     admin
         .register_table(pb::RegisterTableRequest {
             table: table.into(),
             location: location.display().to_string(),
-            execute: true,
+            execute,
         })
         .await
-        .unwrap();
+        .unwrap()
+        .into_inner()
+}
+
+async fn register(admin: &mut AdminClient<tonic::transport::Channel>, table: &str, location: &Path) {
+    register_as(admin, table, location, true).await;
+}
+
+async fn import(admin: &mut AdminClient<tonic::transport::Channel>, execute: bool) -> pb::ImportConsumersResponse {
+    admin
+        .import_consumers(pb::ImportConsumersRequest {
+            table: "db.orders".into(),
+            execute,
+        })
+        .await
+        .unwrap()
+        .into_inner()
 }
 
 /// Waits until `path` holds `want` (None: absent).
@@ -166,14 +187,7 @@ async fn existing_consumer_files_are_imported(kind: Kind) {
     assert!(err.fields().contains(&"table"));
     register(&mut admin, "db.orders", dir.path()).await;
     let before = server.fingerprint().await;
-    let plan = admin
-        .import_consumers(pb::ImportConsumersRequest {
-            table: "db.orders".into(),
-            execute: false,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let plan = import(&mut admin, false).await;
     assert_eq!(server.fingerprint().await, before, "a plan changes nothing");
     let imported: Vec<_> = plan
         .imported
@@ -189,14 +203,7 @@ async fn existing_consumer_files_are_imported(kind: Kind) {
     skipped.sort();
     assert_eq!(skipped, [("bad id", "INVALID_ID"), ("torn", "UNREADABLE")]);
 
-    let done = admin
-        .import_consumers(pb::ImportConsumersRequest {
-            table: "db.orders".into(),
-            execute: true,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let done = import(&mut admin, true).await;
     assert!(done.executed);
     let described = admin
         .describe_consumer(pb::DescribeConsumerRequest {
@@ -208,14 +215,7 @@ async fn existing_consumer_files_are_imported(kind: Kind) {
         .into_inner();
     assert_eq!(described.info.unwrap().consumer.unwrap().next_snapshot, 12);
     // Importing again: tidemark's consumers win.
-    let again = admin
-        .import_consumers(pb::ImportConsumersRequest {
-            table: "db.orders".into(),
-            execute: true,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let again = import(&mut admin, true).await;
     assert!(again.imported.is_empty());
     assert_eq!(again.skipped.iter().filter(|s| s.reason == "EXISTS").count(), 2);
 }
@@ -254,15 +254,7 @@ async fn registrations_are_validated_planned_and_listed(kind: Kind) {
     );
     assert!(err.fields().contains(&"table"), "{err:?}");
     // A plan reads the table (its snapshot range) and changes nothing.
-    let plan = admin
-        .register_table(pb::RegisterTableRequest {
-            table: "db.orders".into(),
-            location: dir.path().display().to_string(),
-            execute: false,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let plan = register_as(&mut admin, "db.orders", dir.path(), false).await;
     assert_eq!((plan.earliest_snapshot, plan.latest_snapshot), (Some(1), Some(3)));
     assert!(!plan.executed && plan.probe_error.is_empty());
     assert_eq!(server.fingerprint().await, before);
@@ -274,15 +266,7 @@ async fn registrations_are_validated_planned_and_listed(kind: Kind) {
     assert_eq!(listed.tables[0].location, dir.path().display().to_string());
     // Moving it reports where it was.
     let other = tempfile::tempdir().unwrap();
-    let moved = admin
-        .register_table(pb::RegisterTableRequest {
-            table: "db.orders".into(),
-            location: other.path().display().to_string(),
-            execute: true,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let moved = register_as(&mut admin, "db.orders", other.path(), true).await;
     assert_eq!(moved.previous_location, dir.path().display().to_string());
     assert_eq!(moved.latest_snapshot, None);
 }

@@ -58,6 +58,15 @@ async fn commit(store: &Store, id: &str, snapshot: i64) {
     store.release_lease(&ctx(), lease.lease_id, lease.epoch).await.unwrap();
 }
 
+/// Marks every current task done; returns what they were.
+async fn mirror_all(store: &Store, refresh: Duration) -> Vec<(String, Option<i64>)> {
+    let tasks = store.backend().mirror_tasks(refresh, 100).await.unwrap();
+    for task in &tasks {
+        store.backend().mirror_done(task, None).await.unwrap();
+    }
+    positions(&tasks)
+}
+
 fn positions(tasks: &[MirrorTask]) -> Vec<(String, Option<i64>)> {
     tasks
         .iter()
@@ -152,44 +161,27 @@ pub async fn stale_and_deleted_consumers_are_mirror_tasks_until_done(kind: Kind)
     let state = backend.mirror_state(&key("c2")).await.unwrap().unwrap();
     assert_eq!((state.mirrored_next, state.failures), (Some(8), 0));
     assert_eq!(state.mirrored_at, Some(db.now()));
-    assert_eq!(
-        positions(&backend.mirror_tasks(refresh, 100).await.unwrap()),
-        [("c1".to_owned(), Some(6))]
-    );
-    let tasks = backend.mirror_tasks(refresh, 100).await.unwrap();
-    backend.mirror_done(&tasks[0], None).await.unwrap();
+    assert_eq!(mirror_all(&store, refresh).await, [("c1".to_owned(), Some(6))]);
     assert_eq!(backend.mirror_state(&key("c1")).await.unwrap().unwrap().failures, 0);
     assert!(backend.mirror_tasks(refresh, 100).await.unwrap().is_empty());
 
     // A new position is a task at once; a refresh only once the file's
     // updated_at is older than `refresh`.
     commit(&store, "c1", 9).await;
-    assert_eq!(
-        positions(&backend.mirror_tasks(refresh, 100).await.unwrap()),
-        [("c1".to_owned(), Some(10))]
-    );
-    let tasks = backend.mirror_tasks(refresh, 100).await.unwrap();
-    backend.mirror_done(&tasks[0], None).await.unwrap();
+    assert_eq!(mirror_all(&store, refresh).await, [("c1".to_owned(), Some(10))]);
     db.advance(Duration::from_secs(30)).await;
     commit(&store, "c1", 9).await; // same position, newer updated_at
     assert!(backend.mirror_tasks(refresh, 100).await.unwrap().is_empty());
     db.advance(Duration::from_secs(31)).await;
     commit(&store, "c1", 9).await;
-    assert_eq!(
-        positions(&backend.mirror_tasks(refresh, 100).await.unwrap()),
-        [("c1".to_owned(), Some(10))]
-    );
-    let tasks = backend.mirror_tasks(refresh, 100).await.unwrap();
-    backend.mirror_done(&tasks[0], None).await.unwrap();
+    assert_eq!(mirror_all(&store, refresh).await, [("c1".to_owned(), Some(10))]);
 
     // A deleted consumer's file is deleted, once.
     store
         .delete_consumer(&ctx(), &key("c2"), None, true, true)
         .await
         .unwrap();
-    let tasks = backend.mirror_tasks(refresh, 100).await.unwrap();
-    assert_eq!(positions(&tasks), [("c2".to_owned(), None)]);
-    backend.mirror_done(&tasks[0], None).await.unwrap();
+    assert_eq!(mirror_all(&store, refresh).await, [("c2".to_owned(), None)]);
     assert_eq!(
         backend.mirror_state(&key("c2")).await.unwrap().unwrap().mirrored_next,
         None
