@@ -354,7 +354,8 @@ fn fenced_learning(report: &mut Report, records: &[Record], faults: &[Fault]) {
             .filter(|r| r.worker == worker && r.lease == held.lease && r.t0 >= pause.t1)
             .min_by_key(|r| r.t0);
         match after {
-            Some(r) if r.reason == "LEASE_NOT_HELD" => {
+            // Refused, or (release being idempotent) told it was not held.
+            Some(r) if r.reason == "LEASE_NOT_HELD" || (r.op == "release" && r.outcome == "NOT_HELD") => {
                 report.fenced_learned_ms.push((r.t1 - pause.t1) as f64 / 1000.0);
             }
             Some(r) if r.ok() => report.violation(format!(
@@ -495,6 +496,45 @@ mod tests {
             "{:?}",
             report.violations
         );
+    }
+
+    #[test]
+    fn a_paused_worker_must_be_refused_after_resuming() {
+        let pause = Fault {
+            kind: "pause-worker".into(),
+            target: "w0".into(),
+            t0: 15_000,
+            t1: 5_000_000,
+        };
+        let (mut records, history, finals) = clean();
+        records.truncate(2); // w0 acquired and committed, then was paused
+        let resumed = |name: &str, code: &str, outcome: &str| Record {
+            code: code.into(),
+            reason: if code == "Ok" {
+                String::new()
+            } else {
+                "LEASE_NOT_HELD".into()
+            },
+            outcome: outcome.into(),
+            ..op(0, name, "L1", 1, 5_001, 5_002)
+        };
+        for (late, learned) in [
+            (resumed("commit", "FailedPrecondition", ""), true),
+            (resumed("release", "Ok", "NOT_HELD"), true),
+            (resumed("renew", "Ok", ""), false),
+            (resumed("release", "Ok", "RELEASED"), false),
+        ] {
+            let mut records = records.clone();
+            records.push(late.clone());
+            let report = check(&records, std::slice::from_ref(&pause), &history, &finals);
+            assert_eq!(report.fenced_learned_ms.len(), usize::from(learned), "{late:?}");
+            assert_eq!(
+                report.violations.is_empty(),
+                learned,
+                "{late:?}: {:?}",
+                report.violations
+            );
+        }
     }
 
     #[test]

@@ -347,6 +347,16 @@ impl Worker {
             .await;
         record.t1 = now_us();
         (record.code, record.reason) = verdict(&answer);
+        if let Ok(response) = &answer {
+            // Release is idempotent: OK either way, and says whether the
+            // lease was still live.
+            record.outcome = if response.get_ref().released {
+                "RELEASED"
+            } else {
+                "NOT_HELD"
+            }
+            .into();
+        }
         if ambiguous(&record.code) {
             self.switch_endpoint();
         }
