@@ -41,6 +41,14 @@ impl Registrations {
     /// seconds (or missing) a fresh one starts in the background, and this
     /// call answers with what it has. `None` for unregistered tables.
     pub(crate) fn cached_latest(self: &Arc<Self>, table: &TableName, branch: &str) -> Option<i64> {
+        // The common case on the commit path: no registration for this
+        // table, known from a fresh read. Nothing to look up or refresh.
+        if self
+            .fresh_tables()
+            .is_some_and(|tables| !tables.contains_key(table.as_str()))
+        {
+            return None;
+        }
         let slot = (table.as_str().to_owned(), branch.to_owned());
         let (value, stale) = {
             let mut latest = self.latest.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -73,16 +81,18 @@ impl Registrations {
         value
     }
 
+    /// The registrations, if read within [`FRESHNESS`].
+    fn fresh_tables(&self) -> Option<Tables> {
+        let cached = self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        cached
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < FRESHNESS)
+            .map(|(_, tables)| Arc::clone(tables))
+    }
+
     /// The table's directory, if it is registered.
     pub(crate) async fn table(&self, table: &TableName) -> Option<PaimonTable> {
-        let fresh = {
-            let cached = self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            cached
-                .as_ref()
-                .filter(|(at, _)| at.elapsed() < FRESHNESS)
-                .map(|(_, tables)| Arc::clone(tables))
-        };
-        let tables = match fresh {
+        let tables = match self.fresh_tables() {
             Some(tables) => tables,
             None => {
                 let registered = self.store.backend().registered_tables().await.ok()?;

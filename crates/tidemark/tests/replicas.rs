@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use support::load::{self, coordinator, is_transport_failure, key, run_worker};
 use support::{FreshDatabase, Served, health};
 use tidemark_proto::v1 as pb;
+use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tonic::Code;
+use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
 
 fn start_replicas(n: usize, database_url: &str, dir: &std::path::Path, extra: &[&str]) -> Vec<Served> {
@@ -205,28 +207,8 @@ async fn a_sigtermed_replica_drains_and_finishes_in_flight_rpcs() {
     let staying = coordinator(&replicas[1].url(), Duration::from_secs(20));
 
     // Three commits in flight on the leaving replica, held by a row lock.
-    let mut leases = Vec::new();
-    for i in 0..3 {
-        let lease = leaving
-            .clone()
-            .acquire_lease(pb::AcquireLeaseRequest {
-                consumer: Some(key(&format!("drain-{i}"))),
-                holder: "q".into(),
-                ttl: None,
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .lease
-            .unwrap();
-        leases.push(lease);
-    }
-    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
-    let mut lock = pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM consumer_keys FOR UPDATE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let leases = acquire_all(&leaving, "drain", 3).await;
+    let lock = lock_every_key(&db.url).await;
     let in_flight: Vec<_> = leases
         .iter()
         .map(|lease| {
@@ -285,7 +267,6 @@ async fn a_sigtermed_replica_drains_and_finishes_in_flight_rpcs() {
         .await
         .unwrap_err();
     assert!(is_transport_failure(&refused), "{refused:?}");
-    pool.close().await;
     drop(replicas);
     db.drop_now().await;
 }
@@ -303,29 +284,9 @@ async fn an_exhausted_connection_pool_answers_unavailable_instead_of_hanging() {
         &["--db-max-connections", "1", "--db-acquire-timeout", "300ms"],
     );
     let client = coordinator(&replicas[0].url(), Duration::from_secs(10));
-    let mut leases = Vec::new();
-    for i in 0..2 {
-        let lease = client
-            .clone()
-            .acquire_lease(pb::AcquireLeaseRequest {
-                consumer: Some(key(&format!("pool-{i}"))),
-                holder: "q".into(),
-                ttl: None,
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .lease
-            .unwrap();
-        leases.push(lease);
-    }
+    let leases = acquire_all(&client, "pool", 2).await;
     // The first commit takes the only connection and waits on a row lock.
-    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
-    let mut lock = pool.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM consumer_keys FOR UPDATE")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = lock_every_key(&db.url).await;
     let blocked = {
         let mut client = client.clone();
         let request = commit_request(&leases[0], 0);
@@ -353,7 +314,39 @@ async fn an_exhausted_connection_pool_answers_unavailable_instead_of_hanging() {
         .commit_batch(commit_request(&leases[1], 0))
         .await
         .expect("a retry succeeds once a connection is free");
-    pool.close().await;
     drop(replicas);
     db.drop_now().await;
+}
+
+/// Leases `n` consumers `<prefix>-<i>` for holder "q".
+async fn acquire_all(client: &CoordinatorClient<Channel>, prefix: &str, n: usize) -> Vec<pb::Lease> {
+    let mut leases = Vec::new();
+    for i in 0..n {
+        let lease = client
+            .clone()
+            .acquire_lease(pb::AcquireLeaseRequest {
+                consumer: Some(key(&format!("{prefix}-{i}"))),
+                holder: "q".into(),
+                ttl: None,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .lease
+            .unwrap();
+        leases.push(lease);
+    }
+    leases
+}
+
+/// A transaction holding a row lock on every consumer key, so writes to
+/// them wait (commit or drop it to let them through).
+async fn lock_every_key(url: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM consumer_keys FOR UPDATE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    lock
 }
