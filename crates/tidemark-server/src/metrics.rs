@@ -39,6 +39,11 @@ pub mod names {
     pub const MIRROR_BACKLOG: &str = "tidemark_mirror_backlog";
     /// Counter: consumer files written or deleted by the mirror, by result.
     pub const MIRROR_WRITES: &str = "tidemark_mirror_writes_total";
+    /// Counters of Postgres group commit (recorded by the store).
+    pub use tidemark_store::group_commit_metrics::{
+        STATEMENT_WRITES as COMMIT_STATEMENT_WRITES, STATEMENTS as COMMIT_STATEMENTS,
+        WRITES_ALONE as COMMIT_WRITES_ALONE,
+    };
 }
 
 /// Latency buckets for RPCs, in seconds (a commit is ~1-10 ms).

@@ -2,9 +2,11 @@
 //!
 //! A read is one statement (the row plus `tidemark_now()`); a write is one statement
 //! whose CTEs compare-and-set the row, record a lease grant and append the
-//! history, so each is its own transaction and costs one round trip. Times
-//! come from the database clock.
+//! history, so each is its own transaction and costs one round trip; commits
+//! that arrive together share one (see [`crate::group_commit`]). Times come
+//! from the database clock.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,6 +21,7 @@ use crate::backend::{
     Loaded, Locate, MirrorState, MirrorTask, Pruned, RegisteredTable, StoredOptions,
 };
 use crate::error::StoreError;
+use crate::group_commit::{Applied, GroupCommit, OneEventWrite, Outcome};
 use crate::row::{Decoder, EventColumns, KeyRow, TimestampColumns, expiration_us, mode_text};
 
 /// The embedded Postgres migrations (`migrations/postgres`).
@@ -37,6 +40,10 @@ pub struct PostgresOptions {
     /// Schema to use instead of the default search path (tests use one
     /// schema each).
     pub schema: Option<String>,
+    /// Group commit: concurrent commits share at most this many statements
+    /// in flight, each carrying whatever queued meanwhile (0: every commit
+    /// is its own statement). See [`crate::group_commit`].
+    pub group_commit: usize,
 }
 
 impl Default for PostgresOptions {
@@ -46,14 +53,20 @@ impl Default for PostgresOptions {
             acquire_timeout: Duration::from_secs(5),
             statement_timeout: Some(Duration::from_secs(10)),
             schema: None,
+            group_commit: DEFAULT_GROUP_COMMIT,
         }
     }
 }
+
+/// In-flight commit statements per replica by default: enough to keep the
+/// database busy, few enough that concurrent commits share statements.
+pub const DEFAULT_GROUP_COMMIT: usize = 1;
 
 /// tidemark state in Postgres.
 #[derive(Debug, Clone)]
 pub struct PostgresBackend {
     pool: PgPool,
+    group: Option<Arc<GroupCommit>>,
 }
 
 impl PostgresBackend {
@@ -83,7 +96,13 @@ impl PostgresBackend {
             .acquire_timeout(options.acquire_timeout)
             .test_before_acquire(false)
             .connect_lazy_with(connect);
-        Ok(Self { pool })
+        let group = (options.group_commit > 0).then(|| Arc::new(GroupCommit::new(pool.clone(), options.group_commit)));
+        Ok(Self { pool, group })
+    }
+
+    /// Group commit's work so far (`None` when it is off).
+    pub fn group_commit_stats(&self) -> Option<crate::GroupCommitStats> {
+        self.group.as_ref().map(|g| g.stats())
     }
 
     /// The connection pool (for tests and benchmarks).
@@ -92,11 +111,11 @@ impl PostgresBackend {
     }
 }
 
-fn ts(value: Timestamp) -> DateTime<Utc> {
+pub(crate) fn ts(value: Timestamp) -> DateTime<Utc> {
     DateTime::from_timestamp_micros(value.as_micros()).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
-fn from_ts(value: DateTime<Utc>) -> Timestamp {
+pub(crate) fn from_ts(value: DateTime<Utc>) -> Timestamp {
     Timestamp::from_micros(value.timestamp_micros())
 }
 
@@ -377,6 +396,20 @@ const UPDATE_ROW_ONE_EVENT: &str = concat!(
     "FROM written w RETURNING at"
 );
 
+/// ... and the same, unless another transaction holds the row's lock (then
+/// nothing is written and `locked` is false): group commit's batch of one.
+const UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED: &str = concat!(
+    "WITH locked AS (SELECT 1 FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 ",
+    "FOR UPDATE SKIP LOCKED), written AS (",
+    update_key_row!("$27", "$28"),
+    "AND EXISTS (SELECT 1 FROM locked) RETURNING table_name, branch, consumer_id), ",
+    "logged AS (INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, ",
+    "lease_id, batch_id, holder, principal, request_id, detail) ",
+    "SELECT tidemark_now(), w.table_name, w.branch, w.consumer_id, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38 ",
+    "FROM written w) ",
+    "SELECT EXISTS (SELECT 1 FROM locked) AS locked, EXISTS (SELECT 1 FROM written) AS written, tidemark_now() AS at"
+);
+
 const INSERT_ROW: &str = concat!(
     "WITH written AS (INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, ",
     "consumer_created_at, consumer_updated_at, latest_snapshot, lease_id, lease_holder, lease_epoch, lease_status, ",
@@ -435,6 +468,46 @@ fn bind_tail<'q>(query: PgQuery<'q>, change: &Change<'_>) -> PgQuery<'q> {
         .bind(events.batch_id)
         .bind(events.holder)
         .bind(events.detail)
+}
+
+/// A compare-and-set update with one history row, as its own statement.
+pub(crate) async fn write_one_event(pool: &PgPool, write: &OneEventWrite) -> Outcome {
+    let written = bind_one_event(UPDATE_ROW_ONE_EVENT, write).fetch_optional(pool).await?;
+    written
+        .map(|row| Ok(from_ts(row.try_get(0)?)))
+        .transpose()
+        .map_err(|e: sqlx::Error| e.into())
+}
+
+/// The same, unless another transaction holds the row's lock.
+pub(crate) async fn write_one_event_unless_locked(pool: &PgPool, write: &OneEventWrite) -> Result<Applied, StoreError> {
+    let row = bind_one_event(UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED, write)
+        .fetch_one(pool)
+        .await?;
+    Ok(match (row.try_get("locked")?, row.try_get("written")?) {
+        (_, true) => Applied::Written(from_ts(row.try_get("at")?)),
+        (true, false) => Applied::Moved,
+        (false, false) => Applied::Busy,
+    })
+}
+
+fn bind_one_event<'q>(sql: &'static str, write: &'q OneEventWrite) -> PgQuery<'q> {
+    let event = &write.event;
+    bind_row(sqlx::query(sql), &write.key, write.row.clone())
+        .bind(write.version)
+        .bind(write.requires_live_lease)
+        .bind(write.decided_at)
+        .bind(tidemark_core::time::duration_micros(DECIDED_AT_TOLERANCE))
+        .bind(event.kind.as_str())
+        .bind(event.old_next)
+        .bind(event.new_next)
+        .bind(event.epoch)
+        .bind(event.lease_id)
+        .bind(event.batch_id)
+        .bind(event.holder.clone())
+        .bind(write.principal.clone())
+        .bind(write.request_id.clone())
+        .bind(event.detail.clone())
 }
 
 fn decode_loaded(row: &PgRow) -> Result<Loaded, StoreError> {
@@ -496,36 +569,37 @@ impl Backend for PostgresBackend {
         let key = &change.state.key;
         let row = KeyRow::from_state(change.state);
         if let (Some(version), None) = (loaded.version, change.new_grant) {
-            let lean = |sql: &'static str| {
-                bind_row(sqlx::query(sql), key, row.clone())
-                    .bind(version)
-                    .bind(change.requires_live_lease)
-                    .bind(change.decided_at.map(ts))
-                    .bind(tidemark_core::time::duration_micros(DECIDED_AT_TOLERANCE))
-            };
-            let query = match change.events {
-                [] => Some(lean(UPDATE_ROW_NO_EVENT)),
-                [event] => Some(
-                    lean(UPDATE_ROW_ONE_EVENT)
-                        .bind(event.kind.as_str())
-                        .bind(event.old_next)
-                        .bind(event.new_next)
-                        .bind(event.epoch)
-                        .bind(event.lease_id)
-                        .bind(event.batch_id)
-                        .bind(event.holder.clone())
-                        .bind(change.ctx.principal.clone())
-                        .bind(change.ctx.request_id.clone())
-                        .bind(event.detail.clone()),
-                ),
-                _ => None,
-            };
-            if let Some(query) = query {
-                let written = query.fetch_optional(&self.pool).await?;
-                return written
-                    .map(|row| Ok(from_ts(row.try_get(0)?)))
-                    .transpose()
-                    .map_err(|e: sqlx::Error| e.into());
+            match change.events {
+                [] => {
+                    let written = bind_row(sqlx::query(UPDATE_ROW_NO_EVENT), key, row)
+                        .bind(version)
+                        .bind(change.requires_live_lease)
+                        .bind(change.decided_at.map(ts))
+                        .bind(tidemark_core::time::duration_micros(DECIDED_AT_TOLERANCE))
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    return written
+                        .map(|row| Ok(from_ts(row.try_get(0)?)))
+                        .transpose()
+                        .map_err(|e: sqlx::Error| e.into());
+                }
+                [event] => {
+                    let write = OneEventWrite {
+                        key: key.clone(),
+                        row,
+                        version,
+                        requires_live_lease: change.requires_live_lease,
+                        decided_at: change.decided_at.map(ts),
+                        event: event.clone(),
+                        principal: change.ctx.principal.clone(),
+                        request_id: change.ctx.request_id.clone(),
+                    };
+                    return match &self.group {
+                        Some(group) => group.write(write).await,
+                        None => write_one_event(&self.pool, &write).await,
+                    };
+                }
+                _ => {}
             }
         }
         let query = match loaded.version {

@@ -100,3 +100,251 @@ async fn the_fence_query_walks_the_position_index() {
     assert!(!plan.contains("Sort"), "{plan}");
     pool.close().await;
 }
+
+mod group_commit {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use futures::future::join_all;
+    use tidemark_core::CommitOutcome;
+    use tidemark_store::{PostgresBackend, PostgresOptions, Store};
+    use tidemark_testkit::{Kind, TestDb};
+
+    use crate::conformance::{commit_req, ctx, key, off, policy, rule};
+
+    async fn replica(db: &TestDb, in_flight: usize) -> (PostgresBackend, Store) {
+        let options = PostgresOptions {
+            group_commit: in_flight,
+            ..db.postgres_options()
+        };
+        let backend = PostgresBackend::connect(db.url(), &options).unwrap();
+        tidemark_store::Backend::migrate(&backend).await.unwrap();
+        let store = Store::new(Arc::new(backend.clone()), policy());
+        (backend, store)
+    }
+
+    /// Commits arriving together share statements, yet each is applied on
+    /// its own terms: every acknowledged commit is in the history and the
+    /// final position, a revoked lease's commits are refused, and commits
+    /// racing on one lease serialize.
+    #[tokio::test]
+    async fn concurrent_commits_share_statements_and_each_keeps_its_own_checks() {
+        let Some(db) = TestDb::new(Kind::Postgres).await else {
+            return;
+        };
+        // One statement in flight: everything that arrives meanwhile waits
+        // for the next one, so batches surely form.
+        let (backend, store) = replica(&db, 1).await;
+        let (_, operator) = replica(&db, 0).await;
+        let keys: Vec<_> = (0..32).map(|i| key(&format!("group-{i}"))).collect();
+        let mut leases = Vec::new();
+        for k in &keys {
+            leases.push(store.acquire_lease(&ctx("a"), k, "q", None).await.unwrap().lease);
+        }
+        let workers = leases.iter().enumerate().map(|(i, lease)| {
+            let store = store.clone();
+            let operator = operator.clone();
+            let k = keys[i].clone();
+            let lease_id = lease.lease_id;
+            tokio::spawn(async move {
+                let mut acked = Vec::new();
+                for batch in 0..12i64 {
+                    // Every fourth key is revoked by an operator midway.
+                    if i % 4 == 0 && batch == 6 {
+                        operator.revoke_lease(&ctx("revoke"), &k, "test").await.unwrap();
+                    }
+                    match store
+                        .commit_batch(
+                            &ctx("c"),
+                            &commit_req(lease_id, 1, batch, off(10 + batch, 0, false, Some(1))),
+                        )
+                        .await
+                    {
+                        Ok(done) => {
+                            assert_eq!(done.next_snapshot, Some(10 + batch + 1));
+                            acked.push(batch);
+                        }
+                        Err(e) => {
+                            assert_eq!(rule(e).reason(), "LEASE_NOT_HELD", "key {i} batch {batch}");
+                            assert!(i % 4 == 0 && batch >= 6, "key {i} batch {batch} refused");
+                            break;
+                        }
+                    }
+                }
+                (k, acked)
+            })
+        });
+        // Meanwhile, 24 commits race on one more lease.
+        let shared = key("group-shared");
+        let shared_lease = store.acquire_lease(&ctx("a"), &shared, "q", None).await.unwrap().lease;
+        let racing = (0..24i64).map(|batch| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let end = off(100 + batch, 0, false, Some(2));
+                (
+                    batch,
+                    store
+                        .commit_batch(&ctx("r"), &commit_req(shared_lease.lease_id, 1, batch, end))
+                        .await,
+                )
+            })
+        });
+        let (workers, racing) = futures::join!(join_all(workers), join_all(racing));
+        for worker in workers {
+            let (k, acked) = worker.unwrap();
+            let history = store.history(&k, 100).await.unwrap();
+            let mut committed: Vec<i64> = history.iter().filter_map(|h| h.event.batch_id).collect();
+            committed.reverse();
+            assert_eq!(committed, acked, "{k}: history holds exactly the acknowledged commits");
+            let last = *acked.last().unwrap();
+            assert_eq!(
+                store.key_state(&k).await.unwrap().unwrap().next_snapshot(),
+                Some(10 + last + 1)
+            );
+        }
+        let mut applied = 0;
+        for r in racing {
+            match r.unwrap() {
+                (batch, Ok(c)) if c.outcome.writes_consumer() => {
+                    applied += 1;
+                    assert_eq!(c.next_snapshot, Some(100 + batch));
+                }
+                (batch, Ok(c)) => assert_eq!(c.outcome, CommitOutcome::Duplicate, "batch {batch}"),
+                (batch, Err(e)) => panic!("batch {batch}: {e:?}"),
+            }
+        }
+        let state = store.key_state(&shared).await.unwrap().unwrap();
+        let last = state.lease.as_ref().unwrap().last_batch.unwrap();
+        assert_eq!(state.next_snapshot(), Some(100 + last.batch_id));
+        let history = store.history(&shared, 100).await.unwrap();
+        assert_eq!(history.iter().filter(|h| h.event.batch_id.is_some()).count(), applied);
+
+        let stats = backend.group_commit_stats().unwrap();
+        assert!(
+            stats.statements < stats.writes,
+            "commits that arrived together shared statements: {stats:?}"
+        );
+    }
+
+    /// Two replicas batching commits on the same keys in opposite orders:
+    /// a batch never waits for a row the other holds (it skips it and that
+    /// write goes on its own), so nothing deadlocks and every commit
+    /// resolves.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn replicas_batching_the_same_keys_resolve_every_commit() {
+        const ROUNDS: i64 = 100;
+        let Some(db) = TestDb::new(Kind::Postgres).await else {
+            return;
+        };
+        let (first, a) = replica(&db, 1).await;
+        let (second, b) = replica(&db, 1).await;
+        // A table big enough that Postgres reaches the rows by index, in
+        // each statement's own order, rather than by one shared scan.
+        let pool = db.postgres_pool().await.unwrap();
+        sqlx::query(
+            "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch) \
+             SELECT 'db.filler', 'main', 'f' || i, 1, 0 FROM generate_series(1, 20000) AS i",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query("ANALYZE consumer_keys").execute(&pool).await.unwrap();
+        let keys: Vec<_> = (0..16).map(|i| key(&format!("order-{i}"))).collect();
+        let mut leases = Vec::new();
+        for k in &keys {
+            leases.push(a.acquire_lease(&ctx("a"), k, "q", None).await.unwrap().lease);
+        }
+        // Each replica commits every key, round after round, on its own
+        // schedule: one in key order, the other in reverse.
+        let lease_ids: Vec<_> = leases.iter().map(|l| l.lease_id).collect();
+        let replica_loop = |store: Store, lease_ids: Vec<uuid::Uuid>| {
+            tokio::spawn(async move {
+                for round in 0..ROUNDS {
+                    let commits = lease_ids.iter().map(|&lease_id| {
+                        let store = store.clone();
+                        tokio::spawn(async move {
+                            let end = off(round + 1, 0, false, Some(1));
+                            store
+                                .commit_batch(&ctx("o"), &commit_req(lease_id, 1, round, end))
+                                .await
+                        })
+                    });
+                    for r in join_all(commits).await {
+                        let done = r.unwrap().unwrap();
+                        assert!(
+                            done.outcome.writes_consumer() || done.outcome == CommitOutcome::Duplicate,
+                            "{done:?}"
+                        );
+                    }
+                }
+            })
+        };
+        let backward = lease_ids.iter().rev().copied().collect();
+        let (x, y) = futures::join!(replica_loop(a.clone(), lease_ids), replica_loop(b.clone(), backward));
+        x.unwrap();
+        y.unwrap();
+        for k in &keys {
+            assert_eq!(a.key_state(k).await.unwrap().unwrap().next_snapshot(), Some(ROUNDS + 1));
+        }
+        for stats in [
+            first.group_commit_stats().unwrap(),
+            second.group_commit_stats().unwrap(),
+        ] {
+            assert!(stats.statements < stats.writes, "{stats:?}");
+        }
+    }
+
+    /// A commit whose row another transaction holds locked waits on its
+    /// own: the commits queued behind it, on other keys, go ahead.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_locked_row_holds_up_only_its_own_commit() {
+        let Some(db) = TestDb::new(Kind::Postgres).await else {
+            return;
+        };
+        let (backend, store) = replica(&db, 1).await;
+        let keys: Vec<_> = (0..8).map(|i| key(&format!("hol-{i}"))).collect();
+        let mut leases = Vec::new();
+        for k in &keys {
+            leases.push(store.acquire_lease(&ctx("a"), k, "q", None).await.unwrap().lease);
+        }
+        let pool = db.postgres_pool().await.unwrap();
+        let mut holder = pool.begin().await.unwrap();
+        sqlx::query("SELECT 1 FROM consumer_keys WHERE consumer_id = 'hol-0' FOR UPDATE")
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+        let commit = |i: usize, batch: i64| {
+            let store = store.clone();
+            let lease_id = leases[i].lease_id;
+            tokio::spawn(async move {
+                store
+                    .commit_batch(
+                        &ctx("h"),
+                        &commit_req(lease_id, 1, batch, off(5 + batch, 0, false, Some(1))),
+                    )
+                    .await
+            })
+        };
+        let blocked = commit(0, 0);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Rounds of commits on the other keys finish while the lock holds.
+        for batch in 0..5 {
+            let others: Vec<_> = (1..keys.len()).map(|i| commit(i, batch)).collect();
+            let done = tokio::time::timeout(Duration::from_secs(5), join_all(others))
+                .await
+                .expect("commits on other keys are not held up by a locked row");
+            for r in done {
+                assert!(r.unwrap().unwrap().outcome.writes_consumer());
+            }
+        }
+        assert!(!blocked.is_finished(), "the locked row's commit waits for the lock");
+        holder.rollback().await.unwrap();
+        let unblocked = tokio::time::timeout(Duration::from_secs(5), blocked)
+            .await
+            .expect("the commit goes through once the lock is released")
+            .unwrap()
+            .unwrap();
+        assert_eq!(unblocked.next_snapshot, Some(6));
+        assert!(backend.group_commit_stats().unwrap().alone >= 1);
+    }
+}

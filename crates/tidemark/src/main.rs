@@ -129,6 +129,11 @@ struct DatabaseArgs {
     /// Server-side limit on one database statement.
     #[arg(long, env = "TIDEMARK_DB_STATEMENT_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
     db_statement_timeout: Duration,
+    /// Group commit on Postgres: concurrent commits share at most this many
+    /// statements in flight, each carrying every commit that queued while
+    /// the others ran (0: one statement per commit).
+    #[arg(long, env = "TIDEMARK_DB_GROUP_COMMIT", default_value_t = tidemark_store::postgres::DEFAULT_GROUP_COMMIT)]
+    db_group_commit: usize,
     /// At start-up, keep retrying an unreachable database (and the
     /// migrations) this long before giving up; 0 fails at once.
     #[arg(long, env = "TIDEMARK_WAIT_FOR_DATABASE", default_value = "60s", value_parser = humantime::parse_duration)]
@@ -232,6 +237,7 @@ impl DatabaseArgs {
             acquire_timeout: self.db_acquire_timeout,
             statement_timeout: Some(self.db_statement_timeout),
             schema: None,
+            group_commit: self.db_group_commit,
         };
         open_backend(&self.database_url, &options)
             .await

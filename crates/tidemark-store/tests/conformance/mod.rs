@@ -66,7 +66,7 @@ macro_rules! all_conformance_cases {
     };
 }
 
-fn policy() -> LeasePolicy {
+pub(crate) fn policy() -> LeasePolicy {
     LeasePolicy {
         min_ttl: Duration::from_millis(50),
         max_ttl: Duration::from_secs(60),
@@ -74,19 +74,19 @@ fn policy() -> LeasePolicy {
     }
 }
 
-async fn store(db: &TestDb) -> Store {
+pub(crate) async fn store(db: &TestDb) -> Store {
     Store::new(db.backend().await, policy())
 }
 
-fn ctx(request_id: &str) -> CallContext {
+pub(crate) fn ctx(request_id: &str) -> CallContext {
     CallContext::new("tester", request_id)
 }
 
-fn key(id: &str) -> ConsumerKey {
+pub(crate) fn key(id: &str) -> ConsumerKey {
     ConsumerKey::parse("db.orders", "main", id, "").unwrap()
 }
 
-fn off(snapshot_id: i64, index: i64, full: bool, total: Option<i64>) -> Offset {
+pub(crate) fn off(snapshot_id: i64, index: i64, full: bool, total: Option<i64>) -> Offset {
     Offset {
         snapshot_id,
         index,
@@ -95,7 +95,7 @@ fn off(snapshot_id: i64, index: i64, full: bool, total: Option<i64>) -> Offset {
     }
 }
 
-fn commit_req(lease_id: Uuid, epoch: i64, batch_id: i64, end: Offset) -> CommitBatch {
+pub(crate) fn commit_req(lease_id: Uuid, epoch: i64, batch_id: i64, end: Offset) -> CommitBatch {
     CommitBatch {
         lease_id,
         epoch,
@@ -105,7 +105,7 @@ fn commit_req(lease_id: Uuid, epoch: i64, batch_id: i64, end: Offset) -> CommitB
     }
 }
 
-fn rule(err: StoreError) -> CoreError {
+pub(crate) fn rule(err: StoreError) -> CoreError {
     match err {
         StoreError::Rule(e) => e,
         other => panic!("expected a rule error, got {other:?}"),

@@ -1,0 +1,365 @@
+//! Group commit for the Postgres backend.
+//!
+//! A commit is one compare-and-set update plus one history row. When many
+//! arrive at once, each as its own statement and transaction, Postgres
+//! spends most of its time on per-statement and per-transaction work
+//! (parse, bind, snapshot, WAL flush) and the server on per-query round
+//! trips. Here they queue for a few in-flight slots; whatever queued while
+//! the slots were busy goes to the database as one statement that applies
+//! each write on its own terms (its own version, live-lease and clock
+//! checks) and reports which were applied. A batch never waits for a row
+//! lock: a write whose row another transaction holds is sent again on its
+//! own, outside the slots, so it cannot hold up the writes behind it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use sqlx::postgres::PgPool;
+use tidemark_core::{ConsumerKey, HistoryEvent, Timestamp};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use uuid::Uuid;
+
+use crate::error::StoreError;
+use crate::row::KeyRow;
+
+/// Most writes one statement carries.
+const MAX_BATCH: usize = 64;
+
+/// Metric names (Prometheus, through the `metrics` facade).
+pub mod metric_names {
+    /// Counter: commit statements sent (their writes / this = the mean
+    /// batch size).
+    pub const STATEMENTS: &str = "tidemark_commit_statements_total";
+    /// Counter: writes those statements carried.
+    pub const STATEMENT_WRITES: &str = "tidemark_commit_statement_writes_total";
+    /// Counter: writes sent again on their own (row locked elsewhere, or
+    /// their batch failed as a whole).
+    pub const WRITES_ALONE: &str = "tidemark_commit_writes_alone_total";
+}
+
+/// One compare-and-set write with exactly one history row.
+#[derive(Debug)]
+pub(crate) struct OneEventWrite {
+    pub key: ConsumerKey,
+    pub row: KeyRow,
+    pub version: i64,
+    pub requires_live_lease: bool,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub event: HistoryEvent,
+    pub principal: String,
+    pub request_id: String,
+}
+
+/// What a write came to: `Some(database time)` when applied, `None` when
+/// the row had moved on (nothing written).
+pub(crate) type Outcome = Result<Option<Timestamp>, StoreError>;
+
+struct Queued {
+    write: OneEventWrite,
+    reply: oneshot::Sender<Outcome>,
+}
+
+/// The queue in front of the database; its task starts on first use.
+#[derive(Debug)]
+pub(crate) struct GroupCommit {
+    pool: PgPool,
+    in_flight: usize,
+    queue: OnceLock<mpsc::UnboundedSender<Queued>>,
+    counts: Arc<Counts>,
+}
+
+/// How many writes went through how many statements.
+#[derive(Debug, Default)]
+struct Counts {
+    statements: AtomicU64,
+    writes: AtomicU64,
+    alone: AtomicU64,
+}
+
+/// Group commit's work so far: `writes` one-event writes sent in
+/// `statements` statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupCommitStats {
+    /// Statements sent (batches, including batches of one).
+    pub statements: u64,
+    /// Writes carried by them.
+    pub writes: u64,
+    /// Writes sent again on their own: their row was locked by another
+    /// transaction, or their batch failed as a whole.
+    pub alone: u64,
+}
+
+impl GroupCommit {
+    /// Writes go through at most `in_flight` statements at a time.
+    pub fn new(pool: PgPool, in_flight: usize) -> Self {
+        Self {
+            pool,
+            in_flight: in_flight.max(1),
+            queue: OnceLock::new(),
+            counts: Arc::default(),
+        }
+    }
+
+    /// The work done so far.
+    pub fn stats(&self) -> GroupCommitStats {
+        GroupCommitStats {
+            statements: self.counts.statements.load(Ordering::Relaxed),
+            writes: self.counts.writes.load(Ordering::Relaxed),
+            alone: self.counts.alone.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Applies `write`, alone or with whatever else is waiting.
+    pub async fn write(&self, write: OneEventWrite) -> Outcome {
+        let queue = self.queue.get_or_init(|| {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            tokio::spawn(run(
+                self.pool.clone(),
+                receiver,
+                self.in_flight,
+                Arc::clone(&self.counts),
+            ));
+            sender
+        });
+        let (reply, answer) = oneshot::channel();
+        if let Err(mpsc::error::SendError(queued)) = queue.send(Queued { write, reply }) {
+            // The task is gone (its runtime shut down): write directly.
+            return crate::postgres::write_one_event(&self.pool, &queued.write).await;
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(
+                "the write was abandoned (shutting down)".into(),
+            ))
+        })
+    }
+}
+
+/// Takes whatever queued while every slot was busy and sends it as one
+/// statement, a key at most once per statement.
+async fn run(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Queued>, in_flight: usize, counts: Arc<Counts>) {
+    let slots = Arc::new(Semaphore::new(in_flight));
+    let mut held_back: Option<Queued> = None;
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let first = match held_back.take() {
+            Some(queued) => queued,
+            None => match queue.recv().await {
+                Some(queued) => queued,
+                None => return,
+            },
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                // One statement updates a row once: a second write to the
+                // same key waits for the next statement.
+                Ok(queued) if batch.iter().any(|b| b.write.key == queued.write.key) => {
+                    held_back = Some(queued);
+                    break;
+                }
+                Ok(queued) => batch.push(queued),
+                Err(_) => break,
+            }
+        }
+        counts.statements.fetch_add(1, Ordering::Relaxed);
+        counts.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        metrics::counter!(metric_names::STATEMENTS).increment(1);
+        metrics::counter!(metric_names::STATEMENT_WRITES).increment(batch.len() as u64);
+        let pool = pool.clone();
+        let counts = Arc::clone(&counts);
+        tokio::spawn(async move {
+            let busy = apply(&pool, batch, &counts).await;
+            // A write whose row is locked elsewhere waits outside the
+            // slots, so it never holds up the writes queued behind it.
+            drop(slot);
+            for queued in busy {
+                tokio::spawn(write_alone(pool.clone(), queued));
+            }
+        });
+    }
+}
+
+/// Applies a batch and answers every caller but those whose row another
+/// transaction had locked: those come back, to be written on their own.
+async fn apply(pool: &PgPool, batch: Vec<Queued>, counts: &Counts) -> Vec<Queued> {
+    let applied = match batch.as_slice() {
+        // Alone, the lean statement: arrays and joins cost more than they
+        // save.
+        [queued] => crate::postgres::write_one_event_unless_locked(pool, &queued.write)
+            .await
+            .map(|applied| vec![applied]),
+        _ => write_many(pool, &batch).await,
+    };
+    match applied {
+        Ok(applied) => {
+            let mut busy = Vec::new();
+            for (queued, outcome) in batch.into_iter().zip(applied) {
+                match outcome {
+                    Applied::Written(at) => drop(queued.reply.send(Ok(Some(at)))),
+                    Applied::Moved => drop(queued.reply.send(Ok(None))),
+                    Applied::Busy => busy.push(queued),
+                }
+            }
+            counts.alone.fetch_add(busy.len() as u64, Ordering::Relaxed);
+            metrics::counter!(metric_names::WRITES_ALONE).increment(busy.len() as u64);
+            busy
+        }
+        // The database is unreachable: so it is for each of them.
+        Err(StoreError::Unavailable(why)) => {
+            for queued in batch {
+                let _ = queued.reply.send(Err(StoreError::Unavailable(why.clone())));
+            }
+            Vec::new()
+        }
+        // Anything else rolled the whole statement back: each write goes
+        // again on its own, so none fails for another.
+        Err(e) => {
+            tracing::debug!(error = %e, size = batch.len(), "batched write failed; writing one by one");
+            counts.alone.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            metrics::counter!(metric_names::WRITES_ALONE).increment(batch.len() as u64);
+            batch
+        }
+    }
+}
+
+/// Writes one on its own (it may wait for a row lock), then answers.
+async fn write_alone(pool: PgPool, queued: Queued) {
+    let outcome = crate::postgres::write_one_event(&pool, &queued.write).await;
+    let _ = queued.reply.send(outcome);
+}
+
+/// What the batched statement did with one write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Applied {
+    /// Written, at this database time.
+    Written(Timestamp),
+    /// Not written: the row moved on (another version, lease no longer
+    /// live, clock check failed, or no row).
+    Moved,
+    /// Not tried: another transaction held the row's lock.
+    Busy,
+}
+
+/// The batched statement: every write's values as parallel arrays; the
+/// rows locked in key order, skipping any another transaction holds (so a
+/// batch never waits on a lock, and two replicas' batches cannot
+/// deadlock), then each updated only if its own conditions hold, with its
+/// history row. Per write: whether its row was locked, and whether it was
+/// written.
+const WRITE_MANY: &str = concat!(
+    "WITH v AS (SELECT * FROM unnest($1::int4[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], ",
+    "$7::timestamptz[], $8::timestamptz[], $9::int8[], $10::uuid[], $11::text[], $12::int8[], $13::int2[], ",
+    "$14::int8[], $15::timestamptz[], $16::timestamptz[], $17::int8[], $18::int8[], $19::int8[], $20::bool[], ",
+    "$21::int8[], $22::bool[], $23::int8[], $24::int8[], $25::text[], $26::int8[], $27::bool[], ",
+    "$28::timestamptz[], $29::text[], $30::int8[], $31::int8[], $32::int8[], $33::uuid[], $34::int8[], ",
+    "$35::text[], $36::text[], $37::text[], $38::text[]) ",
+    "AS v(ord, table_name, branch, consumer_id, epoch, next_snapshot, consumer_created_at, consumer_updated_at, ",
+    "latest_snapshot, lease_id, lease_holder, lease_epoch, lease_status, lease_ttl_us, lease_acquired_at, ",
+    "lease_deadline, last_batch_id, last_end_snapshot, last_end_index, last_end_full, last_end_total_splits, ",
+    "lease_wrote_consumer, legacy_warned_snapshot, full_scan_pin, lease_principal, version, requires_live, ",
+    "decided_at, ev_kind, ev_old_next, ev_new_next, ev_epoch, ev_lease_id, ev_batch_id, ev_holder, ev_principal, ",
+    "ev_request_id, ev_detail)), ",
+    "locked AS (SELECT k.table_name, k.branch, k.consumer_id FROM consumer_keys k ",
+    "JOIN v ON k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id ",
+    "ORDER BY k.table_name, k.branch, k.consumer_id FOR UPDATE OF k SKIP LOCKED), ",
+    "written AS (UPDATE consumer_keys k SET version = k.version + 1, epoch = v.epoch, ",
+    "next_snapshot = v.next_snapshot, consumer_created_at = v.consumer_created_at, ",
+    "consumer_updated_at = v.consumer_updated_at, latest_snapshot = v.latest_snapshot, lease_id = v.lease_id, ",
+    "lease_holder = v.lease_holder, lease_epoch = v.lease_epoch, lease_status = v.lease_status, ",
+    "lease_ttl_us = v.lease_ttl_us, lease_acquired_at = v.lease_acquired_at, lease_deadline = v.lease_deadline, ",
+    "last_batch_id = v.last_batch_id, last_end_snapshot = v.last_end_snapshot, last_end_index = v.last_end_index, ",
+    "last_end_full = v.last_end_full, last_end_total_splits = v.last_end_total_splits, ",
+    "lease_wrote_consumer = v.lease_wrote_consumer, legacy_warned_snapshot = v.legacy_warned_snapshot, ",
+    "full_scan_pin = v.full_scan_pin, lease_principal = v.lease_principal ",
+    "FROM v JOIN locked l ON l.table_name = v.table_name AND l.branch = v.branch AND l.consumer_id = v.consumer_id ",
+    "WHERE k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id ",
+    "AND k.version = v.version ",
+    "AND (NOT v.requires_live OR (k.lease_status = 1 AND k.lease_deadline > tidemark_now())) ",
+    "AND (v.decided_at IS NULL OR (tidemark_now() >= v.decided_at ",
+    "AND tidemark_now() < v.decided_at + $39 * interval '1 microsecond')) ",
+    "RETURNING v.ord), ",
+    "logged AS (INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, ",
+    "lease_id, batch_id, holder, principal, request_id, detail) ",
+    "SELECT tidemark_now(), v.table_name, v.branch, v.consumer_id, v.ev_kind, v.ev_old_next, v.ev_new_next, ",
+    "v.ev_epoch, v.ev_lease_id, v.ev_batch_id, v.ev_holder, v.ev_principal, v.ev_request_id, v.ev_detail ",
+    "FROM written w JOIN v ON v.ord = w.ord ORDER BY w.ord) ",
+    "SELECT v.ord, l.consumer_id IS NOT NULL AS locked, w.ord IS NOT NULL AS written, tidemark_now() AS at FROM v ",
+    "LEFT JOIN locked l ON l.table_name = v.table_name AND l.branch = v.branch AND l.consumer_id = v.consumer_id ",
+    "LEFT JOIN written w ON w.ord = v.ord"
+);
+
+/// One statement for the whole batch; per write, what came of it.
+async fn write_many(pool: &PgPool, batch: &[Queued]) -> Result<Vec<Applied>, StoreError> {
+    let writes = || batch.iter().map(|q| &q.write);
+    let rows = || writes().map(|w| &w.row);
+    let events = || writes().map(|w| &w.event);
+    let ord: Vec<i32> = (0..batch.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();
+    let at = |f: fn(&KeyRow) -> Option<Timestamp>| -> Vec<Option<DateTime<Utc>>> {
+        rows().map(|r| f(r).map(crate::postgres::ts)).collect()
+    };
+    let answered = sqlx::query(WRITE_MANY)
+        .bind(ord)
+        .bind(writes().map(|w| w.key.table.as_str().to_owned()).collect::<Vec<_>>())
+        .bind(writes().map(|w| w.key.branch.as_str().to_owned()).collect::<Vec<_>>())
+        .bind(
+            writes()
+                .map(|w| w.key.consumer_id.as_str().to_owned())
+                .collect::<Vec<_>>(),
+        )
+        .bind(rows().map(|r| r.epoch).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.next_snapshot).collect::<Vec<_>>())
+        .bind(at(|r| r.consumer_created_at))
+        .bind(at(|r| r.consumer_updated_at))
+        .bind(rows().map(|r| r.latest_snapshot).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.lease_id).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.lease_holder.clone()).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.lease_epoch).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.lease_status).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.lease_ttl_us).collect::<Vec<_>>())
+        .bind(at(|r| r.lease_acquired_at))
+        .bind(at(|r| r.lease_deadline))
+        .bind(rows().map(|r| r.last_batch_id).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.last_end_snapshot).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.last_end_index).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.last_end_full).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.last_end_total_splits).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.lease_wrote_consumer).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.legacy_warned_snapshot).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.full_scan_pin).collect::<Vec<_>>())
+        .bind(rows().map(|r| r.lease_principal.clone()).collect::<Vec<_>>())
+        .bind(writes().map(|w| w.version).collect::<Vec<_>>())
+        .bind(writes().map(|w| w.requires_live_lease).collect::<Vec<_>>())
+        .bind(writes().map(|w| w.decided_at).collect::<Vec<_>>())
+        .bind(events().map(|e| e.kind.as_str().to_owned()).collect::<Vec<_>>())
+        .bind(events().map(|e| e.old_next).collect::<Vec<_>>())
+        .bind(events().map(|e| e.new_next).collect::<Vec<_>>())
+        .bind(events().map(|e| e.epoch).collect::<Vec<_>>())
+        .bind(events().map(|e| e.lease_id).collect::<Vec<Option<Uuid>>>())
+        .bind(events().map(|e| e.batch_id).collect::<Vec<_>>())
+        .bind(events().map(|e| e.holder.clone()).collect::<Vec<_>>())
+        .bind(writes().map(|w| w.principal.clone()).collect::<Vec<_>>())
+        .bind(writes().map(|w| w.request_id.clone()).collect::<Vec<_>>())
+        .bind(events().map(|e| e.detail.clone()).collect::<Vec<_>>())
+        .bind(tidemark_core::time::duration_micros(
+            crate::backend::DECIDED_AT_TOLERANCE,
+        ))
+        .fetch_all(pool)
+        .await?;
+    let mut applied = vec![Applied::Busy; batch.len()];
+    for row in answered {
+        let ord: i32 = row.try_get("ord")?;
+        let outcome = match (row.try_get("locked")?, row.try_get("written")?) {
+            (_, true) => Applied::Written(crate::postgres::from_ts(row.try_get("at")?)),
+            (true, false) => Applied::Moved,
+            (false, false) => Applied::Busy,
+        };
+        if let Some(slot) = usize::try_from(ord).ok().and_then(|i| applied.get_mut(i)) {
+            *slot = outcome;
+        }
+    }
+    Ok(applied)
+}
