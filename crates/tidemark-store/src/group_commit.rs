@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
 use sqlx::Row;
-use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgPool, PgRow};
 use tidemark_core::{ConsumerKey, HistoryEvent, Timestamp};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use uuid::Uuid;
@@ -244,6 +244,17 @@ pub(crate) enum Applied {
     Busy,
 }
 
+impl Applied {
+    /// From a row with the columns `locked`, `written` and `at`.
+    pub(crate) fn decode(row: &PgRow) -> Result<Self, sqlx::Error> {
+        Ok(match (row.try_get("locked")?, row.try_get("written")?) {
+            (_, true) => Applied::Written(crate::postgres::from_ts(row.try_get("at")?)),
+            (true, false) => Applied::Moved,
+            (false, false) => Applied::Busy,
+        })
+    }
+}
+
 /// The batched statement: every write's values as parallel arrays; the
 /// rows locked in key order, skipping any another transaction holds (so a
 /// batch never waits on a lock, and two replicas' batches cannot
@@ -352,11 +363,7 @@ async fn write_many(pool: &PgPool, batch: &[Queued]) -> Result<Vec<Applied>, Sto
     let mut applied = vec![Applied::Busy; batch.len()];
     for row in answered {
         let ord: i32 = row.try_get("ord")?;
-        let outcome = match (row.try_get("locked")?, row.try_get("written")?) {
-            (_, true) => Applied::Written(crate::postgres::from_ts(row.try_get("at")?)),
-            (true, false) => Applied::Moved,
-            (false, false) => Applied::Busy,
-        };
+        let outcome = Applied::decode(&row)?;
         if let Some(slot) = usize::try_from(ord).ok().and_then(|i| applied.get_mut(i)) {
             *slot = outcome;
         }

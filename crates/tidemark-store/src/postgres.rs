@@ -484,11 +484,7 @@ pub(crate) async fn write_one_event_unless_locked(pool: &PgPool, write: &OneEven
     let row = bind_one_event(UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED, write)
         .fetch_one(pool)
         .await?;
-    Ok(match (row.try_get("locked")?, row.try_get("written")?) {
-        (_, true) => Applied::Written(from_ts(row.try_get("at")?)),
-        (true, false) => Applied::Moved,
-        (false, false) => Applied::Busy,
-    })
+    Ok(Applied::decode(&row)?)
 }
 
 fn bind_one_event<'q>(sql: &'static str, write: &'q OneEventWrite) -> PgQuery<'q> {
