@@ -84,6 +84,9 @@ pub struct PaimonTable {
     root: Path,
     local: bool,
     location: String,
+    /// What goes before a path inside the store to name it in full: "/" on
+    /// local disks, "s3://bucket/" on object stores.
+    url_prefix: String,
 }
 
 impl PaimonTable {
@@ -117,6 +120,7 @@ impl PaimonTable {
                     root,
                     local: false,
                     location: location.to_owned(),
+                    url_prefix: format!("{}://{}/", url.scheme(), url.host_str().unwrap_or_default()),
                 })
             }
             other => Err(bad(format!(
@@ -135,6 +139,7 @@ impl PaimonTable {
             root,
             local: true,
             location: location.to_owned(),
+            url_prefix: "/".to_owned(),
         })
     }
 
@@ -156,6 +161,12 @@ impl PaimonTable {
         self.branch_root(branch)
             .child("consumer")
             .child(format!("{CONSUMER_PREFIX}{consumer_id}"))
+    }
+
+    /// The consumer's file named in full (an absolute path, or an object
+    /// store URL), for people to read.
+    pub fn consumer_location(&self, branch: &str, consumer_id: &str) -> String {
+        format!("{}{}", self.url_prefix, self.consumer_path(branch, consumer_id))
     }
 
     /// Writes `{"nextSnapshot": n}` atomically (and so refreshes the file's
@@ -461,5 +472,19 @@ mod tests {
         assert!(PaimonTable::open("hdfs://nn/warehouse/t").is_err());
         assert!(PaimonTable::open("/warehouse/db.db/t").is_ok());
         assert!(PaimonTable::open("file:///warehouse/db.db/t").is_ok());
+    }
+
+    #[test]
+    fn consumer_files_are_named_in_full() {
+        let local = PaimonTable::open("file:///warehouse/db.db/t/").unwrap();
+        assert_eq!(
+            local.consumer_location("main", "q"),
+            "/warehouse/db.db/t/consumer/consumer-q"
+        );
+        let s3 = PaimonTable::open("s3://bucket/warehouse/db.db/t").unwrap();
+        assert_eq!(
+            s3.consumer_location("dev", "q"),
+            "s3://bucket/warehouse/db.db/t/branch/branch-dev/consumer/consumer-q"
+        );
     }
 }

@@ -41,33 +41,25 @@ impl AdminService {
         Ok(tables.into_iter().find(|t| &t.table == table))
     }
 
-    /// The consumer's Paimon file, when its table is registered.
-    async fn mirror_info(&self, key: &ConsumerKey, next: Option<i64>) -> Result<Option<pb::MirrorInfo>, StoreError> {
-        let Some(registered) = self.registration(&key.table).await? else {
-            return Ok(None);
-        };
-        let path = PaimonTable::open(&registered.location)
-            .map(|t| {
-                let path = t.consumer_path(key.branch.as_str(), key.consumer_id.as_str());
-                if registered.location.contains("://") && !registered.location.starts_with("file://") {
-                    let scheme = registered.location.split("://").next().unwrap_or_default();
-                    let bucket = registered.location.split('/').nth(2).unwrap_or_default();
-                    format!("{scheme}://{bucket}/{path}")
-                } else {
-                    format!("/{path}")
-                }
-            })
+    /// The consumer's Paimon file and what the mirror last wrote there.
+    async fn mirror_info(
+        &self,
+        key: &ConsumerKey,
+        table: Option<&PaimonTable>,
+        next: Option<i64>,
+    ) -> Result<pb::MirrorInfo, StoreError> {
+        let path = table
+            .map(|t| t.consumer_location(key.branch.as_str(), key.consumer_id.as_str()))
             .unwrap_or_default();
-        let state = self.store.backend().mirror_state(key).await?;
-        let state = state.unwrap_or_default();
-        Ok(Some(pb::MirrorInfo {
+        let state = self.store.backend().mirror_state(key).await?.unwrap_or_default();
+        Ok(pb::MirrorInfo {
             path,
             mirrored_next_snapshot: state.mirrored_next,
             mirrored_at: state.mirrored_at.map(convert::timestamp),
             in_sync: state.mirrored_next == next && state.mirrored_at.is_some(),
             failures: state.failures,
             last_error: state.last_error.unwrap_or_default(),
-        }))
+        })
     }
 }
 
@@ -142,18 +134,22 @@ impl Admin for AdminService {
             };
             call::in_scope(&ctx, &key.table)?;
             let (view, history) = self.store.describe(&key, limit).await?;
-            let mirror = self.mirror_info(&key, view.state.next_snapshot()).await?;
             let mut info = convert::consumer_info(&view);
-            // A registered table's latest snapshot comes from its directory,
-            // not from what the last worker reported.
-            if mirror.is_some()
-                && let (Some(consumer), Some(registered)) =
-                    (info.consumer.as_mut(), self.registration(&key.table).await?)
-                && let Ok(table) = PaimonTable::open(&registered.location)
-                && let Ok(Some(range)) = table.snapshot_range(key.branch.as_str()).await
-            {
-                consumer.latest_snapshot = Some(range.latest);
-                consumer.lag = tidemark_core::state::lag(consumer.next_snapshot, range.latest);
+            let mut mirror = None;
+            if let Some(registered) = self.registration(&key.table).await? {
+                let table = PaimonTable::open(&registered.location).ok();
+                mirror = Some(
+                    self.mirror_info(&key, table.as_ref(), view.state.next_snapshot())
+                        .await?,
+                );
+                // A registered table's latest snapshot comes from its
+                // directory, not from what the last worker reported.
+                if let (Some(consumer), Some(table)) = (info.consumer.as_mut(), &table)
+                    && let Ok(Some(range)) = table.snapshot_range(key.branch.as_str()).await
+                {
+                    consumer.latest_snapshot = Some(range.latest);
+                    consumer.lag = tidemark_core::state::lag(consumer.next_snapshot, range.latest);
+                }
             }
             Ok(pb::DescribeConsumerResponse {
                 info: Some(info),
@@ -510,10 +506,9 @@ impl Admin for AdminService {
                 Err(e) => (None, e.to_string()),
             };
             if req.execute {
-                let store_ctx = ctx.clone();
                 self.store
                     .backend()
-                    .register_table(&table, location.location(), &store_ctx)
+                    .register_table(&table, location.location(), &ctx)
                     .await?;
             }
             let registered = match self.registration(&table).await? {
@@ -605,7 +600,6 @@ impl Admin for AdminService {
                 .list_consumers()
                 .await
                 .map_err(|e| StoreError::Unavailable(format!("cannot read the table's consumer files: {e}")))?;
-            let store_ctx = ctx.clone();
             let mut imported = Vec::new();
             let mut skipped = Vec::new();
             let skip = |f: &tidemark_paimon::FoundConsumer, reason: &str, message: String| pb::ImportSkipped {
@@ -645,10 +639,7 @@ impl Admin for AdminService {
                 if req.execute {
                     // Created only if still absent: a consumer created
                     // meanwhile wins.
-                    let planned = self
-                        .store
-                        .reset_consumer(&store_ctx, &key, next, None, false, true)
-                        .await;
+                    let planned = self.store.reset_consumer(&ctx, &key, next, None, false, true).await;
                     if let Err(e) = planned {
                         skipped.push(skip(f, "EXISTS", e.to_string()));
                         continue;

@@ -38,6 +38,29 @@ async fn acquire(url: String, id: &str) -> pb::Lease {
         .expect("lease")
 }
 
+/// Commits batch 0 of `lease`, ending with snapshot `snapshot_id` complete.
+async fn commit_first_batch(
+    client: &mut CoordinatorClient<tonic::transport::Channel>,
+    lease: &pb::Lease,
+    snapshot_id: i64,
+    latest_snapshot: Option<i64>,
+) -> Result<tonic::Response<pb::CommitBatchResponse>, tonic::Status> {
+    client
+        .commit_batch(pb::CommitBatchRequest {
+            lease_id: lease.lease_id.clone(),
+            epoch: lease.epoch,
+            batch_id: 0,
+            end: Some(pb::Offset {
+                snapshot_id,
+                index: 0,
+                scan_snapshot: false,
+                total_splits: Some(1),
+            }),
+            latest_snapshot,
+        })
+        .await
+}
+
 #[tokio::test]
 async fn serves_on_an_sqlite_file_in_the_working_directory_by_default() {
     let dir = tempfile::tempdir().unwrap();
@@ -189,20 +212,7 @@ async fn in_flight_rpcs_finish_during_shutdown() {
     let url = served.url();
     let commit = tokio::spawn(async move {
         let mut client = CoordinatorClient::connect(url).await.unwrap();
-        client
-            .commit_batch(pb::CommitBatchRequest {
-                lease_id: lease.lease_id,
-                epoch: lease.epoch,
-                batch_id: 0,
-                end: Some(pb::Offset {
-                    snapshot_id: 9,
-                    index: 0,
-                    scan_snapshot: false,
-                    total_splits: Some(1),
-                }),
-                latest_snapshot: None,
-            })
-            .await
+        commit_first_batch(&mut client, &lease, 9, None).await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     served.signal("TERM");
@@ -338,21 +348,7 @@ async fn metrics_endpoint_exports_rpc_commit_lease_and_fence_metrics() {
     let served = Served::start(&["--metrics-listen", &metrics], dir.path());
     let lease = acquire(served.url(), "m").await;
     let mut coordinator = CoordinatorClient::connect(served.url()).await.unwrap();
-    coordinator
-        .commit_batch(pb::CommitBatchRequest {
-            lease_id: lease.lease_id,
-            epoch: lease.epoch,
-            batch_id: 0,
-            end: Some(pb::Offset {
-                snapshot_id: 3,
-                index: 0,
-                scan_snapshot: false,
-                total_splits: Some(1),
-            }),
-            latest_snapshot: Some(10),
-        })
-        .await
-        .unwrap();
+    commit_first_batch(&mut coordinator, &lease, 3, Some(10)).await.unwrap();
     let _ = coordinator
         .acquire_lease(pb::AcquireLeaseRequest {
             consumer: Some(key("m")),
@@ -436,21 +432,7 @@ async fn tables_register_list_and_import_from_the_cli() {
     // tidemark now owns the consumer: a commit moves the file.
     let lease = acquire(served.url(), "etl").await;
     let mut client = CoordinatorClient::connect(served.url()).await.unwrap();
-    client
-        .commit_batch(pb::CommitBatchRequest {
-            lease_id: lease.lease_id,
-            epoch: lease.epoch,
-            batch_id: 0,
-            end: Some(pb::Offset {
-                snapshot_id: 3,
-                index: 0,
-                scan_snapshot: false,
-                total_splits: Some(1),
-            }),
-            latest_snapshot: None,
-        })
-        .await
-        .unwrap();
+    commit_first_batch(&mut client, &lease, 3, None).await.unwrap();
     let file = table_dir.join("consumer/consumer-etl");
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::fs::read_to_string(&file).unwrap() != r#"{"nextSnapshot":4}"# {

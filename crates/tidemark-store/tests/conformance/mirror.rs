@@ -67,6 +67,11 @@ async fn mirror_all(store: &Store, refresh: Duration) -> Vec<(String, Option<i64
     positions(&tasks)
 }
 
+/// The tasks due with a one-minute refresh.
+async fn due(backend: &dyn tidemark_store::Backend) -> Vec<MirrorTask> {
+    backend.mirror_tasks(Duration::from_secs(60), 100).await.unwrap()
+}
+
 fn positions(tasks: &[MirrorTask]) -> Vec<(String, Option<i64>)> {
     tasks
         .iter()
@@ -92,42 +97,24 @@ pub async fn registered_tables_are_listed_and_moves_forget_the_mirror(kind: Kind
     );
 
     commit(&store, "c1", 5).await;
-    let tasks = backend.mirror_tasks(Duration::from_secs(60), 100).await.unwrap();
+    let tasks = due(backend.as_ref()).await;
     assert_eq!(positions(&tasks), [("c1".to_owned(), Some(6))]);
     assert_eq!(tasks[0].location, "/warehouse/a");
     backend.mirror_done(&tasks[0], None).await.unwrap();
-    assert!(
-        backend
-            .mirror_tasks(Duration::from_secs(60), 100)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(due(backend.as_ref()).await.is_empty());
 
     // Same location again: nothing to redo. A new location: everything.
     backend.register_table(&table(), "/warehouse/a", &ctx()).await.unwrap();
-    assert!(
-        backend
-            .mirror_tasks(Duration::from_secs(60), 100)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(due(backend.as_ref()).await.is_empty());
     backend.register_table(&table(), "s3://bucket/a", &ctx()).await.unwrap();
-    let tasks = backend.mirror_tasks(Duration::from_secs(60), 100).await.unwrap();
+    let tasks = due(backend.as_ref()).await;
     assert_eq!(positions(&tasks), [("c1".to_owned(), Some(6))]);
     assert_eq!(tasks[0].location, "s3://bucket/a");
 
     assert!(backend.unregister_table(&table()).await.unwrap());
     assert!(!backend.unregister_table(&table()).await.unwrap());
     assert!(backend.registered_tables().await.unwrap().is_empty());
-    assert!(
-        backend
-            .mirror_tasks(Duration::from_secs(60), 100)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(due(backend.as_ref()).await.is_empty());
     assert_eq!(backend.mirror_state(&key("c1")).await.unwrap(), None);
 }
 
