@@ -109,6 +109,40 @@ pub fn reset(
     })
 }
 
+/// What importing a consumer from a Paimon consumer file did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Imported {
+    /// The consumer was created at the file's position.
+    Created,
+    /// tidemark already had the consumer (at this position); it wins.
+    Exists {
+        /// tidemark's position.
+        next_snapshot: i64,
+    },
+}
+
+/// Creates a consumer from an imported Paimon file, only while the key has
+/// none: decided on the state the write compares against, so a consumer
+/// created meanwhile (a first commit, another import) is never overwritten.
+/// A live lease refuses (`LEASE_HELD`) like any operator change.
+pub fn import(
+    state: Option<&KeyState>,
+    key: &ConsumerKey,
+    next_snapshot: i64,
+    now: Timestamp,
+) -> Result<Transition<Imported>, CoreError> {
+    if let Some(existing) = state.and_then(KeyState::next_snapshot) {
+        return Ok(Transition::read_only(Imported::Exists {
+            next_snapshot: existing,
+        }));
+    }
+    let mut transition = reset(state, key, next_snapshot, None, false, now)?;
+    for event in &mut transition.events {
+        event.detail = Some("imported from the table's Paimon consumer file".to_owned());
+    }
+    Ok(transition.map(|_| Imported::Created))
+}
+
 /// A2: deletes the consumer record (Paimon's `reset_consumer` without a
 /// snapshot). The key keeps its epoch high-water mark. Deleting a consumer
 /// that does not exist changes nothing.

@@ -12,9 +12,19 @@
 //!
 //! Writes are never torn: on object stores a put is atomic; on local disks
 //! the file is written under a hidden temporary name (Paimon lists
-//! `consumer-*` only) and renamed over the old one.
+//! `consumer-*` only), fsynced, renamed over the old one, and the directory
+//! fsynced, so an operating-system crash leaves the old file or the new one,
+//! never an empty one. A write never creates the table's or a branch's
+//! directory: a dropped branch stays dropped.
+//!
+//! Also read here: the table's identity (its first schema file, which
+//! Paimon keeps for the table's whole life) and the options of its latest
+//! schema (`consumer.expiration-time`).
 
 use std::sync::Arc;
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
 
 use futures::TryStreamExt;
 use object_store::local::LocalFileSystem;
@@ -24,6 +34,12 @@ use object_store::{ObjectStore, PutPayload};
 /// Paimon's main branch.
 pub const MAIN_BRANCH: &str = "main";
 const CONSUMER_PREFIX: &str = "consumer-";
+/// The consumer-id prefix of full-scan pin files (SPEC §9): `~` is refused
+/// in tidemark consumer ids and accepted by Paimon's readers, so these never
+/// collide with a consumer's file.
+pub const PIN_PREFIX: &str = "tidemark~pin~";
+/// The Paimon table option by which consumer files expire.
+pub const CONSUMER_EXPIRATION_OPTION: &str = "consumer.expiration-time";
 /// How far a stale snapshot hint is followed before listing instead.
 const HINT_STEPS: i64 = 1000;
 
@@ -41,6 +57,21 @@ pub enum PaimonError {
     /// The store failed (unreachable, permission, ...).
     #[error("table storage: {0}")]
     Storage(#[from] object_store::Error),
+    /// The table's or the branch's directory does not exist (dropped, or a
+    /// mistyped location); nothing was written.
+    #[error("{path} does not exist (was the table or branch dropped?)")]
+    Missing {
+        /// The directory.
+        path: String,
+    },
+    /// A local file operation failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
     /// A file that is not what Paimon writes.
     #[error("{path}: {why}")]
     Malformed {
@@ -71,6 +102,28 @@ pub struct SnapshotRange {
     pub latest: i64,
 }
 
+/// A consumer file as listed: its id and modification time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedConsumer {
+    /// The id from the file name (a pin file's id starts with [`PIN_PREFIX`]).
+    pub consumer_id: String,
+    /// When it was last written.
+    pub modified: SystemTime,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// What a table's consumer file holds, read as Paimon would.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileState {
+    /// No file.
+    Missing,
+    /// `{"nextSnapshot": n}`.
+    Position(i64),
+    /// Something Paimon cannot read (torn, empty, not JSON); why.
+    Unreadable(String),
+}
+
 #[derive(serde::Serialize, serde::Deserialize)]
 struct ConsumerFile {
     #[serde(rename = "nextSnapshot")]
@@ -82,7 +135,8 @@ struct ConsumerFile {
 pub struct PaimonTable {
     store: Arc<dyn ObjectStore>,
     root: Path,
-    local: bool,
+    /// The table's directory on a local disk; `None` on object stores.
+    local: Option<PathBuf>,
     location: String,
     /// What goes before a path inside the store to name it in full: "/" on
     /// local disks, "s3://bucket/" on object stores.
@@ -118,7 +172,7 @@ impl PaimonTable {
                 Ok(Self {
                     store: Arc::new(store),
                     root,
-                    local: false,
+                    local: None,
                     location: location.to_owned(),
                     url_prefix: format!("{}://{}/", url.scheme(), url.host_str().unwrap_or_default()),
                 })
@@ -137,7 +191,7 @@ impl PaimonTable {
         Ok(Self {
             store: Arc::new(LocalFileSystem::new()),
             root,
-            local: true,
+            local: Some(PathBuf::from(path)),
             location: location.to_owned(),
             url_prefix: "/".to_owned(),
         })
@@ -169,26 +223,134 @@ impl PaimonTable {
         format!("{}{}", self.url_prefix, self.consumer_path(branch, consumer_id))
     }
 
-    /// Writes `{"nextSnapshot": n}` atomically (and so refreshes the file's
-    /// modification time, by which Paimon expires consumers).
+    fn local_dir(&self, branch: &str) -> Option<PathBuf> {
+        let root = self.local.as_ref()?;
+        Some(if branch.is_empty() || branch == MAIN_BRANCH {
+            root.clone()
+        } else {
+            root.join("branch").join(format!("branch-{branch}"))
+        })
+    }
+
+    /// Writes `{"nextSnapshot": n}` atomically and durably (and so refreshes
+    /// the file's modification time, by which Paimon expires consumers).
+    /// Fails with [`PaimonError::Missing`] when the branch's directory is
+    /// gone, rather than creating it.
     pub async fn write_consumer(&self, branch: &str, consumer_id: &str, next_snapshot: i64) -> Result<(), PaimonError> {
         let body = serde_json::to_vec(&ConsumerFile { next_snapshot }).expect("serializes");
-        let path = self.consumer_path(branch, consumer_id);
-        if self.local {
-            // Hidden from Paimon's `consumer-*` listing until renamed.
-            let temp = self.branch_root(branch).child("consumer").child(format!(
-                ".{CONSUMER_PREFIX}{consumer_id}.{}.tmp",
-                uuid::Uuid::new_v4().simple()
-            ));
-            self.store.put(&temp, PutPayload::from(body)).await?;
-            if let Err(e) = self.store.rename(&temp, &path).await {
-                let _ = self.store.delete(&temp).await;
-                return Err(e.into());
-            }
-        } else {
-            self.store.put(&path, PutPayload::from(body)).await?;
+        if let Some(dir) = self.local_dir(branch) {
+            let name = format!("{CONSUMER_PREFIX}{consumer_id}");
+            return tokio::task::spawn_blocking(move || write_durably(&dir, &name, &body))
+                .await
+                .map_err(|e| PaimonError::Io {
+                    path: consumer_id.to_owned(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
         }
+        self.store
+            .put(&self.consumer_path(branch, consumer_id), PutPayload::from(body))
+            .await?;
         Ok(())
+    }
+
+    /// What a consumer's file holds: missing, a position, or unreadable
+    /// (torn, empty, not Paimon's format). Errors only when the store
+    /// cannot be read.
+    pub async fn consumer_file(&self, branch: &str, consumer_id: &str) -> Result<FileState, PaimonError> {
+        match self.read_consumer(branch, consumer_id).await {
+            Ok(Some(n)) => Ok(FileState::Position(n)),
+            Ok(None) => Ok(FileState::Missing),
+            Err(PaimonError::Malformed { why, .. }) => Ok(FileState::Unreadable(why)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The consumer files of a branch, with their modification times (one
+    /// listing). Empty when the branch has no `consumer/` directory.
+    pub async fn list_consumer_files(&self, branch: &str) -> Result<Vec<ListedConsumer>, PaimonError> {
+        let dir = self.branch_root(branch).child("consumer");
+        let listed = match self.store.list_with_delimiter(Some(&dir)).await {
+            Ok(listed) => listed,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(listed
+            .objects
+            .into_iter()
+            .filter_map(|o| {
+                let id = o.location.filename()?.strip_prefix(CONSUMER_PREFIX)?.to_owned();
+                Some(ListedConsumer {
+                    consumer_id: id,
+                    modified: o.last_modified.into(),
+                    size: o.size,
+                })
+            })
+            .collect())
+    }
+
+    /// Whether the branch exists: its directory holds a schema (Paimon
+    /// writes one when it creates a table or a branch).
+    pub async fn branch_exists(&self, branch: &str) -> Result<bool, PaimonError> {
+        Ok(!self.schema_ids(branch).await?.is_empty())
+    }
+
+    async fn schema_ids(&self, branch: &str) -> Result<Vec<i64>, PaimonError> {
+        let dir = self.branch_root(branch).child("schema");
+        let listed = match self.store.list_with_delimiter(Some(&dir)).await {
+            Ok(listed) => listed,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut ids: Vec<i64> = listed
+            .objects
+            .iter()
+            .filter_map(|o| o.location.filename()?.strip_prefix("schema-")?.parse().ok())
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    async fn schema_file(&self, id: i64) -> Result<Vec<u8>, PaimonError> {
+        let path = self.root.child("schema").child(format!("schema-{id}"));
+        Ok(self.store.get(&path).await?.bytes().await?.to_vec())
+    }
+
+    /// The table's identity: a digest of its first schema file, which Paimon
+    /// writes when the table is created (with the creation time in it) and
+    /// keeps for the table's whole life. A table dropped and recreated
+    /// under the same name has another. `None` when the table has no schema
+    /// (no table at this location).
+    pub async fn identity(&self) -> Result<Option<String>, PaimonError> {
+        use sha2::Digest;
+        let Some(&first) = self.schema_ids(MAIN_BRANCH).await?.first() else {
+            return Ok(None);
+        };
+        let content = self.schema_file(first).await?;
+        let digest = sha2::Sha256::digest(&content);
+        let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        Ok(Some(format!("schema-{first}:{hex}")))
+    }
+
+    /// The table's `consumer.expiration-time` from its latest schema's
+    /// options; `None` when unset (or the table has no schema).
+    pub async fn consumer_expiration(&self) -> Result<Option<Duration>, PaimonError> {
+        let Some(&latest) = self.schema_ids(MAIN_BRANCH).await?.last() else {
+            return Ok(None);
+        };
+        let content = self.schema_file(latest).await?;
+        let schema: serde_json::Value = serde_json::from_slice(&content).map_err(|e| PaimonError::Malformed {
+            path: format!("schema/schema-{latest}"),
+            why: format!("not a Paimon schema: {e}"),
+        })?;
+        let Some(value) = schema["options"][CONSUMER_EXPIRATION_OPTION].as_str() else {
+            return Ok(None);
+        };
+        parse_paimon_duration(value)
+            .map(Some)
+            .map_err(|why| PaimonError::Malformed {
+                path: format!("schema/schema-{latest}"),
+                why: format!("{CONSUMER_EXPIRATION_OPTION} {value:?}: {why}"),
+            })
     }
 
     /// A consumer's position, if its file exists.
@@ -354,6 +516,80 @@ impl PaimonTable {
     }
 }
 
+/// The id of the pin file for a lease's full scan (SPEC §9).
+pub fn pin_consumer_id(lease_id: &uuid::Uuid) -> String {
+    format!("{PIN_PREFIX}{lease_id}")
+}
+
+/// The lease a pin file's consumer id names, if it is one.
+pub fn pinned_lease(consumer_id: &str) -> Option<uuid::Uuid> {
+    consumer_id.strip_prefix(PIN_PREFIX)?.parse().ok()
+}
+
+/// Writes `dir/consumer/<name>` through a hidden temporary file: written,
+/// fsynced, renamed, then the directory fsynced, so a crash of the machine
+/// leaves the old content or the new, never an empty file. Creates
+/// `consumer/` when missing, never `dir` itself.
+fn write_durably(dir: &std::path::Path, name: &str, body: &[u8]) -> Result<(), PaimonError> {
+    use std::io::Write;
+    let io = |path: &std::path::Path| {
+        let path = path.display().to_string();
+        move |source| PaimonError::Io { path, source }
+    };
+    if !dir.is_dir() {
+        return Err(PaimonError::Missing {
+            path: dir.display().to_string(),
+        });
+    }
+    let consumers = dir.join("consumer");
+    match std::fs::create_dir(&consumers) {
+        Ok(()) => sync_dir(dir).map_err(io(dir))?,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(&consumers)(e)),
+    }
+    let temp = consumers.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+    let written = (|| -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(body)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, consumers.join(name))
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(io(&temp)(e));
+    }
+    sync_dir(&consumers).map_err(io(&consumers))
+}
+
+fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Parses a duration as Paimon writes its options (`TimeUtils.parseDuration`):
+/// a number and an optional unit (`ms`, `s`, `min`, `h`, `d`, and their long
+/// forms; none means milliseconds), with optional spaces between.
+pub fn parse_paimon_duration(text: &str) -> Result<Duration, String> {
+    let trimmed = text.trim();
+    let digits = trimmed.find(|c: char| !c.is_ascii_digit()).unwrap_or(trimmed.len());
+    let number: u64 = trimmed[..digits]
+        .parse()
+        .map_err(|_| "expected a number and a unit, e.g. \"1 d\" or \"30min\"".to_owned())?;
+    let unit = trimmed[digits..].trim().to_ascii_lowercase();
+    let per_unit = match unit.as_str() {
+        "ns" | "nano" | "nanos" | "nanosecond" | "nanoseconds" => Duration::from_nanos(1),
+        "us" | "µs" | "micro" | "micros" | "microsecond" | "microseconds" => Duration::from_micros(1),
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => Duration::from_millis(1),
+        "s" | "sec" | "secs" | "second" | "seconds" => Duration::from_secs(1),
+        "m" | "min" | "mins" | "minute" | "minutes" => Duration::from_secs(60),
+        "h" | "hour" | "hours" => Duration::from_secs(3600),
+        "d" | "day" | "days" => Duration::from_secs(86_400),
+        other => return Err(format!("unknown time unit {other:?}")),
+    };
+    per_unit
+        .checked_mul(u32::try_from(number).map_err(|_| "too large".to_owned())?)
+        .ok_or_else(|| "too large".to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -367,6 +603,7 @@ mod tests {
     #[tokio::test]
     async fn consumer_files_are_where_paimon_looks_and_in_its_format() {
         let (dir, table) = table();
+        std::fs::create_dir_all(dir.path().join("branch/branch-b1")).unwrap();
         table.write_consumer("main", "q1", 42).await.unwrap();
         table.write_consumer("b1", "q2", 7).await.unwrap();
         let main = std::fs::read_to_string(dir.path().join("consumer/consumer-q1")).unwrap();
@@ -390,6 +627,7 @@ mod tests {
     #[tokio::test]
     async fn listing_finds_every_branch_and_reports_bad_files() {
         let (dir, table) = table();
+        std::fs::create_dir_all(dir.path().join("branch/branch-dev")).unwrap();
         table.write_consumer("main", "a", 3).await.unwrap();
         table.write_consumer("dev", "b", 5).await.unwrap();
         std::fs::write(dir.path().join("consumer/consumer-broken"), "{nope").unwrap();
@@ -486,5 +724,94 @@ mod tests {
             s3.consumer_location("dev", "q"),
             "s3://bucket/warehouse/db.db/t/branch/branch-dev/consumer/consumer-q"
         );
+    }
+
+    #[tokio::test]
+    async fn writes_never_create_a_dropped_branch_or_table() {
+        let (dir, table) = table();
+        table.write_consumer("dev", "q", 3).await.unwrap_err();
+        assert!(!dir.path().join("branch").exists(), "no branch directory created");
+        std::fs::create_dir_all(dir.path().join("branch/branch-dev")).unwrap();
+        table.write_consumer("dev", "q", 3).await.unwrap();
+        std::fs::remove_dir_all(dir.path().join("branch/branch-dev")).unwrap();
+        let err = table.write_consumer("dev", "q", 4).await.unwrap_err();
+        assert!(matches!(err, PaimonError::Missing { .. }), "{err}");
+        assert!(!dir.path().join("branch/branch-dev").exists());
+        let gone = PaimonTable::open(dir.path().join("no-such-table").to_str().unwrap()).unwrap();
+        assert!(matches!(
+            gone.write_consumer("main", "q", 1).await.unwrap_err(),
+            PaimonError::Missing { .. }
+        ));
+        assert!(!dir.path().join("no-such-table").exists());
+    }
+
+    #[tokio::test]
+    async fn file_states_and_listing_with_times() {
+        let (dir, table) = table();
+        assert_eq!(table.consumer_file("main", "q").await.unwrap(), FileState::Missing);
+        table.write_consumer("main", "q", 9).await.unwrap();
+        assert_eq!(table.consumer_file("main", "q").await.unwrap(), FileState::Position(9));
+        std::fs::write(dir.path().join("consumer/consumer-q"), "").unwrap();
+        assert!(matches!(
+            table.consumer_file("main", "q").await.unwrap(),
+            FileState::Unreadable(_)
+        ));
+        let listed = table.list_consumer_files("main").await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!((listed[0].consumer_id.as_str(), listed[0].size), ("q", 0));
+        assert!(listed[0].modified.elapsed().unwrap() < Duration::from_secs(60));
+        assert!(table.list_consumer_files("dev").await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn identity_is_the_first_schema_and_options_come_from_the_latest() {
+        let (dir, table) = table();
+        assert_eq!(table.identity().await.unwrap(), None);
+        assert!(!table.branch_exists("main").await.unwrap());
+        let schemas = dir.path().join("schema");
+        std::fs::create_dir_all(&schemas).unwrap();
+        std::fs::write(schemas.join("schema-0"), r#"{"id":0,"options":{},"timeMillis":1}"#).unwrap();
+        let first = table.identity().await.unwrap().unwrap();
+        assert!(first.starts_with("schema-0:"), "{first}");
+        assert!(table.branch_exists("main").await.unwrap());
+        assert_eq!(table.consumer_expiration().await.unwrap(), None);
+        std::fs::write(
+            schemas.join("schema-1"),
+            r#"{"id":1,"options":{"consumer.expiration-time":"1 h"},"timeMillis":2}"#,
+        )
+        .unwrap();
+        assert_eq!(table.identity().await.unwrap().unwrap(), first, "later schemas keep it");
+        assert_eq!(
+            table.consumer_expiration().await.unwrap(),
+            Some(Duration::from_secs(3600))
+        );
+        // Recreated: same name and place, another first schema.
+        std::fs::write(schemas.join("schema-0"), r#"{"id":0,"options":{},"timeMillis":3}"#).unwrap();
+        assert_ne!(table.identity().await.unwrap().unwrap(), first);
+    }
+
+    #[test]
+    fn paimon_durations_and_pin_ids() {
+        for (text, secs) in [
+            ("1 d", 86_400),
+            ("30min", 1800),
+            ("10 s", 10),
+            ("2h", 7200),
+            ("90 seconds", 90),
+        ] {
+            assert_eq!(
+                parse_paimon_duration(text).unwrap(),
+                Duration::from_secs(secs),
+                "{text}"
+            );
+        }
+        assert_eq!(parse_paimon_duration("500").unwrap(), Duration::from_millis(500));
+        assert!(parse_paimon_duration("1 fortnight").is_err());
+        assert!(parse_paimon_duration("soon").is_err());
+        let lease = uuid::Uuid::new_v4();
+        let id = pin_consumer_id(&lease);
+        assert!(id.starts_with("tidemark~pin~"));
+        assert_eq!(pinned_lease(&id), Some(lease));
+        assert_eq!(pinned_lease("orders-etl"), None);
     }
 }

@@ -220,6 +220,21 @@ impl Store {
         .await
     }
 
+    /// SPEC §9: creates a consumer from a Paimon consumer file, only if the
+    /// key still has none (compare-and-set: a consumer created meanwhile
+    /// wins, and the answer says so).
+    pub async fn import_consumer(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        next_snapshot: i64,
+    ) -> Result<admin::Imported, StoreError> {
+        self.apply(Locate::Key(key), ctx, |loaded| {
+            admin::import(loaded.state.as_ref(), key, next_snapshot, loaded.now)
+        })
+        .await
+    }
+
     /// A2: deletes a consumer (plan-only unless `execute`).
     pub async fn delete_consumer(
         &self,

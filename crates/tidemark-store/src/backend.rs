@@ -185,6 +185,18 @@ pub struct BranchView {
     pub pins: Vec<KeyState>,
 }
 
+impl BranchView {
+    /// Puts consumers and pins in fence order (a backend may return them in
+    /// any order).
+    pub(crate) fn sort(&mut self) {
+        self.consumers
+            .sort_by(|a, b| (a.next_snapshot(), &a.key.consumer_id).cmp(&(b.next_snapshot(), &b.key.consumer_id)));
+        let pin = |s: &KeyState| s.lease.as_ref().and_then(|l| l.full_scan_pin);
+        self.pins
+            .sort_by(|a, b| (pin(a), &a.key.consumer_id).cmp(&(pin(b), &b.key.consumer_id)));
+    }
+}
+
 /// Which history rows a page returns.
 #[derive(Debug, Clone)]
 pub struct HistoryFilter {

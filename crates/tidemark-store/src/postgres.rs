@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Row, query::Query};
-use tidemark_core::{BranchName, ConsumerId, ConsumerKey, KeyState, TableName, TableOptions, Timestamp};
+use tidemark_core::{BranchName, ConsumerId, ConsumerKey, TableName, TableOptions, Timestamp};
 
 use crate::backend::{
     Backend, BranchView, CallContext, Change, DECIDED_AT_TOLERANCE, HistoryFilter, HistoryRecord, KeyFilter, Listed,
@@ -186,12 +186,6 @@ const LIST_KEYS: &str = concat!(
     ") ORDER BY k.table_name, k.branch, k.consumer_id LIMIT $7"
 );
 
-const BRANCH_OPTIONS: &str = concat!(
-    "SELECT tidemark_now() AS db_now, ",
-    option_columns!(),
-    " FROM (SELECT 1) AS one LEFT JOIN table_options o ON o.table_name = $1"
-);
-
 /// The query behind retention fences: the lowest unexpired consumers of a
 /// branch (`$1` table, `$2` branch, `$3` limit). Public so benchmarks and
 /// tests can check its plan walks the position index.
@@ -204,12 +198,26 @@ pub const BRANCH_CONSUMERS: &str = concat!(
     " ORDER BY k.next_snapshot, k.consumer_id LIMIT $3"
 );
 
-const BRANCH_PINS: &str = concat!(
-    "SELECT ",
+/// A branch's options, lowest consumers and lowest live full-scan pins in
+/// one statement, so one snapshot (SPEC §8): read apart, a scan completing
+/// in between (its pin gone, its consumer not yet seen) showed no fence.
+/// One row per consumer (`kind` 0) and pin (`kind` 1), each carrying the
+/// clock and the options; one row with a NULL `kind` when there are none.
+const BRANCH_VIEW: &str = concat!(
+    "WITH head AS (SELECT tidemark_now() AS db_now, ",
+    option_columns!(),
+    " FROM (SELECT 1) AS one LEFT JOIN table_options o ON o.table_name = $1), ",
+    "holders AS ((SELECT 0 AS kind, ",
+    key_columns!(),
+    " FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name ",
+    "WHERE k.table_name = $1 AND k.branch = $2 AND k.next_snapshot IS NOT NULL AND ",
+    unexpired!(),
+    " ORDER BY k.next_snapshot, k.consumer_id LIMIT $3) UNION ALL (SELECT 1 AS kind, ",
     key_columns!(),
     " FROM consumer_keys k WHERE k.table_name = $1 AND k.branch = $2 AND k.full_scan_pin IS NOT NULL AND ",
     live_lease!(),
-    " ORDER BY k.full_scan_pin, k.consumer_id LIMIT $3"
+    " ORDER BY k.full_scan_pin, k.consumer_id LIMIT $3)) ",
+    "SELECT head.*, holders.* FROM head LEFT JOIN holders ON true"
 );
 
 const EXPIRED_KEYS: &str = concat!(
@@ -307,7 +315,8 @@ macro_rules! write_tail {
             "), events AS (",
             "INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, lease_id, ",
             "batch_id, holder, principal, request_id, detail) ",
-            "SELECT tidemark_now(), w.table_name, w.branch, w.consumer_id, e.event, e.old_next, e.new_next, e.epoch, ",
+            "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, e.event, e.old_next, e.new_next, ",
+            "e.epoch, ",
             "e.lease_id, ",
             "e.batch_id, e.holder, ",
             $p,
@@ -332,22 +341,38 @@ macro_rules! write_tail {
             "::text[], ",
             $h,
             "::text[]) AS e(event, old_next, new_next, epoch, lease_id, batch_id, holder, detail)",
-            ") SELECT count(*), tidemark_now() FROM ",
+            ") SELECT count(*), (SELECT t FROM clock) FROM ",
             $source
         )
     };
 }
 
+/// The row's lock, then the clock (SPEC §1): deadlines are judged, and the
+/// write stamped, by one reading of the database clock taken once the row is
+/// locked, so a write that waited on a lock is judged by when it lands.
+/// Every update below starts with these CTEs and joins `clock`: the join
+/// reads the clock (so takes the lock) before the row is updated; read only
+/// afterwards, the lock would skip the row this very statement updated.
+macro_rules! lock_then_clock {
+    () => {
+        concat!(
+            "WITH locked AS (SELECT 1 FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 ",
+            "FOR UPDATE), clock AS (SELECT tidemark_write_now() AS t FROM locked), "
+        )
+    };
+}
+
 const UPDATE_ROW: &str = concat!(
-    "WITH written AS (UPDATE consumer_keys SET version = version + 1, epoch = $4, next_snapshot = $5, ",
+    lock_then_clock!(),
+    "written AS (UPDATE consumer_keys SET version = version + 1, epoch = $4, next_snapshot = $5, ",
     "consumer_created_at = $6, consumer_updated_at = $7, latest_snapshot = $8, lease_id = $9, lease_holder = $10, ",
     "lease_epoch = $11, lease_status = $12, lease_ttl_us = $13, lease_acquired_at = $14, lease_deadline = $15, ",
     "last_batch_id = $16, last_end_snapshot = $17, last_end_index = $18, last_end_full = $19, ",
     "last_end_total_splits = $20, lease_wrote_consumer = $21, legacy_warned_snapshot = $22, full_scan_pin = $23, ",
-    "lease_principal = $24 ",
+    "lease_principal = $24 FROM clock ",
     "WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND version = $25 ",
-    "AND (NOT $26 OR (lease_status = 1 AND lease_deadline > tidemark_now())) ",
-    "AND ($38::timestamptz IS NULL OR (tidemark_now() >= $38 AND tidemark_now() < $38 + $39 * interval '1 microsecond')) ",
+    "AND (NOT $26 OR (lease_status = 1 AND lease_deadline > clock.t)) ",
+    "AND ($38::timestamptz IS NULL OR (clock.t >= $38 AND clock.t < $38 + $39 * interval '1 microsecond')) ",
     "RETURNING table_name, branch, consumer_id)",
     write_tail!(
         "written", "$27", "$28", "$29", "$30", "$31", "$32", "$33", "$34", "$35", "$36", "$37"
@@ -365,14 +390,14 @@ macro_rules! update_key_row {
             "lease_holder = $10, lease_epoch = $11, lease_status = $12, lease_ttl_us = $13, lease_acquired_at = $14, ",
             "lease_deadline = $15, last_batch_id = $16, last_end_snapshot = $17, last_end_index = $18, ",
             "last_end_full = $19, last_end_total_splits = $20, lease_wrote_consumer = $21, ",
-            "legacy_warned_snapshot = $22, full_scan_pin = $23, lease_principal = $24 ",
+            "legacy_warned_snapshot = $22, full_scan_pin = $23, lease_principal = $24 FROM clock ",
             "WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND version = $25 ",
-            "AND (NOT $26 OR (lease_status = 1 AND lease_deadline > tidemark_now())) ",
+            "AND (NOT $26 OR (lease_status = 1 AND lease_deadline > clock.t)) ",
             "AND (",
             $dec,
-            "::timestamptz IS NULL OR (tidemark_now() >= ",
+            "::timestamptz IS NULL OR (clock.t >= ",
             $dec,
-            " AND tidemark_now() < ",
+            " AND clock.t < ",
             $dec,
             " + ",
             $tol,
@@ -383,16 +408,22 @@ macro_rules! update_key_row {
 
 /// The commonest writes, without arrays or the grant step: an update with
 /// no history row (a renewal) ...
-const UPDATE_ROW_NO_EVENT: &str = concat!(update_key_row!("$27", "$28"), "RETURNING tidemark_now()");
+const UPDATE_ROW_NO_EVENT: &str = concat!(
+    lock_then_clock!(),
+    "written AS (",
+    update_key_row!("$27", "$28"),
+    "RETURNING 1) SELECT (SELECT t FROM clock) FROM written"
+);
 
 /// ... and an update with exactly one history row (a commit).
 const UPDATE_ROW_ONE_EVENT: &str = concat!(
-    "WITH written AS (",
+    lock_then_clock!(),
+    "written AS (",
     update_key_row!("$27", "$28"),
     "RETURNING table_name, branch, consumer_id) ",
     "INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, lease_id, ",
     "batch_id, holder, principal, request_id, detail) ",
-    "SELECT tidemark_now(), w.table_name, w.branch, w.consumer_id, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38 ",
+    "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38 ",
     "FROM written w RETURNING at"
 );
 
@@ -400,18 +431,19 @@ const UPDATE_ROW_ONE_EVENT: &str = concat!(
 /// nothing is written and `locked` is false): group commit's batch of one.
 const UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED: &str = concat!(
     "WITH locked AS (SELECT 1 FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 ",
-    "FOR UPDATE SKIP LOCKED), written AS (",
+    "FOR UPDATE SKIP LOCKED), clock AS (SELECT tidemark_write_now() AS t FROM locked), written AS (",
     update_key_row!("$27", "$28"),
     "AND EXISTS (SELECT 1 FROM locked) RETURNING table_name, branch, consumer_id), ",
     "logged AS (INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, ",
     "lease_id, batch_id, holder, principal, request_id, detail) ",
-    "SELECT tidemark_now(), w.table_name, w.branch, w.consumer_id, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38 ",
-    "FROM written w) ",
-    "SELECT EXISTS (SELECT 1 FROM locked) AS locked, EXISTS (SELECT 1 FROM written) AS written, tidemark_now() AS at"
+    "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, $29, $30, $31, $32, $33, $34, $35, $36, ",
+    "$37, $38 FROM written w) ",
+    "SELECT EXISTS (SELECT 1 FROM locked) AS locked, EXISTS (SELECT 1 FROM written) AS written, ",
+    "coalesce((SELECT t FROM clock), tidemark_write_now()) AS at"
 );
 
 const INSERT_ROW: &str = concat!(
-    "WITH written AS (INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, ",
+    "WITH clock AS (SELECT tidemark_write_now() AS t), written AS (INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, ",
     "consumer_created_at, consumer_updated_at, latest_snapshot, lease_id, lease_holder, lease_epoch, lease_status, ",
     "lease_ttl_us, lease_acquired_at, lease_deadline, last_batch_id, last_end_snapshot, last_end_index, ",
     "last_end_full, last_end_total_splits, lease_wrote_consumer, legacy_warned_snapshot, full_scan_pin, ",
@@ -701,31 +733,28 @@ impl Backend for PostgresBackend {
     }
 
     async fn branch_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError> {
-        let head = sqlx::query(BRANCH_OPTIONS)
-            .bind(table.as_str())
-            .fetch_one(&self.pool)
-            .await?;
-        let consumers = sqlx::query(BRANCH_CONSUMERS)
+        let rows = sqlx::query(BRANCH_VIEW)
             .bind(table.as_str())
             .bind(branch.as_str())
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;
-        let pins = sqlx::query(BRANCH_PINS)
-            .bind(table.as_str())
-            .bind(branch.as_str())
-            .bind(limit)
-            .fetch_all(&self.pool)
-            .await?;
-        let states = |rows: &[PgRow]| -> Result<Vec<KeyState>, StoreError> {
-            rows.iter().map(|r| Decoder::key_row(r).map(|(s, _)| s)).collect()
-        };
-        Ok(BranchView {
+        let head = rows.first().ok_or(StoreError::Contention)?;
+        let mut view = BranchView {
             now: from_ts(head.try_get("db_now")?),
-            options: Decoder::options(&head)?,
-            consumers: states(&consumers)?,
-            pins: states(&pins)?,
-        })
+            options: Decoder::options(head)?,
+            consumers: Vec::new(),
+            pins: Vec::new(),
+        };
+        for row in &rows {
+            match row.try_get::<Option<i32>, _>("kind")? {
+                Some(0) => view.consumers.push(Decoder::key_row(row)?.0),
+                Some(_) => view.pins.push(Decoder::key_row(row)?.0),
+                None => {}
+            }
+        }
+        view.sort();
+        Ok(view)
     }
 
     async fn expired_keys(

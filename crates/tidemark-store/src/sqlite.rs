@@ -350,13 +350,17 @@ impl Backend for SqliteBackend {
     async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<Option<Timestamp>, StoreError> {
         let key = &change.state.key;
         let row = KeyRow::from_state(change.state);
+        // The clock is read once this process holds the writer and the file's
+        // write lock (SPEC §1): a write that waited for either is judged by
+        // when it lands, not by when it asked.
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let now = self.clock.now();
         if let Some(decided_at) = change.decided_at
             && !(decided_at <= now && now < decided_at.plus(DECIDED_AT_TOLERANCE))
         {
+            tx.rollback().await?;
             return Ok(None);
         }
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let written = match loaded.version {
             Some(version) => {
                 bind_row(sqlx::query(UPDATE_ROW), key, row)
@@ -477,8 +481,11 @@ impl Backend for SqliteBackend {
     }
 
     async fn branch_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError> {
-        let mut conn = self.readers.acquire().await?;
-        let options = options_of(&mut conn, table.as_str()).await?.options;
+        // One read transaction, so one snapshot of the file (SPEC §8): read
+        // apart, a scan completing in between (its pin gone, its consumer
+        // not yet seen) showed no fence.
+        let mut tx = self.readers.begin().await?;
+        let options = options_of(&mut tx, table.as_str()).await?.options;
         let now = self.clock.now();
         let mut states = Vec::with_capacity(2);
         for query in [BRANCH_CONSUMERS, BRANCH_PINS] {
@@ -487,7 +494,7 @@ impl Backend for SqliteBackend {
                 .bind(branch.as_str())
                 .bind(limit)
                 .bind(now.as_micros())
-                .fetch_all(&mut *conn)
+                .fetch_all(&mut *tx)
                 .await?;
             states.push(
                 rows.iter()
@@ -495,6 +502,7 @@ impl Backend for SqliteBackend {
                     .collect::<Result<Vec<_>, _>>()?,
             );
         }
+        tx.commit().await?;
         let pins = states.pop().unwrap_or_default();
         let consumers = states.pop().unwrap_or_default();
         Ok(BranchView {

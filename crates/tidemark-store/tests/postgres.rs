@@ -14,6 +14,7 @@ all_conformance_cases!(Kind::Postgres);
 admin_conformance_suite!(Kind::Postgres);
 remembered_conformance_suite!(Kind::Postgres);
 model_conformance_suite!(Kind::Postgres);
+seams_conformance_suite!(Kind::Postgres);
 mirror_conformance_suite!(Kind::Postgres);
 
 /// Deadlines are stamped with the database clock: a lease granted now ends
@@ -346,5 +347,58 @@ mod group_commit {
             .unwrap();
         assert_eq!(unblocked.next_snapshot, Some(6));
         assert!(backend.group_commit_stats().unwrap().alone >= 1);
+    }
+}
+
+/// SPEC §1: a deadline is judged when the write lands, by the database clock
+/// read once the row is locked. A commit that waits on a row lock another
+/// transaction holds past its lease's deadline is refused, although the
+/// lease was live when the commit's statement started. Both with group
+/// commit (a locked row goes alone) and without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_commit_that_waited_on_a_row_lock_past_its_deadline_is_refused() {
+    let Some(db) = TestDb::new(Kind::Postgres).await else {
+        return;
+    };
+    for group_commit in [0, 1] {
+        let options = PostgresOptions {
+            group_commit,
+            ..db.postgres_options()
+        };
+        let backend = PostgresBackend::connect(db.url(), &options).unwrap();
+        backend.migrate().await.unwrap();
+        let store = Store::new(Arc::new(backend.clone()), conformance::policy());
+        let ctx = CallContext::internal("t");
+        let id = format!("waits-{group_commit}");
+        let key = tidemark_core::ConsumerKey::parse("db.t", "main", &id, "").unwrap();
+        let ttl = Duration::from_secs(1);
+        let lease = store.acquire_lease(&ctx, &key, "q", Some(ttl)).await.unwrap().lease;
+        let mut holder = backend.pool().begin().await.unwrap();
+        sqlx::query("SELECT 1 FROM consumer_keys WHERE consumer_id = $1 FOR UPDATE")
+            .bind(&id)
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+        let commit = {
+            let store = store.clone();
+            let ctx = ctx.clone();
+            tokio::spawn(async move {
+                let req = conformance::commit_req(lease.lease_id, 1, 0, conformance::off(4, 0, false, Some(1)));
+                store.commit_batch(&ctx, &req).await
+            })
+        };
+        // Twice the ttl: the lease is over by any clock when the lock goes.
+        tokio::time::sleep(2 * ttl).await;
+        assert!(!commit.is_finished(), "the commit waits for the row lock");
+        holder.rollback().await.unwrap();
+        match commit.await.unwrap() {
+            Err(StoreError::Rule(tidemark_core::CoreError::LeaseNotHeld { .. })) => {}
+            other => panic!(
+                "group commit {group_commit}: a commit landing after its lease's deadline must be refused, got \
+                 {other:?}"
+            ),
+        }
+        assert_eq!(store.key_state(&key).await.unwrap().unwrap().next_snapshot(), None);
+        backend.close().await;
     }
 }

@@ -14,6 +14,7 @@ all_conformance_cases!(Kind::Sqlite);
 admin_conformance_suite!(Kind::Sqlite);
 remembered_conformance_suite!(Kind::Sqlite);
 model_conformance_suite!(Kind::Sqlite);
+seams_conformance_suite!(Kind::Sqlite);
 mirror_conformance_suite!(Kind::Sqlite);
 
 /// SQLite takes `now` from the server clock; a manual clock proves every
@@ -81,4 +82,59 @@ async fn sqlite_state_survives_reopening() {
         (state.next_snapshot(), state.latest_snapshot, state.lag()),
         (Some(5), Some(9), Some(5))
     );
+}
+
+/// SPEC §1: a deadline is judged when the write lands. A commit that waits
+/// for the file's write lock (held here by another connection, as another
+/// process would) past its lease's deadline is refused, although the lease
+/// was live when the commit was asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_commit_that_waited_for_the_writer_past_its_deadline_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+    let backend = SqliteBackend::open(&url, Arc::new(clock.clone())).await.unwrap();
+    backend.migrate().await.unwrap();
+    let store = Store::new(Arc::new(backend), LeasePolicy::default());
+    let ctx = CallContext::internal("t");
+    let key = tidemark_core::ConsumerKey::parse("db.t", "main", "c", "").unwrap();
+    let lease = store.acquire_lease(&ctx, &key, "q", None).await.unwrap().lease;
+
+    let other = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    let mut holder = other.begin_with("BEGIN IMMEDIATE").await.unwrap();
+    let commit = {
+        let store = store.clone();
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let req = tidemark_core::CommitBatch {
+                lease_id: lease.lease_id,
+                epoch: 1,
+                batch_id: 0,
+                end: Some(tidemark_core::Offset {
+                    snapshot_id: 4,
+                    index: 0,
+                    scan_snapshot: false,
+                    total_splits: Some(1),
+                }),
+                latest_snapshot: None,
+            };
+            store.commit_batch(&ctx, &req).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!commit.is_finished(), "the commit waits for the write lock");
+    clock.advance(Duration::from_secs(31));
+    sqlx::query("SELECT 1").execute(&mut *holder).await.unwrap();
+    holder.rollback().await.unwrap();
+    match commit.await.unwrap() {
+        Err(StoreError::Rule(tidemark_core::CoreError::LeaseNotHeld { loss, .. })) => {
+            assert_eq!(loss, LeaseLoss::Expired)
+        }
+        other => panic!("a commit landing after its lease's deadline must be refused, got {other:?}"),
+    }
+    assert_eq!(store.key_state(&key).await.unwrap().unwrap().next_snapshot(), None);
 }

@@ -120,14 +120,17 @@ impl TestDb {
         let Some(clock) = &self.manual else { return };
         let Some(pool) = self.postgres_pool().await else { return };
         let micros = clock.now().as_micros();
-        let sql = format!(
-            "CREATE OR REPLACE FUNCTION tidemark_now() RETURNS timestamptz LANGUAGE sql STABLE \
-             AS $clock$ SELECT to_timestamp(0) + {micros} * interval '1 microsecond' $clock$"
-        );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&pool)
-            .await
-            .expect("set the database clock");
+        // Both clocks: the read one and the write one (SPEC §1).
+        for (function, volatility) in [("tidemark_now", "STABLE"), ("tidemark_write_now", "VOLATILE")] {
+            let sql = format!(
+                "CREATE OR REPLACE FUNCTION {function}() RETURNS timestamptz LANGUAGE sql {volatility} \
+                 AS $clock$ SELECT to_timestamp(0) + {micros} * interval '1 microsecond' $clock$"
+            );
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&pool)
+                .await
+                .expect("set the database clock");
+        }
         pool.close().await;
     }
 

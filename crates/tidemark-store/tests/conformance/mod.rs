@@ -10,6 +10,7 @@ pub mod admin;
 pub mod mirror;
 pub mod model;
 pub mod remembered;
+pub mod seams;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -453,7 +454,7 @@ pub async fn revoke_burns_an_epoch_that_is_never_reused(db: &TestDb) {
     assert_eq!(h[1].event.detail.as_deref(), Some("operator request"));
 }
 
-fn recovery(startup: StartupMode, earliest: i64, latest: i64) -> RecoveryRequest {
+pub(crate) fn recovery(startup: StartupMode, earliest: i64, latest: i64) -> RecoveryRequest {
     RecoveryRequest {
         startup,
         ignore_progress: false,
