@@ -31,8 +31,13 @@ async fn admin(server: &TestServer) -> AdminClient<tonic::transport::Channel> {
     AdminClient::new(server.channel().await)
 }
 
-/// A Paimon-looking table directory with snapshots 1..=latest.
+/// A Paimon-looking table directory with a schema, snapshots 1..=latest,
+/// and a branch `dev` (Paimon gives a branch its own schema directory).
 fn paimon_table(root: &Path, latest: i64) {
+    for schemas in [root.join("schema"), root.join("branch/branch-dev/schema")] {
+        std::fs::create_dir_all(&schemas).unwrap();
+        std::fs::write(schemas.join("schema-0"), r#"{"id":0,"options":{},"timeMillis":1}"#).unwrap();
+    }
     let snapshots = root.join("snapshot");
     std::fs::create_dir_all(&snapshots).unwrap();
     for id in 1..=latest {

@@ -157,6 +157,47 @@ pub enum CoreError {
         key: ConsumerKey,
     },
 
+    /// SPEC §9: a registered table's directory holds no snapshot (missing,
+    /// empty, a mistyped location, a missing branch).
+    #[error(
+        "table {table} is registered at {location}, but its directory holds no snapshot for branch {branch} (a mistyped location, a dropped table or branch?); fix the registration or unregister the table to use the worker's range"
+    )]
+    TableLocationEmpty {
+        /// The table.
+        table: String,
+        /// The branch.
+        branch: String,
+        /// The registered location.
+        location: String,
+    },
+
+    /// SPEC §9: a registered table's directory cannot be read right now.
+    #[error("cannot read table {table}'s directory at {location} right now: {why}; retry")]
+    TableLocationUnreadable {
+        /// The table.
+        table: String,
+        /// The registered location.
+        location: String,
+        /// What failed.
+        why: String,
+    },
+
+    /// SPEC §9: the table at the registered location is not the one that was
+    /// registered (dropped and recreated under the same name).
+    #[error(
+        "table {table} at {location} is not the table that was registered (identity {registered}, now {found}): it was dropped and recreated, so consumer positions would name other data; delete or reset its consumers, then register it again"
+    )]
+    TableIdentityChanged {
+        /// The table.
+        table: String,
+        /// The registered location.
+        location: String,
+        /// The identity stored at registration.
+        registered: String,
+        /// The identity found now.
+        found: String,
+    },
+
     /// R4: the recovery start is after the logged batch's end.
     #[error(
         "the logged batch cannot be replayed: recovery start {start} is newer than the logged end offset {end}, so the checkpointed range is no longer readable. Start a new query with a new checkpoint"
@@ -184,6 +225,9 @@ impl CoreError {
             CoreError::ReplayRangeExpired { .. } => "REPLAY_RANGE_EXPIRED",
             CoreError::NextSnapshotMismatch { .. } => "NEXT_SNAPSHOT_MISMATCH",
             CoreError::ConsumerNotFound { .. } => "CONSUMER_NOT_FOUND",
+            CoreError::TableLocationEmpty { .. } => "TABLE_LOCATION_EMPTY",
+            CoreError::TableLocationUnreadable { .. } => "TABLE_LOCATION_UNREADABLE",
+            CoreError::TableIdentityChanged { .. } => "TABLE_IDENTITY_CHANGED",
         }
     }
 
@@ -252,6 +296,31 @@ impl CoreError {
             CoreError::ReplayRangeExpired { start, end } => {
                 vec![("start", start.to_string()), ("end", end.to_string())]
             }
+            CoreError::TableLocationEmpty {
+                table,
+                branch,
+                location,
+            } => vec![
+                ("table", table.clone()),
+                ("branch", branch.clone()),
+                ("location", location.clone()),
+            ],
+            CoreError::TableLocationUnreadable { table, location, why } => vec![
+                ("table", table.clone()),
+                ("location", location.clone()),
+                ("error", why.clone()),
+            ],
+            CoreError::TableIdentityChanged {
+                table,
+                location,
+                registered,
+                found,
+            } => vec![
+                ("table", table.clone()),
+                ("location", location.clone()),
+                ("registered_identity", registered.clone()),
+                ("found_identity", found.clone()),
+            ],
             CoreError::NextSnapshotMismatch { expected, actual } => {
                 let mut m = vec![("expected_next_snapshot", expected.to_string())];
                 if let Some(actual) = actual {

@@ -182,11 +182,14 @@ pub enum EventKind {
     LeaseRelease,
     /// An operator revoked a lease.
     LeaseRevoke,
+    /// The consumer's Paimon file was changed or deleted from outside and
+    /// written back with tidemark's position (SPEC §9).
+    MirrorRepair,
 }
 
 impl EventKind {
     /// Every kind, for exhaustive tests and parsing.
-    pub const ALL: [EventKind; 11] = [
+    pub const ALL: [EventKind; 12] = [
         EventKind::Create,
         EventKind::Advance,
         EventKind::Refresh,
@@ -198,6 +201,7 @@ impl EventKind {
         EventKind::LeaseTakeover,
         EventKind::LeaseRelease,
         EventKind::LeaseRevoke,
+        EventKind::MirrorRepair,
     ];
 
     /// Stable name, stored in history and shown to operators.
@@ -214,6 +218,7 @@ impl EventKind {
             EventKind::LeaseTakeover => "LEASE_TAKEOVER",
             EventKind::LeaseRelease => "LEASE_RELEASE",
             EventKind::LeaseRevoke => "LEASE_REVOKE",
+            EventKind::MirrorRepair => "MIRROR_REPAIR",
         }
     }
 

@@ -210,11 +210,13 @@ impl PaimonTable {
         }
     }
 
-    /// Where a consumer's file lives.
+    /// Where a consumer's file lives. The name is kept as it is: a path
+    /// part would percent-encode the `~` of pin files, which Paimon would
+    /// then not see as the same name.
     pub fn consumer_path(&self, branch: &str, consumer_id: &str) -> Path {
-        self.branch_root(branch)
-            .child("consumer")
-            .child(format!("{CONSUMER_PREFIX}{consumer_id}"))
+        let dir = self.branch_root(branch).child("consumer");
+        Path::parse(format!("{dir}/{CONSUMER_PREFIX}{consumer_id}"))
+            .unwrap_or_else(|_| dir.child(format!("{CONSUMER_PREFIX}{consumer_id}")))
     }
 
     /// The consumer's file named in full (an absolute path, or an object
@@ -278,7 +280,7 @@ impl PaimonTable {
             .objects
             .into_iter()
             .filter_map(|o| {
-                let id = o.location.filename()?.strip_prefix(CONSUMER_PREFIX)?.to_owned();
+                let id = file_name(&o.location)?.strip_prefix(CONSUMER_PREFIX)?.to_owned();
                 Some(ListedConsumer {
                     consumer_id: id,
                     modified: o.last_modified.into(),
@@ -410,7 +412,11 @@ impl PaimonTable {
                 Err(e) => return Err(e.into()),
             };
             for object in listed.objects {
-                let Some(id) = object.location.filename().and_then(|n| n.strip_prefix(CONSUMER_PREFIX)) else {
+                let Some(id) = file_name(&object.location)
+                    .as_deref()
+                    .and_then(|n| n.strip_prefix(CONSUMER_PREFIX))
+                    .map(str::to_owned)
+                else {
                     continue;
                 };
                 let next_snapshot = match self.read_consumer_at(&object.location).await {
@@ -514,6 +520,17 @@ impl PaimonTable {
         let objects: Vec<_> = self.store.list(Some(&self.root)).try_collect().await?;
         Ok(objects.into_iter().map(|o| o.location.to_string()).collect())
     }
+}
+
+/// A listed object's file name as it is on disk (the local store hands
+/// back names with characters such as `~` percent-encoded).
+fn file_name(location: &Path) -> Option<String> {
+    let name = location.filename()?;
+    Some(
+        percent_encoding::percent_decode_str(name)
+            .decode_utf8_lossy()
+            .into_owned(),
+    )
 }
 
 /// The id of the pin file for a lease's full scan (SPEC §9).
@@ -761,6 +778,21 @@ mod tests {
         assert_eq!((listed[0].consumer_id.as_str(), listed[0].size), ("q", 0));
         assert!(listed[0].modified.elapsed().unwrap() < Duration::from_secs(60));
         assert!(table.list_consumer_files("dev").await.unwrap().is_empty());
+        // Pin files keep their `~` on disk, in listings and in reads.
+        let pin = pin_consumer_id(&uuid::Uuid::new_v4());
+        table.write_consumer("main", &pin, 4).await.unwrap();
+        assert!(dir.path().join(format!("consumer/consumer-{pin}")).exists());
+        let ids: Vec<_> = table
+            .list_consumer_files("main")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|f| f.consumer_id)
+            .collect();
+        assert!(ids.contains(&pin), "{ids:?}");
+        assert_eq!(table.consumer_file("main", &pin).await.unwrap(), FileState::Position(4));
+        table.delete_consumer("main", &pin).await.unwrap();
+        assert!(!dir.path().join(format!("consumer/consumer-{pin}")).exists());
     }
 
     #[tokio::test]

@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tidemark_core::admin::ConsumerSelector;
+use tidemark_core::admin::Imported;
 use tidemark_core::validate::Violations;
 use tidemark_core::{ConsumerKey, TableName};
-use tidemark_paimon::PaimonTable;
+use tidemark_paimon::{FileState, PaimonTable};
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::admin_server::Admin;
 use tidemark_store::{HistoryFilter, KeyFilter, MAX_BATCH, MAX_PAGE, RegisteredTable, Store, StoreError};
@@ -25,12 +26,24 @@ const MAX_REASON: usize = 512;
 pub struct AdminService {
     store: Store,
     request_timeout: Duration,
+    mirror_refresh: Duration,
 }
 
 impl AdminService {
     /// The service over `store`.
     pub fn new(store: Store, request_timeout: Duration) -> Self {
-        Self { store, request_timeout }
+        Self {
+            store,
+            request_timeout,
+            mirror_refresh: crate::ServerConfig::default().mirror_refresh,
+        }
+    }
+
+    /// The mirror's refresh interval, which RegisterTable checks against a
+    /// table's own `consumer.expiration-time`.
+    pub fn with_mirror_refresh(mut self, mirror_refresh: Duration) -> Self {
+        self.mirror_refresh = mirror_refresh;
+        self
     }
 }
 
@@ -41,25 +54,69 @@ impl AdminService {
         Ok(tables.into_iter().find(|t| &t.table == table))
     }
 
-    /// The consumer's Paimon file and what the mirror last wrote there.
+    /// The consumer's Paimon file as read from storage now, and what the
+    /// mirror last wrote there.
     async fn mirror_info(
         &self,
         key: &ConsumerKey,
         table: Option<&PaimonTable>,
         next: Option<i64>,
     ) -> Result<pb::MirrorInfo, StoreError> {
-        let path = table
-            .map(|t| t.consumer_location(key.branch.as_str(), key.consumer_id.as_str()))
-            .unwrap_or_default();
+        let (branch, id) = (key.branch.as_str(), key.consumer_id.as_str());
+        let path = table.map(|t| t.consumer_location(branch, id)).unwrap_or_default();
         let state = self.store.backend().mirror_state(key).await?.unwrap_or_default();
-        Ok(pb::MirrorInfo {
+        let mut info = pb::MirrorInfo {
             path,
             mirrored_next_snapshot: state.mirrored_next,
             mirrored_at: state.mirrored_at.map(convert::timestamp),
-            in_sync: state.mirrored_next == next && state.mirrored_at.is_some(),
+            in_sync: false,
             failures: state.failures,
             last_error: state.last_error.unwrap_or_default(),
-        })
+            ..Default::default()
+        };
+        let Some(table) = table else {
+            info.file_state = "STORAGE_ERROR".into();
+            info.file_error = "the registered location cannot be opened".into();
+            return Ok(info);
+        };
+        match table.branch_exists(branch).await {
+            Ok(false) => {
+                info.file_state = "BRANCH_MISSING".into();
+                return Ok(info);
+            }
+            Err(e) => {
+                info.file_state = "STORAGE_ERROR".into();
+                info.file_error = e.to_string();
+                return Ok(info);
+            }
+            Ok(true) => {}
+        }
+        match table.consumer_file(branch, id).await {
+            Ok(FileState::Position(n)) => {
+                info.file_state = "PRESENT".into();
+                info.file_next_snapshot = Some(n);
+                info.in_sync = Some(n) == next;
+                info.file_modified_at = table
+                    .list_consumer_files(branch)
+                    .await
+                    .ok()
+                    .and_then(|files| files.into_iter().find(|f| f.consumer_id == id))
+                    .map(|f| prost_types::Timestamp::from(f.modified));
+            }
+            Ok(FileState::Missing) => {
+                info.file_state = "MISSING".into();
+                info.in_sync = next.is_none();
+            }
+            Ok(FileState::Unreadable(why)) => {
+                info.file_state = "UNREADABLE".into();
+                info.file_error = why;
+            }
+            Err(e) => {
+                info.file_state = "STORAGE_ERROR".into();
+                info.file_error = e.to_string();
+            }
+        }
+        Ok(info)
     }
 }
 
@@ -69,6 +126,7 @@ fn registered_to_pb(t: &RegisteredTable) -> pb::RegisteredTable {
         location: t.location.clone(),
         registered_at: Some(convert::timestamp(t.registered_at)),
         registered_by: t.registered_by.clone(),
+        identity: t.identity.clone().unwrap_or_default(),
     }
 }
 
@@ -505,10 +563,29 @@ impl Admin for AdminService {
                 Ok(range) => (range, String::new()),
                 Err(e) => (None, e.to_string()),
             };
+            // The identity binds the registration to this table (SPEC §9);
+            // registering again accepts a recreated one.
+            let identity = location.identity().await.ok().flatten();
+            let mut warnings = Vec::new();
+            match location.consumer_expiration().await {
+                Ok(Some(expiration)) if expiration < 3 * self.mirror_refresh => {
+                    let warning = format!(
+                        "MIRROR_REFRESH_TOO_SLOW: the table's consumer.expiration-time ({}) is shorter than three \
+                         times this server's --mirror-refresh ({}): Paimon could expire the file of a consumer \
+                         tidemark keeps; set --mirror-refresh to at most a third of it",
+                        humantime::format_duration(expiration),
+                        humantime::format_duration(self.mirror_refresh)
+                    );
+                    tracing::warn!(table = %table.as_str(), "{warning}");
+                    warnings.push(warning);
+                }
+                Ok(_) => {}
+                Err(e) => warnings.push(format!("cannot read the table's schema options: {e}")),
+            }
             if req.execute {
                 self.store
                     .backend()
-                    .register_table(&table, location.location(), &ctx)
+                    .register_table(&table, location.location(), identity.as_deref(), &ctx)
                     .await?;
             }
             let registered = match self.registration(&table).await? {
@@ -518,6 +595,7 @@ impl Admin for AdminService {
                     location: location.location().to_owned(),
                     registered_at: tidemark_core::Timestamp::from_micros(0),
                     registered_by: ctx.principal.clone(),
+                    identity,
                 },
             };
             Ok(pb::RegisterTableResponse {
@@ -530,6 +608,7 @@ impl Admin for AdminService {
                 latest_snapshot: range.map(|r| r.latest),
                 executed: req.execute,
                 probe_error,
+                warnings,
             })
         })
         .await
@@ -609,6 +688,10 @@ impl Admin for AdminService {
                 message,
             };
             for f in &found {
+                if f.consumer_id.starts_with(tidemark_paimon::PIN_PREFIX) {
+                    skipped.push(skip(f, "PIN_FILE", "tidemark's own full-scan pin file".to_owned()));
+                    continue;
+                }
                 let next = match &f.next_snapshot {
                     Ok(n) if *n >= 1 => *n,
                     Ok(n) => {
@@ -628,21 +711,27 @@ impl Admin for AdminService {
                         continue;
                     }
                 };
-                if let Some(existing) = self.store.key_state(&key).await?.and_then(|s| s.next_snapshot()) {
-                    skipped.push(skip(
-                        f,
-                        "EXISTS",
-                        format!("tidemark already has this consumer at {existing}; the file shows {next}"),
-                    ));
-                    continue;
-                }
-                if req.execute {
-                    // Created only if still absent: a consumer created
-                    // meanwhile wins.
-                    let planned = self.store.reset_consumer(&ctx, &key, next, None, false, true).await;
-                    if let Err(e) = planned {
-                        skipped.push(skip(f, "EXISTS", e.to_string()));
+                let exists =
+                    |existing: i64| format!("tidemark already has this consumer at {existing}; the file shows {next}");
+                if !req.execute {
+                    if let Some(existing) = self.store.key_state(&key).await?.and_then(|s| s.next_snapshot()) {
+                        skipped.push(skip(f, "EXISTS", exists(existing)));
                         continue;
+                    }
+                } else {
+                    // Created only while still absent (compare-and-set): a
+                    // consumer created meanwhile wins.
+                    match self.store.import_consumer(&ctx, &key, next).await {
+                        Ok(Imported::Created) => {}
+                        Ok(Imported::Exists { next_snapshot }) => {
+                            skipped.push(skip(f, "EXISTS", exists(next_snapshot)));
+                            continue;
+                        }
+                        Err(StoreError::Rule(rule)) => {
+                            skipped.push(skip(f, rule.reason(), rule.to_string()));
+                            continue;
+                        }
+                        Err(other) => return Err(other),
                     }
                 }
                 imported.push(pb::ImportedConsumer {

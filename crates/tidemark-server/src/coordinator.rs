@@ -236,8 +236,11 @@ impl Coordinator for CoordinatorService {
             call::in_scope(&ctx, &key.table)?;
             // A registered table's range comes from its own directory.
             let mut range_warnings = Vec::new();
-            let directory = self.tables.table(&key.table).await;
-            let range = crate::tables::recovery_range(directory, key.branch.as_str(), range, &mut range_warnings).await;
+            let registered = self.tables.table(&key.table).await;
+            let directory = registered.as_ref().map(|r| r.directory.clone());
+            let range =
+                crate::tables::recovery_range(&self.store, registered, key.branch.as_str(), range, &mut range_warnings)
+                    .await?;
             let recovery = RecoveryRequest {
                 startup,
                 ignore_progress: req.ignore_progress,
@@ -248,6 +251,23 @@ impl Coordinator for CoordinatorService {
             let lease_id = lease_id.flatten();
             let recovered = self.store.recovery_position(&ctx, &key, &recovery, lease_id).await?;
             let plan = &recovered.plan;
+            // SPEC §9: Paimon's own expiration honours the pin only once its
+            // file is there; a pin it cannot see is not promised.
+            if let (true, Some(directory), Some(lease_id)) = (recovered.pinned, &directory, lease_id) {
+                let id = tidemark_paimon::pin_consumer_id(&lease_id);
+                directory
+                    .write_consumer(key.branch.as_str(), &id, plan.start.snapshot_id)
+                    .await
+                    .map_err(|e| tidemark_core::CoreError::TableLocationUnreadable {
+                        table: key.table.as_str().to_owned(),
+                        location: directory.location().to_owned(),
+                        why: format!(
+                            "cannot write the full-scan pin file {}: {e}",
+                            directory.consumer_location(key.branch.as_str(), &id)
+                        ),
+                    })
+                    .map_err(StoreError::from)?;
+            }
             tracing::debug!(
                 consumer = %key, source = ?plan.source, start = %plan.start, pinned = recovered.pinned,
                 "recovery position"

@@ -39,6 +39,13 @@ pub mod names {
     pub const MIRROR_BACKLOG: &str = "tidemark_mirror_backlog";
     /// Counter: consumer files written or deleted by the mirror, by result.
     pub const MIRROR_WRITES: &str = "tidemark_mirror_writes_total";
+    /// Counter: consumer files found changed, deleted or unreadable (changed
+    /// from outside) and written back, and pin files without a live pin
+    /// deleted, by cause.
+    pub const MIRROR_REPAIRS: &str = "tidemark_mirror_repairs_total";
+    /// Gauge: registered branches whose directory is gone (dropped); the
+    /// keeper writes nothing there.
+    pub const MIRROR_BRANCHES_MISSING: &str = "tidemark_mirror_branches_missing";
     /// Counters of Postgres group commit (recorded by the store).
     pub use tidemark_store::group_commit_metrics::{
         STATEMENT_WRITES as COMMIT_STATEMENT_WRITES, STATEMENTS as COMMIT_STATEMENTS,
@@ -98,6 +105,16 @@ pub(crate) fn auth_denied() {
 /// Consumer files the mirror found stale in its last round.
 pub(crate) fn mirror_backlog(stale: usize) {
     metrics::gauge!(names::MIRROR_BACKLOG).set(stale as f64);
+}
+
+/// One consumer file put back, or a stale pin file deleted, by the keeper.
+pub(crate) fn mirror_repair(cause: &'static str) {
+    metrics::counter!(names::MIRROR_REPAIRS, "cause" => cause).increment(1);
+}
+
+/// Registered branches found without a directory in the keeper's last pass.
+pub(crate) fn mirror_branches_missing(count: usize) {
+    metrics::gauge!(names::MIRROR_BRANCHES_MISSING).set(count as f64);
 }
 
 /// One consumer file written or deleted by the mirror.

@@ -12,12 +12,23 @@
 //! each re-reads a consumer right before writing its file, so a stale write
 //! needs a change to land within those few milliseconds, and whatever a
 //! stale round leaves behind is corrected by the next one.
+//!
+//! The mirror is also a keeper (SPEC §9): every few rounds it compares the
+//! files with the database. A file deleted, overwritten or torn from
+//! outside is written back (counted, logged and recorded in history); on
+//! tables whose schema sets Paimon's `consumer.expiration-time`, the file of
+//! every consumer tidemark keeps is rewritten before it is half a refresh
+//! interval old, whatever the commit rate, so Paimon never expires it; live
+//! full-scan pins get files of their own (`consumer-tidemark~pin~<lease>`),
+//! and pin files without a live pin are deleted. It never writes into a
+//! branch whose directory is gone.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::{Duration, Instant, SystemTime};
 
-use tidemark_core::KeyState;
-use tidemark_paimon::PaimonTable;
-use tidemark_store::{MirrorTask, Store};
+use tidemark_core::{EventKind, HistoryEvent, KeyState};
+use tidemark_paimon::{FileState, ListedConsumer, PaimonTable};
+use tidemark_store::{CallContext, MirrorEntry, MirrorTask, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics;
@@ -33,6 +44,7 @@ pub(crate) async fn run(store: Store, config: ServerConfig, stop: CancellationTo
         return;
     }
     let mut tables: HashMap<String, PaimonTable> = HashMap::new();
+    let mut keeper = Keeper::new(config.mirror_interval, config.mirror_refresh);
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -44,7 +56,280 @@ pub(crate) async fn run(store: Store, config: ServerConfig, stop: CancellationTo
                 break;
             }
         }
+        if keeper.due() {
+            keeper.pass(&store, &mut tables).await;
+        }
     }
+}
+
+/// The keeper's memory between passes.
+pub(crate) struct Keeper {
+    /// How often a pass runs.
+    period: Duration,
+    /// Files older than this are rewritten on keep-alive tables.
+    rewrite_age: Duration,
+    refresh: Duration,
+    last: Option<Instant>,
+    /// Files whose content was checked, by (location, branch, id): their
+    /// modification time and size then. A file that still has them is not
+    /// read again.
+    checked: HashMap<(String, String, String), (SystemTime, u64)>,
+    /// Tables already warned about a too-short expiration time.
+    warned: HashSet<String>,
+}
+
+impl Keeper {
+    pub(crate) fn new(interval: Duration, refresh: Duration) -> Self {
+        // A pass every eighth of the refresh interval (at most every round),
+        // and rewrites due by the pass that would otherwise leave a file
+        // older than half the refresh interval.
+        let period = interval.max(refresh / 8);
+        Self {
+            period,
+            rewrite_age: (refresh / 2).saturating_sub(period),
+            refresh,
+            last: None,
+            checked: HashMap::new(),
+            warned: HashSet::new(),
+        }
+    }
+
+    fn due(&self) -> bool {
+        self.last.is_none_or(|at| at.elapsed() >= self.period)
+    }
+
+    /// One pass over every registered table. Failures are logged and
+    /// retried next pass.
+    pub(crate) async fn pass(&mut self, store: &Store, tables: &mut HashMap<String, PaimonTable>) {
+        self.last = Some(Instant::now());
+        let (inventory, registered) =
+            match tokio::try_join!(store.backend().mirror_inventory(), store.backend().registered_tables()) {
+                Ok(read) => read,
+                Err(e) => {
+                    tracing::warn!(error = %e, "mirror keeper: cannot read the consumers; retrying next pass");
+                    return;
+                }
+            };
+        let mut branches_missing = 0;
+        for registration in registered {
+            let location = registration.location.clone();
+            if !tables.contains_key(&location) {
+                match PaimonTable::open(&location) {
+                    Ok(table) => {
+                        tables.insert(location.clone(), table);
+                    }
+                    Err(e) => {
+                        tracing::warn!(%location, error = %e, "mirror keeper: cannot open a registered table");
+                        continue;
+                    }
+                }
+            }
+            let table = tables[&location].clone();
+            let entries: Vec<&MirrorEntry> = inventory.iter().filter(|e| e.key.table == registration.table).collect();
+            match self.keep_table(store, &table, &entries).await {
+                Ok(missing) => branches_missing += missing,
+                Err(e) => tracing::warn!(%location, error = %e, "mirror keeper: cannot check the table's files"),
+            }
+        }
+        metrics::mirror_branches_missing(branches_missing);
+    }
+
+    async fn keep_table(
+        &mut self,
+        store: &Store,
+        table: &PaimonTable,
+        entries: &[&MirrorEntry],
+    ) -> Result<usize, tidemark_paimon::PaimonError> {
+        let expiration = table.consumer_expiration().await.unwrap_or(None);
+        if let Some(expiration) = expiration
+            && expiration < 3 * self.refresh
+            && self.warned.insert(table.location().to_owned())
+        {
+            tracing::warn!(
+                location = %table.location(), expiration = %humantime::format_duration(expiration),
+                refresh = %humantime::format_duration(self.refresh),
+                "the table's consumer.expiration-time is shorter than three times --mirror-refresh: Paimon could \
+                 expire the file of a consumer tidemark keeps"
+            );
+        }
+        let keep_alive = expiration.is_some();
+        let mut branches: BTreeSet<String> = table.branches().await?.into_iter().collect();
+        branches.extend(entries.iter().map(|e| e.key.branch.as_str().to_owned()));
+        let mut missing = 0;
+        for branch in branches {
+            let here: Vec<&MirrorEntry> = entries
+                .iter()
+                .copied()
+                .filter(|e| e.key.branch.as_str() == branch)
+                .collect();
+            if !table.branch_exists(&branch).await? {
+                if !here.is_empty() {
+                    missing += 1;
+                    tracing::warn!(
+                        location = %table.location(), %branch,
+                        "mirror keeper: a registered branch's directory is gone; its consumers are left for an \
+                         operator to delete"
+                    );
+                }
+                continue;
+            }
+            let files: HashMap<String, ListedConsumer> = table
+                .list_consumer_files(&branch)
+                .await?
+                .into_iter()
+                .map(|f| (f.consumer_id.clone(), f))
+                .collect();
+            self.keep_branch(store, table, &branch, &here, &files, keep_alive)
+                .await?;
+        }
+        Ok(missing)
+    }
+
+    async fn keep_branch(
+        &mut self,
+        store: &Store,
+        table: &PaimonTable,
+        branch: &str,
+        entries: &[&MirrorEntry],
+        files: &HashMap<String, ListedConsumer>,
+        keep_alive: bool,
+    ) -> Result<(), tidemark_paimon::PaimonError> {
+        let rewrite_age = self.rewrite_age;
+        let old = |f: &ListedConsumer| f.modified.elapsed().unwrap_or_default() >= rewrite_age;
+        for entry in entries {
+            let (Some(next), Some(mirrored)) = (entry.next_snapshot, entry.mirrored_next) else {
+                continue; // not mirrored yet: the rounds write it
+            };
+            let id = entry.key.consumer_id.as_str();
+            let Some(file) = files.get(id) else {
+                self.repair(store, table, entry, "missing", None).await;
+                continue;
+            };
+            let slot = (table.location().to_owned(), branch.to_owned(), id.to_owned());
+            if self.checked.get(&slot) != Some(&(file.modified, file.size)) {
+                match table.consumer_file(branch, id).await? {
+                    FileState::Position(n) if n == mirrored || n == next => {
+                        self.checked.insert(slot, (file.modified, file.size));
+                    }
+                    FileState::Position(n) => {
+                        self.repair(store, table, entry, "changed", Some(n)).await;
+                        continue;
+                    }
+                    FileState::Unreadable(_) => {
+                        self.repair(store, table, entry, "unreadable", None).await;
+                        continue;
+                    }
+                    FileState::Missing => {
+                        self.repair(store, table, entry, "missing", None).await;
+                        continue;
+                    }
+                }
+            }
+            if keep_alive && entry.kept && old(file) {
+                let task = MirrorTask {
+                    key: entry.key.clone(),
+                    location: entry.location.clone(),
+                    next_snapshot: Some(next),
+                    updated_at: entry.updated_at,
+                };
+                if still_current(store, &task).await {
+                    let written = table.write_consumer(branch, id, next).await;
+                    metrics::mirror_write(written.is_ok());
+                    written?;
+                }
+            }
+        }
+        // Full-scan pins: a file per live pin, kept fresh; none without one.
+        let live: HashMap<String, i64> = entries
+            .iter()
+            .filter_map(|e| {
+                e.pin
+                    .map(|(lease, snapshot)| (tidemark_paimon::pin_consumer_id(&lease), snapshot))
+            })
+            .collect();
+        for (id, snapshot) in &live {
+            let due = match files.get(id) {
+                None => true,
+                Some(file) => {
+                    (keep_alive && old(file))
+                        || table.consumer_file(branch, id).await? != FileState::Position(*snapshot)
+                }
+            };
+            if due {
+                let written = table.write_consumer(branch, id, *snapshot).await;
+                metrics::mirror_write(written.is_ok());
+                written?;
+            }
+        }
+        // A pin file outlives its pin (completed, released, lease lapsed,
+        // a server killed mid-scan). Deleted once the branch's consumer
+        // files are up to date, so the scan's consumer protects its
+        // snapshots in Paimon's eyes before the pin stops doing so.
+        let pending = entries
+            .iter()
+            .any(|e| e.next_snapshot.is_some() && e.mirrored_next != e.next_snapshot);
+        if !pending {
+            for id in files.keys() {
+                if tidemark_paimon::pinned_lease(id).is_some() && !live.contains_key(id) {
+                    table.delete_consumer(branch, id).await?;
+                    metrics::mirror_repair("stale_pin");
+                    tracing::info!(location = %table.location(), %branch, file = %id, "mirror keeper: deleted a pin file without a live pin");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes tidemark's position back over a file changed from outside,
+    /// and records it.
+    async fn repair(
+        &self,
+        store: &Store,
+        table: &PaimonTable,
+        entry: &MirrorEntry,
+        cause: &'static str,
+        found: Option<i64>,
+    ) {
+        let (branch, id) = (entry.key.branch.as_str(), entry.key.consumer_id.as_str());
+        let Ok(Some(state)) = store.key_state(&entry.key).await else {
+            return;
+        };
+        let Some(consumer) = state.consumer else {
+            return; // deleted meanwhile: the rounds delete its file
+        };
+        let task = MirrorTask {
+            key: entry.key.clone(),
+            location: entry.location.clone(),
+            next_snapshot: Some(consumer.next_snapshot),
+            updated_at: Some(consumer.updated_at),
+        };
+        let path = table.consumer_location(branch, id);
+        if let Err(e) = table.write_consumer(branch, id, consumer.next_snapshot).await {
+            metrics::mirror_write(false);
+            tracing::warn!(%path, error = %e, "mirror keeper: cannot write back a consumer file");
+            let _ = store.backend().mirror_done(&task, Some(&e.to_string())).await;
+            return;
+        }
+        metrics::mirror_write(true);
+        metrics::mirror_repair(cause);
+        tracing::warn!(
+            %path, cause, found, wrote = consumer.next_snapshot,
+            "mirror keeper: a consumer file was changed from outside; wrote tidemark's position back"
+        );
+        let _ = store.backend().mirror_done(&task, None).await;
+        let mut event = HistoryEvent::new(EventKind::MirrorRepair, found, Some(consumer.next_snapshot));
+        event.detail = Some(format!("{cause}: {path}"));
+        let ctx = CallContext::internal(format!("mirror-keeper-{}", uuid::Uuid::now_v7()));
+        if let Err(e) = store.backend().append_history(&entry.key, &[event], &ctx).await {
+            tracing::warn!(error = %e, "mirror keeper: cannot record a repair in history");
+        }
+    }
+}
+
+/// Whether the database still holds the task's position (re-read right
+/// before a write).
+async fn still_current(store: &Store, task: &MirrorTask) -> bool {
+    matches!(store.key_state(&task.key).await, Ok(state) if state.as_ref().and_then(KeyState::next_snapshot) == task.next_snapshot)
 }
 
 /// One round: every stale file, up to the limit. Returns how many tasks it

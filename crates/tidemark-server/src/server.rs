@@ -165,8 +165,10 @@ pub async fn serve_with_health(
         .max_decoding_message_size(config.max_message_bytes);
     let retention = RetentionServer::new(RetentionService::new(store.clone(), config.request_timeout))
         .max_decoding_message_size(config.max_message_bytes);
-    let admin = AdminServer::new(AdminService::new(store.clone(), config.request_timeout))
-        .max_decoding_message_size(config.max_message_bytes);
+    let admin = AdminServer::new(
+        AdminService::new(store.clone(), config.request_timeout).with_mirror_refresh(config.mirror_refresh),
+    )
+    .max_decoding_message_size(config.max_message_bytes);
 
     let stop_accepting = CancellationToken::new();
     let readiness = tokio::spawn(track_readiness(

@@ -67,6 +67,9 @@ pub fn code_of(err: &CoreError) -> Code {
         CoreError::ReplayRangeExpired { .. } => Code::FailedPrecondition,
         CoreError::NextSnapshotMismatch { .. } => Code::FailedPrecondition,
         CoreError::ConsumerNotFound { .. } => Code::NotFound,
+        CoreError::TableLocationEmpty { .. } => Code::FailedPrecondition,
+        CoreError::TableLocationUnreadable { .. } => Code::Unavailable,
+        CoreError::TableIdentityChanged { .. } => Code::FailedPrecondition,
     }
 }
 
@@ -99,6 +102,10 @@ fn error_info(details: &mut ErrorDetails, reason: &str, metadata: Vec<(&'static 
     details.set_error_info(reason, ERROR_DOMAIN, metadata);
 }
 
+/// How long a caller should wait before retrying a table directory that
+/// could not be read.
+const TABLE_RETRY_DELAY: Duration = Duration::from_secs(1);
+
 /// A domain error as a status.
 pub fn rule_status(err: &CoreError) -> Status {
     let mut details = ErrorDetails::new();
@@ -113,6 +120,9 @@ pub fn rule_status(err: &CoreError) -> Status {
         CoreError::LeaseHeld { remaining, .. } => {
             details.set_retry_info(Some(*remaining));
         }
+        CoreError::TableLocationUnreadable { .. } => {
+            details.set_retry_info(Some(TABLE_RETRY_DELAY));
+        }
         CoreError::LeaseNotHeld { .. }
         | CoreError::BatchConflict { .. }
         | CoreError::PositionRegression { .. }
@@ -121,7 +131,9 @@ pub fn rule_status(err: &CoreError) -> Status {
         | CoreError::ReplayScanMismatch { .. }
         | CoreError::ReplayRangeExpired { .. }
         | CoreError::NextSnapshotMismatch { .. }
-        | CoreError::ConsumerNotFound { .. } => {}
+        | CoreError::ConsumerNotFound { .. }
+        | CoreError::TableLocationEmpty { .. }
+        | CoreError::TableIdentityChanged { .. } => {}
     }
     Status::with_error_details(code_of(err), bounded(&err.to_string(), MAX_MESSAGE), details)
 }

@@ -7,14 +7,21 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tidemark_core::{SnapshotRange, TableName};
+use tidemark_core::{CoreError, SnapshotRange, TableName};
 use tidemark_paimon::PaimonTable;
-use tidemark_store::Store;
+use tidemark_store::{RegisteredTable, Store, StoreError};
 
 /// How long a read of the registrations is reused.
 const FRESHNESS: Duration = Duration::from_secs(5);
 
-type Tables = Arc<HashMap<String, PaimonTable>>;
+/// A registered table: its registration and its opened directory.
+#[derive(Debug, Clone)]
+pub(crate) struct Registered {
+    pub(crate) registration: RegisteredTable,
+    pub(crate) directory: PaimonTable,
+}
+
+type Tables = Arc<HashMap<String, Registered>>;
 /// The latest snapshot per (table, branch), and when it was read.
 type LatestSnapshots = HashMap<(String, String), (Instant, Option<i64>)>;
 
@@ -69,10 +76,10 @@ impl Registrations {
             let this = Arc::clone(self);
             let table = table.clone();
             tokio::spawn(async move {
-                let Some(directory) = this.table(&table).await else {
+                let Some(registered) = this.table(&table).await else {
                     return;
                 };
-                if let Ok(range) = directory.snapshot_range(&slot.1).await {
+                if let Ok(range) = registered.directory.snapshot_range(&slot.1).await {
                     let mut latest = this.latest.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                     latest.insert(slot, (Instant::now(), range.map(|r| r.latest)));
                 }
@@ -90,8 +97,8 @@ impl Registrations {
             .map(|(_, tables)| Arc::clone(tables))
     }
 
-    /// The table's directory, if it is registered.
-    pub(crate) async fn table(&self, table: &TableName) -> Option<PaimonTable> {
+    /// The table's registration and directory, if it is registered.
+    pub(crate) async fn table(&self, table: &TableName) -> Option<Registered> {
         let tables = match self.fresh_tables() {
             Some(tables) => tables,
             None => {
@@ -99,7 +106,16 @@ impl Registrations {
                 let tables: Tables = Arc::new(
                     registered
                         .into_iter()
-                        .filter_map(|r| Some((r.table.as_str().to_owned(), PaimonTable::open(&r.location).ok()?)))
+                        .filter_map(|r| {
+                            let directory = PaimonTable::open(&r.location).ok()?;
+                            Some((
+                                r.table.as_str().to_owned(),
+                                Registered {
+                                    registration: r,
+                                    directory,
+                                },
+                            ))
+                        })
                         .collect(),
                 );
                 *self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
@@ -112,39 +128,88 @@ impl Registrations {
 }
 
 /// The range to plan a recovery with: for a registered table, the one its
-/// directory shows (with a warning when the worker saw another); otherwise,
-/// or when the directory cannot be read, the worker's.
+/// directory shows (with a warning when the worker saw another), after
+/// checking the table is still the one registered; otherwise the worker's.
+/// A registered table is never taken as empty: no snapshot in its directory
+/// is `TABLE_LOCATION_EMPTY`, a directory that cannot be read now is
+/// `TABLE_LOCATION_UNREADABLE` (retryable).
 pub(crate) async fn recovery_range(
-    table: Option<PaimonTable>,
+    store: &Store,
+    registered: Option<Registered>,
     branch: &str,
     reported: SnapshotRange,
     warnings: &mut Vec<String>,
-) -> SnapshotRange {
-    let Some(table) = table else {
-        return reported;
+) -> Result<SnapshotRange, StoreError> {
+    let Some(Registered {
+        registration,
+        directory,
+    }) = registered
+    else {
+        return Ok(reported);
     };
-    match table.snapshot_range(branch).await {
-        Ok(found) => {
-            let (earliest, latest) = found.map_or((0, 0), |r| (r.earliest, r.latest));
-            if (earliest, latest) != (reported.earliest(), reported.latest_snapshot) {
-                warnings.push(format!(
-                    "TABLE_RANGE_FROM_STORAGE: the table's directory holds snapshots {earliest}..={latest}; the \
-                     worker reported {}..={}; planned with the directory's",
-                    reported.earliest(),
-                    reported.latest_snapshot
-                ));
-            }
-            SnapshotRange {
-                earliest_snapshot: earliest,
-                latest_snapshot: latest,
-                ..reported
-            }
+    let unreadable = |e: tidemark_paimon::PaimonError| CoreError::TableLocationUnreadable {
+        table: registration.table.as_str().to_owned(),
+        location: registration.location.clone(),
+        why: e.to_string(),
+    };
+    let found = directory.snapshot_range(branch).await.map_err(unreadable)?;
+    let Some(found) = found else {
+        return Err(CoreError::TableLocationEmpty {
+            table: registration.table.as_str().to_owned(),
+            branch: branch.to_owned(),
+            location: registration.location.clone(),
         }
-        Err(e) => {
-            warnings.push(format!(
-                "TABLE_RANGE_UNREADABLE: cannot read the table's snapshot range ({e}); planned with the worker's"
-            ));
-            reported
+        .into());
+    };
+    check_identity(store, &registration, &directory).await?;
+    if (found.earliest, found.latest) != (reported.earliest(), reported.latest_snapshot) {
+        warnings.push(format!(
+            "TABLE_RANGE_FROM_STORAGE: the table's directory holds snapshots {}..={}; the worker reported \
+             {}..={}; planned with the directory's",
+            found.earliest,
+            found.latest,
+            reported.earliest(),
+            reported.latest_snapshot
+        ));
+    }
+    Ok(SnapshotRange {
+        earliest_snapshot: found.earliest,
+        latest_snapshot: found.latest,
+        ..reported
+    })
+}
+
+/// SPEC §9: the table at the location must be the one registered. A
+/// registration older than identities records the one it finds.
+async fn check_identity(
+    store: &Store,
+    registration: &RegisteredTable,
+    directory: &PaimonTable,
+) -> Result<(), StoreError> {
+    let found = directory
+        .identity()
+        .await
+        .map_err(|e| CoreError::TableLocationUnreadable {
+            table: registration.table.as_str().to_owned(),
+            location: registration.location.clone(),
+            why: e.to_string(),
+        })?;
+    match (&registration.identity, found) {
+        (Some(registered), Some(found)) if *registered != found => Err(CoreError::TableIdentityChanged {
+            table: registration.table.as_str().to_owned(),
+            location: registration.location.clone(),
+            registered: registered.clone(),
+            found,
         }
+        .into()),
+        (None, Some(found)) => {
+            store
+                .backend()
+                .set_table_identity(&registration.table, &registration.location, &found)
+                .await
+        }
+        // The same table, or one without a schema file to tell (a bare
+        // directory of snapshots): nothing to compare.
+        _ => Ok(()),
     }
 }

@@ -238,6 +238,29 @@ pub struct RegisteredTable {
     /// When and by whom it was registered.
     pub registered_at: Timestamp,
     pub registered_by: String,
+    /// The table's identity when it was registered (SPEC §9); `None` for
+    /// registrations older than identities.
+    pub identity: Option<String>,
+}
+
+/// A consumer or a live full-scan pin of a registered table, as the mirror
+/// keeper checks its file against the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorEntry {
+    /// The key.
+    pub key: ConsumerKey,
+    /// Its table's location.
+    pub location: String,
+    /// The consumer's position (`None`: the key only has a pin).
+    pub next_snapshot: Option<i64>,
+    /// The consumer's last refresh.
+    pub updated_at: Option<Timestamp>,
+    /// What tidemark last wrote to the consumer's file.
+    pub mirrored_next: Option<i64>,
+    /// Whether tidemark keeps the consumer (E2: unexpired, or a live lease).
+    pub kept: bool,
+    /// A live lease's full-scan pin: the lease and the pinned snapshot.
+    pub pin: Option<(Uuid, i64)>,
 }
 
 /// A consumer of a registered table whose Paimon file does not show what
@@ -340,7 +363,30 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
 
     /// Registers (or moves) a Paimon table's location. A move forgets what
     /// was mirrored, so every consumer file is written at the new place.
-    async fn register_table(&self, table: &TableName, location: &str, ctx: &CallContext) -> Result<(), StoreError>;
+    async fn register_table(
+        &self,
+        table: &TableName,
+        location: &str,
+        identity: Option<&str>,
+        ctx: &CallContext,
+    ) -> Result<(), StoreError>;
+
+    /// Records the identity of a table registered before identities were
+    /// kept (only while it has none, and only at that location).
+    async fn set_table_identity(&self, table: &TableName, location: &str, identity: &str) -> Result<(), StoreError>;
+
+    /// Every consumer and live full-scan pin of registered tables, with what
+    /// the mirror last wrote, from one consistent read.
+    async fn mirror_inventory(&self) -> Result<Vec<MirrorEntry>, StoreError>;
+
+    /// Appends history rows about a key without changing it (e.g. a consumer
+    /// file changed from outside and put back).
+    async fn append_history(
+        &self,
+        key: &ConsumerKey,
+        events: &[HistoryEvent],
+        ctx: &CallContext,
+    ) -> Result<(), StoreError>;
 
     /// Forgets a table's registration and mirror state (its files stay);
     /// `false` when it was not registered.

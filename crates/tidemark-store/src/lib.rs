@@ -36,7 +36,7 @@ pub use admin::{
 };
 pub use backend::{
     Backend, BranchView, CallContext, Change, DECIDED_AT_TOLERANCE, HistoryFilter, HistoryRecord, KeyFilter, Listed,
-    Loaded, Locate, MirrorState, MirrorTask, Pruned, RegisteredTable, StoredOptions,
+    Loaded, Locate, MirrorEntry, MirrorState, MirrorTask, Pruned, RegisteredTable, StoredOptions,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;

@@ -14,11 +14,11 @@ use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Row, query::Query};
-use tidemark_core::{BranchName, ConsumerId, ConsumerKey, TableName, TableOptions, Timestamp};
+use tidemark_core::{BranchName, ConsumerId, ConsumerKey, HistoryEvent, TableName, TableOptions, Timestamp};
 
 use crate::backend::{
     Backend, BranchView, CallContext, Change, DECIDED_AT_TOLERANCE, HistoryFilter, HistoryRecord, KeyFilter, Listed,
-    Loaded, Locate, MirrorState, MirrorTask, Pruned, RegisteredTable, StoredOptions,
+    Loaded, Locate, MirrorEntry, MirrorState, MirrorTask, Pruned, RegisteredTable, StoredOptions,
 };
 use crate::error::StoreError;
 use crate::group_commit::{Applied, GroupCommit, OneEventWrite, Outcome};
@@ -259,16 +259,46 @@ const PRUNE_GRANTS: &str = "DELETE FROM lease_grants WHERE lease_id IN (SELECT g
     AND k.lease_id = g.lease_id) LIMIT $2)";
 
 const REGISTER_TABLE: &str = "WITH old AS (SELECT location FROM paimon_tables WHERE table_name = $1), \
-    up AS (INSERT INTO paimon_tables (table_name, location, registered_at, registered_by) \
-    VALUES ($1, $2, tidemark_now(), $3) ON CONFLICT (table_name) DO UPDATE SET location = EXCLUDED.location, \
-    registered_at = EXCLUDED.registered_at, registered_by = EXCLUDED.registered_by RETURNING 1) \
+    up AS (INSERT INTO paimon_tables (table_name, location, registered_at, registered_by, identity) \
+    VALUES ($1, $2, tidemark_now(), $3, $4) ON CONFLICT (table_name) DO UPDATE SET location = EXCLUDED.location, \
+    registered_at = EXCLUDED.registered_at, registered_by = EXCLUDED.registered_by, identity = EXCLUDED.identity \
+    RETURNING 1) \
     DELETE FROM consumer_mirrors WHERE table_name = $1 AND EXISTS (SELECT 1 FROM old WHERE location <> $2)";
+
+const SET_IDENTITY: &str =
+    "UPDATE paimon_tables SET identity = $3 WHERE table_name = $1 AND location = $2 AND identity IS NULL";
+
+/// What the mirror keeper checks: every consumer and live pin of registered
+/// tables, with what its file was last written with.
+const MIRROR_INVENTORY: &str = concat!(
+    "SELECT k.table_name, k.branch, k.consumer_id, t.location, k.next_snapshot, k.consumer_updated_at, ",
+    "m.mirrored_next, coalesce(k.next_snapshot IS NOT NULL AND ",
+    unexpired!(),
+    ", false) AS kept, ",
+    "CASE WHEN k.full_scan_pin IS NOT NULL AND ",
+    live_lease!(),
+    " THEN k.lease_id END AS pin_lease, ",
+    "CASE WHEN k.full_scan_pin IS NOT NULL AND ",
+    live_lease!(),
+    " THEN k.full_scan_pin END AS pin_snapshot ",
+    "FROM paimon_tables t JOIN consumer_keys k ON k.table_name = t.table_name ",
+    "LEFT JOIN table_options o ON o.table_name = k.table_name ",
+    "LEFT JOIN consumer_mirrors m ON m.table_name = k.table_name AND m.branch = k.branch ",
+    "AND m.consumer_id = k.consumer_id ",
+    "WHERE k.next_snapshot IS NOT NULL OR (k.full_scan_pin IS NOT NULL AND ",
+    live_lease!(),
+    ") ORDER BY k.table_name, k.branch, k.consumer_id"
+);
+
+const APPEND_HISTORY: &str = "INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, \
+    epoch, lease_id, batch_id, holder, principal, request_id, detail) \
+    VALUES (tidemark_now(), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
 
 const UNREGISTER_TABLE: &str = "WITH m AS (DELETE FROM consumer_mirrors WHERE table_name = $1) \
     DELETE FROM paimon_tables WHERE table_name = $1";
 
 const REGISTERED_TABLES: &str =
-    "SELECT table_name, location, registered_at, registered_by FROM paimon_tables ORDER BY table_name";
+    "SELECT table_name, location, registered_at, registered_by, identity FROM paimon_tables ORDER BY table_name";
 
 /// Consumers of registered tables whose file is stale, then files of
 /// consumers that are gone; failing ones last.
@@ -796,13 +826,65 @@ impl Backend for PostgresBackend {
         Ok(Pruned { history, grants })
     }
 
-    async fn register_table(&self, table: &TableName, location: &str, ctx: &CallContext) -> Result<(), StoreError> {
+    async fn register_table(
+        &self,
+        table: &TableName,
+        location: &str,
+        identity: Option<&str>,
+        ctx: &CallContext,
+    ) -> Result<(), StoreError> {
         sqlx::query(REGISTER_TABLE)
             .bind(table.as_str())
             .bind(location)
             .bind(ctx.principal.clone())
+            .bind(identity)
             .execute(&self.pool)
             .await?;
+        Ok(())
+    }
+
+    async fn set_table_identity(&self, table: &TableName, location: &str, identity: &str) -> Result<(), StoreError> {
+        sqlx::query(SET_IDENTITY)
+            .bind(table.as_str())
+            .bind(location)
+            .bind(identity)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn mirror_inventory(&self) -> Result<Vec<MirrorEntry>, StoreError> {
+        let rows = sqlx::query(MIRROR_INVENTORY).fetch_all(&self.pool).await?;
+        rows.iter().map(Decoder::mirror_entry).collect()
+    }
+
+    async fn append_history(
+        &self,
+        key: &ConsumerKey,
+        events: &[HistoryEvent],
+        ctx: &CallContext,
+    ) -> Result<(), StoreError> {
+        let columns = EventColumns::new(events);
+        let mut tx = self.pool.begin().await?;
+        for i in 0..events.len() {
+            sqlx::query(APPEND_HISTORY)
+                .bind(key.table.as_str())
+                .bind(key.branch.as_str())
+                .bind(key.consumer_id.as_str())
+                .bind(&columns.event[i])
+                .bind(columns.old_next[i])
+                .bind(columns.new_next[i])
+                .bind(columns.epoch[i])
+                .bind(columns.lease_id[i])
+                .bind(columns.batch_id[i])
+                .bind(&columns.holder[i])
+                .bind(&ctx.principal)
+                .bind(&ctx.request_id)
+                .bind(&columns.detail[i])
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 

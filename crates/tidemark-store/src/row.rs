@@ -9,7 +9,7 @@ use tidemark_core::{
 };
 use uuid::Uuid;
 
-use crate::backend::{HistoryRecord, MirrorState, MirrorTask, RegisteredTable};
+use crate::backend::{HistoryRecord, MirrorEntry, MirrorState, MirrorTask, RegisteredTable};
 use crate::error::StoreError;
 
 /// Every column of `consumer_keys` except the key and the version.
@@ -270,6 +270,7 @@ impl Decoder {
         R: TimestampColumns,
         for<'c> &'c str: ColumnIndex<R>,
         for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
     {
         Ok(RegisteredTable {
             table: TableName::parse(&row.try_get::<String, _>("table_name")?, "table_name")
@@ -279,6 +280,31 @@ impl Decoder {
                 .timestamp("registered_at")?
                 .ok_or_else(|| StoreError::Internal("a registration without a time".into()))?,
             registered_by: row.try_get("registered_by")?,
+            identity: row.try_get("identity")?,
+        })
+    }
+
+    /// A mirror inventory row: the key, its location, position, refresh and
+    /// what its file was last written with, whether it is kept, its pin.
+    pub fn mirror_entry<R>(row: &R) -> Result<MirrorEntry, StoreError>
+    where
+        R: TimestampColumns,
+        for<'c> &'c str: ColumnIndex<R>,
+        for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> Option<Uuid>: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+        for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    {
+        let pin_lease: Option<Uuid> = row.try_get("pin_lease")?;
+        let pin_snapshot: Option<i64> = row.try_get("pin_snapshot")?;
+        Ok(MirrorEntry {
+            key: key_of(row)?,
+            location: row.try_get("location")?,
+            next_snapshot: row.try_get("next_snapshot")?,
+            updated_at: row.timestamp("consumer_updated_at")?,
+            mirrored_next: row.try_get("mirrored_next")?,
+            kept: row.try_get("kept")?,
+            pin: pin_lease.zip(pin_snapshot),
         })
     }
 

@@ -18,11 +18,11 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
 use sqlx::{Row, query::Query};
-use tidemark_core::{BranchName, ConsumerId, ConsumerKey, TableName, TableOptions, Timestamp};
+use tidemark_core::{BranchName, ConsumerId, ConsumerKey, HistoryEvent, TableName, TableOptions, Timestamp};
 
 use crate::backend::{
     Backend, BranchView, CallContext, Change, DECIDED_AT_TOLERANCE, HistoryFilter, HistoryRecord, KeyFilter, Listed,
-    Loaded, Locate, MirrorState, MirrorTask, Pruned, RegisteredTable, StoredOptions,
+    Loaded, Locate, MirrorEntry, MirrorState, MirrorTask, Pruned, RegisteredTable, StoredOptions,
 };
 use crate::clock::Clock;
 use crate::error::StoreError;
@@ -104,15 +104,33 @@ const HISTORY_PAGE: &str = "SELECT id, at, table_name, branch, consumer_id, even
 const FORGET_MOVED_MIRRORS: &str = "DELETE FROM consumer_mirrors WHERE table_name = ?1 \
     AND EXISTS (SELECT 1 FROM paimon_tables WHERE table_name = ?1 AND location <> ?2)";
 
-const REGISTER_TABLE: &str = "INSERT INTO paimon_tables (table_name, location, registered_at, registered_by) \
-    VALUES (?1, ?2, ?3, ?4) ON CONFLICT (table_name) DO UPDATE SET location = excluded.location, \
-    registered_at = excluded.registered_at, registered_by = excluded.registered_by";
+const REGISTER_TABLE: &str = "INSERT INTO paimon_tables (table_name, location, registered_at, registered_by, \
+    identity) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (table_name) DO UPDATE SET location = excluded.location, \
+    registered_at = excluded.registered_at, registered_by = excluded.registered_by, identity = excluded.identity";
+
+const SET_IDENTITY: &str =
+    "UPDATE paimon_tables SET identity = ?3 WHERE table_name = ?1 AND location = ?2 AND identity IS NULL";
+
+/// See the Postgres backend's `MIRROR_INVENTORY`; `?1` is the clock.
+const MIRROR_INVENTORY: &str = "SELECT k.table_name, k.branch, k.consumer_id, t.location, k.next_snapshot, \
+    k.consumer_updated_at, m.mirrored_next, coalesce(k.next_snapshot IS NOT NULL AND (o.expiration_us IS NULL \
+    OR k.consumer_updated_at >= ?1 - o.expiration_us OR (k.lease_status = 1 AND k.lease_deadline > ?1)), 0) AS kept, \
+    CASE WHEN k.full_scan_pin IS NOT NULL AND k.lease_status = 1 AND k.lease_deadline > ?1 THEN k.lease_id END \
+    AS pin_lease, \
+    CASE WHEN k.full_scan_pin IS NOT NULL AND k.lease_status = 1 AND k.lease_deadline > ?1 THEN k.full_scan_pin END \
+    AS pin_snapshot \
+    FROM paimon_tables t JOIN consumer_keys k ON k.table_name = t.table_name \
+    LEFT JOIN table_options o ON o.table_name = k.table_name \
+    LEFT JOIN consumer_mirrors m ON m.table_name = k.table_name AND m.branch = k.branch \
+    AND m.consumer_id = k.consumer_id \
+    WHERE k.next_snapshot IS NOT NULL OR (k.full_scan_pin IS NOT NULL AND k.lease_status = 1 AND k.lease_deadline > ?1) \
+    ORDER BY k.table_name, k.branch, k.consumer_id";
 
 const UNREGISTER_MIRRORS: &str = "DELETE FROM consumer_mirrors WHERE table_name = ?1";
 const UNREGISTER_TABLE: &str = "DELETE FROM paimon_tables WHERE table_name = ?1";
 
 const REGISTERED_TABLES: &str =
-    "SELECT table_name, location, registered_at, registered_by FROM paimon_tables ORDER BY table_name";
+    "SELECT table_name, location, registered_at, registered_by, identity FROM paimon_tables ORDER BY table_name";
 
 /// See the Postgres backend's `MIRROR_TASKS`.
 const MIRROR_TASKS: &str = "SELECT * FROM ( \
@@ -549,7 +567,13 @@ impl Backend for SqliteBackend {
         Ok(Pruned { history, grants })
     }
 
-    async fn register_table(&self, table: &TableName, location: &str, ctx: &CallContext) -> Result<(), StoreError> {
+    async fn register_table(
+        &self,
+        table: &TableName,
+        location: &str,
+        identity: Option<&str>,
+        ctx: &CallContext,
+    ) -> Result<(), StoreError> {
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query(FORGET_MOVED_MIRRORS)
             .bind(table.as_str())
@@ -561,8 +585,59 @@ impl Backend for SqliteBackend {
             .bind(location)
             .bind(self.clock.now().as_micros())
             .bind(ctx.principal.clone())
+            .bind(identity)
             .execute(&mut *tx)
             .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn set_table_identity(&self, table: &TableName, location: &str, identity: &str) -> Result<(), StoreError> {
+        sqlx::query(SET_IDENTITY)
+            .bind(table.as_str())
+            .bind(location)
+            .bind(identity)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn mirror_inventory(&self) -> Result<Vec<MirrorEntry>, StoreError> {
+        let rows = sqlx::query(MIRROR_INVENTORY)
+            .bind(self.clock.now().as_micros())
+            .fetch_all(&self.readers)
+            .await?;
+        rows.iter().map(Decoder::mirror_entry).collect()
+    }
+
+    async fn append_history(
+        &self,
+        key: &ConsumerKey,
+        events: &[HistoryEvent],
+        ctx: &CallContext,
+    ) -> Result<(), StoreError> {
+        let columns = EventColumns::new(events);
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        let now = self.clock.now();
+        for i in 0..events.len() {
+            sqlx::query(INSERT_HISTORY)
+                .bind(now.as_micros())
+                .bind(key.table.as_str())
+                .bind(key.branch.as_str())
+                .bind(key.consumer_id.as_str())
+                .bind(&columns.event[i])
+                .bind(columns.old_next[i])
+                .bind(columns.new_next[i])
+                .bind(columns.epoch[i])
+                .bind(columns.lease_id[i])
+                .bind(columns.batch_id[i])
+                .bind(&columns.holder[i])
+                .bind(&ctx.principal)
+                .bind(&ctx.request_id)
+                .bind(&columns.detail[i])
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(())
     }

@@ -84,7 +84,10 @@ pub async fn registered_tables_are_listed_and_moves_forget_the_mirror(kind: Kind
     let store = Store::new(db.backend().await, policy());
     let backend = store.backend();
     assert!(backend.registered_tables().await.unwrap().is_empty());
-    backend.register_table(&table(), "/warehouse/a", &ctx()).await.unwrap();
+    backend
+        .register_table(&table(), "/warehouse/a", None, &ctx())
+        .await
+        .unwrap();
     let listed = backend.registered_tables().await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(
@@ -104,9 +107,15 @@ pub async fn registered_tables_are_listed_and_moves_forget_the_mirror(kind: Kind
     assert!(due(backend.as_ref()).await.is_empty());
 
     // Same location again: nothing to redo. A new location: everything.
-    backend.register_table(&table(), "/warehouse/a", &ctx()).await.unwrap();
+    backend
+        .register_table(&table(), "/warehouse/a", None, &ctx())
+        .await
+        .unwrap();
     assert!(due(backend.as_ref()).await.is_empty());
-    backend.register_table(&table(), "s3://bucket/a", &ctx()).await.unwrap();
+    backend
+        .register_table(&table(), "s3://bucket/a", None, &ctx())
+        .await
+        .unwrap();
     let tasks = due(backend.as_ref()).await;
     assert_eq!(positions(&tasks), [("c1".to_owned(), Some(6))]);
     assert_eq!(tasks[0].location, "s3://bucket/a");
@@ -128,7 +137,10 @@ pub async fn stale_and_deleted_consumers_are_mirror_tasks_until_done(kind: Kind)
     // Consumers of unregistered tables are never mirrored.
     commit(&store, "c1", 5).await;
     assert!(backend.mirror_tasks(refresh, 100).await.unwrap().is_empty());
-    backend.register_table(&table(), "/warehouse/a", &ctx()).await.unwrap();
+    backend
+        .register_table(&table(), "/warehouse/a", None, &ctx())
+        .await
+        .unwrap();
     commit(&store, "c2", 7).await;
     let tasks = backend.mirror_tasks(refresh, 100).await.unwrap();
     assert_eq!(

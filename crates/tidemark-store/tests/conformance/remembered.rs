@@ -123,8 +123,28 @@ impl Backend for Counting {
     async fn prune(&self, older_than: Duration, limit: i64) -> Result<Pruned, StoreError> {
         self.inner.prune(older_than, limit).await
     }
-    async fn register_table(&self, table: &TableName, location: &str, ctx: &CallContext) -> Result<(), StoreError> {
-        self.inner.register_table(table, location, ctx).await
+    async fn register_table(
+        &self,
+        table: &TableName,
+        location: &str,
+        identity: Option<&str>,
+        ctx: &CallContext,
+    ) -> Result<(), StoreError> {
+        self.inner.register_table(table, location, identity, ctx).await
+    }
+    async fn set_table_identity(&self, table: &TableName, location: &str, identity: &str) -> Result<(), StoreError> {
+        self.inner.set_table_identity(table, location, identity).await
+    }
+    async fn mirror_inventory(&self) -> Result<Vec<tidemark_store::MirrorEntry>, StoreError> {
+        self.inner.mirror_inventory().await
+    }
+    async fn append_history(
+        &self,
+        key: &ConsumerKey,
+        events: &[tidemark_core::HistoryEvent],
+        ctx: &CallContext,
+    ) -> Result<(), StoreError> {
+        self.inner.append_history(key, events, ctx).await
     }
     async fn unregister_table(&self, table: &TableName) -> Result<bool, StoreError> {
         self.inner.unregister_table(table).await

@@ -74,7 +74,7 @@ pub async fn fences_never_vanish_while_full_scans_complete(db: &TestDb) {
                 }
                 let f = scanned(i);
                 n += 1;
-                let fence = if (n + r as u64) % 2 == 0 {
+                let fence = if (n + r as u64).is_multiple_of(2) {
                     store
                         .fence(&table, &branch(i), false, 10)
                         .await

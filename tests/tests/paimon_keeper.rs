@@ -1,0 +1,342 @@
+//! SPEC §9 in a hostile world, over gRPC: the mirror keeps consumer files
+//! alive and puts back what others change, full-scan pins reach Paimon as
+//! files of their own, and a registered table is never silently empty or
+//! silently another table.
+
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+use tidemark_core::lease::LeasePolicy;
+use tidemark_e2e::{Kind, TestServer, Worker, api_error, key, offset, on_both_backends};
+use tidemark_proto::v1 as pb;
+use tidemark_proto::v1::admin_client::AdminClient;
+use tidemark_server::ServerConfig;
+use tonic::Code;
+
+on_both_backends!(
+    a_table_without_snapshots_or_recreated_is_refused,
+    the_keeper_puts_back_outside_changes_and_keeps_idle_files_fresh,
+    full_scan_pins_are_files_while_they_live,
+);
+
+/// The refresh interval the keeper runs with here: files must never get
+/// older than half of it (checked with 2× margin: never older than it).
+const REFRESH: Duration = Duration::from_secs(2);
+
+async fn server(kind: Kind) -> TestServer {
+    let config = ServerConfig {
+        mirror_interval: Duration::from_millis(100),
+        mirror_refresh: REFRESH,
+        ..ServerConfig::default()
+    };
+    let policy = LeasePolicy {
+        min_ttl: Duration::from_millis(500),
+        ..LeasePolicy::default()
+    };
+    TestServer::start_with(kind, policy, config).await
+}
+
+/// A Paimon table as Paimon lays it out: a first schema (with its creation
+/// time and options) and snapshots 1..=latest.
+fn paimon_table(root: &Path, latest: i64, created_millis: i64, options: &str) {
+    let schemas = root.join("schema");
+    std::fs::create_dir_all(&schemas).unwrap();
+    std::fs::write(
+        schemas.join("schema-0"),
+        format!(r#"{{"version":3,"id":0,"fields":[],"options":{{{options}}},"timeMillis":{created_millis}}}"#),
+    )
+    .unwrap();
+    let snapshots = root.join("snapshot");
+    std::fs::create_dir_all(&snapshots).unwrap();
+    for id in 1..=latest {
+        std::fs::write(snapshots.join(format!("snapshot-{id}")), "{}").unwrap();
+    }
+    std::fs::write(snapshots.join("EARLIEST"), "1").unwrap();
+    std::fs::write(snapshots.join("LATEST"), latest.to_string()).unwrap();
+}
+
+async fn register(server: &TestServer, location: &Path) -> pb::RegisterTableResponse {
+    AdminClient::new(server.channel().await)
+        .register_table(pb::RegisterTableRequest {
+            table: "db.orders".into(),
+            location: location.display().to_string(),
+            execute: true,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+fn recovery(consumer: &str, lease_id: Option<String>, latest: i64) -> pb::GetRecoveryPositionRequest {
+    pb::GetRecoveryPositionRequest {
+        consumer: Some(key("db.orders", "main", consumer)),
+        startup: Some(pb::StartupOptions {
+            mode: pb::StartupMode::LatestFull.into(),
+            snapshot_id: 0,
+        }),
+        table: Some(pb::SnapshotRange {
+            earliest_snapshot: 1,
+            latest_snapshot: latest,
+            earliest_changelog: None,
+            changelog_decoupled: false,
+        }),
+        lease_id,
+        ..Default::default()
+    }
+}
+
+/// Waits (up to 10 s) until `check` holds.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+fn age(path: &Path) -> Duration {
+    let modified = std::fs::metadata(path).unwrap().modified().unwrap();
+    SystemTime::now().duration_since(modified).unwrap_or_default()
+}
+
+async fn a_table_without_snapshots_or_recreated_is_refused(kind: Kind) {
+    let server = server(kind).await;
+    let mut client = server.client().await;
+    // A mistyped location: an empty directory.
+    let empty = tempfile::tempdir().unwrap();
+    register(&server, empty.path()).await;
+    let before = server.fingerprint().await;
+    let lease = Worker::acquire(&client, &key("db.orders", "main", "q"), "a", None)
+        .await
+        .unwrap()
+        .lease;
+    let err = api_error(
+        client
+            .get_recovery_position(recovery("q", Some(lease.lease_id.clone()), 100))
+            .await,
+    );
+    assert_eq!(
+        (err.code, err.reason.as_str()),
+        (Code::FailedPrecondition, "TABLE_LOCATION_EMPTY")
+    );
+    assert_eq!(err.metadata["location"], empty.path().display().to_string());
+    let after_lease = server.fingerprint().await;
+    assert_ne!(before, after_lease, "the acquire wrote");
+    let err = api_error(client.get_recovery_position(recovery("q", None, 100)).await);
+    assert_eq!(err.reason, "TABLE_LOCATION_EMPTY");
+    assert_eq!(
+        server.fingerprint().await,
+        after_lease,
+        "a refused recovery changes nothing"
+    );
+    // Unregistered, the worker's range counts again.
+    AdminClient::new(server.channel().await)
+        .unregister_table(pb::UnregisterTableRequest {
+            table: "db.orders".into(),
+            execute: true,
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await; // registrations are cached for 5 s
+    let answer = client
+        .get_recovery_position(recovery("q", None, 100))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.start.unwrap().snapshot_id, 100);
+
+    // A table dropped and recreated under the same name and location.
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 9, 1_000, "");
+    let registered = register(&server, dir.path()).await;
+    assert!(registered.table.unwrap().identity.starts_with("schema-0:"));
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let answer = client
+        .get_recovery_position(recovery("q", None, 9))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.start.unwrap().snapshot_id, 9);
+    std::fs::remove_dir_all(dir.path()).unwrap();
+    paimon_table(dir.path(), 3, 2_000, "");
+    let err = api_error(client.get_recovery_position(recovery("q", None, 3)).await);
+    assert_eq!(
+        (err.code, err.reason.as_str()),
+        (Code::FailedPrecondition, "TABLE_IDENTITY_CHANGED")
+    );
+    // Registering again accepts the new table.
+    register(&server, dir.path()).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let answer = client
+        .get_recovery_position(recovery("q", None, 3))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.start.unwrap().snapshot_id, 3);
+}
+
+async fn the_keeper_puts_back_outside_changes_and_keeps_idle_files_fresh(kind: Kind) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    // Paimon expires consumer files older than 6 s: three refresh intervals.
+    paimon_table(dir.path(), 9, 1_000, r#""consumer.expiration-time":"6 s""#);
+    let registered = register(&server, dir.path()).await;
+    assert!(registered.warnings.is_empty(), "{:?}", registered.warnings);
+    let client = server.client().await;
+    let mut worker = Worker::acquire(
+        &client,
+        &key("db.orders", "main", "idle"),
+        "a",
+        Some(Duration::from_secs(5)),
+    )
+    .await
+    .unwrap();
+    worker.commit(0, offset(4, 0, false, Some(1))).await.unwrap();
+    let file = dir.path().join("consumer/consumer-idle");
+    let want = r#"{"nextSnapshot":5}"#;
+    eventually("the consumer's file", || read(&file).as_deref() == Some(want)).await;
+
+    // Idle: the query only renews its lease, for several refresh periods.
+    // The file stays younger than the refresh interval (2x the bound) and
+    // so never reaches Paimon's expiration time.
+    let mut oldest = Duration::ZERO;
+    let started = Instant::now();
+    while started.elapsed() < 4 * REFRESH {
+        worker.renew().await.unwrap();
+        oldest = oldest.max(age(&file));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(oldest < REFRESH, "an idle kept consumer's file aged to {oldest:?}");
+    assert_eq!(read(&file).as_deref(), Some(want));
+
+    // Deleted from outside: it comes back.
+    std::fs::remove_file(&file).unwrap();
+    eventually("the deleted file to come back", || read(&file).as_deref() == Some(want)).await;
+
+    // Overwritten from outside (say, Paimon's reset_consumer): describe reads
+    // the file itself and shows it out of sync, until the keeper puts it back.
+    let mut admin = AdminClient::new(server.channel().await);
+    let describe = || pb::DescribeConsumerRequest {
+        consumer: Some(key("db.orders", "main", "idle")),
+        history_limit: 50,
+    };
+    let mut seen_out_of_sync = false;
+    for _ in 0..10 {
+        std::fs::write(&file, r#"{"nextSnapshot":99}"#).unwrap();
+        let mirror = admin
+            .describe_consumer(describe())
+            .await
+            .unwrap()
+            .into_inner()
+            .mirror
+            .unwrap();
+        if mirror.file_next_snapshot == Some(99) {
+            assert!(!mirror.in_sync, "{mirror:?}");
+            assert_eq!(mirror.file_state, "PRESENT");
+            seen_out_of_sync = true;
+            break;
+        }
+        eventually("the overwritten file to be put back", || {
+            read(&file).as_deref() == Some(want)
+        })
+        .await;
+    }
+    assert!(seen_out_of_sync, "describe never read the overwritten file");
+    eventually("the overwritten file to be put back", || {
+        read(&file).as_deref() == Some(want)
+    })
+    .await;
+    let answer = admin.describe_consumer(describe()).await.unwrap().into_inner();
+    let mirror = answer.mirror.unwrap();
+    assert!(mirror.in_sync && mirror.file_next_snapshot == Some(5), "{mirror:?}");
+    let repairs: Vec<_> = answer
+        .recent_history
+        .iter()
+        .filter(|h| h.event == "MIRROR_REPAIR")
+        .map(|h| (h.old_next_snapshot, h.new_next_snapshot))
+        .collect();
+    assert!(repairs.contains(&(None, Some(5))), "{repairs:?}");
+    assert!(repairs.contains(&(Some(99), Some(5))), "{repairs:?}");
+
+    // A torn (empty) file is put back too.
+    std::fs::write(&file, "").unwrap();
+    eventually("the torn file to be put back", || read(&file).as_deref() == Some(want)).await;
+}
+
+async fn full_scan_pins_are_files_while_they_live(kind: Kind) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 9, 1_000, r#""consumer.expiration-time":"1 h""#);
+    register(&server, dir.path()).await;
+    let mut client = server.client().await;
+    let mut worker = Worker::acquire(&client, &key("db.orders", "main", "scan"), "a", None)
+        .await
+        .unwrap();
+    let lease_id = worker.lease.lease_id.clone();
+    let answer = client
+        .get_recovery_position(recovery("scan", Some(lease_id.clone()), 9))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(answer.pinned);
+    // Written before the answer: Paimon sees the pin as soon as the worker
+    // knows of it.
+    let pin = dir.path().join(format!("consumer/consumer-tidemark~pin~{lease_id}"));
+    assert_eq!(read(&pin).as_deref(), Some(r#"{"nextSnapshot":9}"#));
+    // The scan completes: the consumer's file appears, the pin's goes.
+    worker.commit(0, offset(9, 0, true, Some(1))).await.unwrap();
+    let consumer = dir.path().join("consumer/consumer-scan");
+    eventually("the consumer file and no pin file", || {
+        read(&consumer).as_deref() == Some(r#"{"nextSnapshot":10}"#) && !pin.exists()
+    })
+    .await;
+
+    // A lease that lapses mid-scan (its server killed, its query gone)
+    // leaves no pin file behind for long.
+    let short = Worker::acquire(
+        &client,
+        &key("db.orders", "main", "lapsed"),
+        "b",
+        Some(Duration::from_secs(1)),
+    )
+    .await
+    .unwrap();
+    let lapsed_id = short.lease.lease_id.clone();
+    client
+        .get_recovery_position(recovery("lapsed", Some(lapsed_id.clone()), 9))
+        .await
+        .unwrap();
+    let lapsed_pin = dir.path().join(format!("consumer/consumer-tidemark~pin~{lapsed_id}"));
+    assert!(lapsed_pin.exists());
+    eventually("the lapsed lease's pin file to go", || !lapsed_pin.exists()).await;
+    // A stray pin file no lease backs (a crash before the database wrote
+    // it) goes too; other engines' consumer files are never touched.
+    let stray = dir
+        .path()
+        .join(format!("consumer/consumer-tidemark~pin~{}", uuid::Uuid::new_v4()));
+    std::fs::write(&stray, r#"{"nextSnapshot":2}"#).unwrap();
+    let foreign = dir.path().join("consumer/consumer-flink-job");
+    std::fs::write(&foreign, r#"{"nextSnapshot":3}"#).unwrap();
+    eventually("the stray pin file to go", || !stray.exists()).await;
+    assert_eq!(read(&foreign).as_deref(), Some(r#"{"nextSnapshot":3}"#));
+
+    // ImportConsumers never takes a pin file for a consumer.
+    let imported = AdminClient::new(server.channel().await)
+        .import_consumers(pb::ImportConsumersRequest {
+            table: "db.orders".into(),
+            execute: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        imported
+            .imported
+            .iter()
+            .all(|i| !i.consumer.as_ref().unwrap().consumer_id.contains('~'))
+    );
+}
