@@ -100,7 +100,7 @@ class PaimonTable:
     pypaimon. Every data file is its own split (target split size 1 byte), so
     a commit of 6 rows over 3 partitions makes a snapshot of 3 splits."""
 
-    def __init__(self, warehouse: pathlib.Path, database: str, name: str = "events"):
+    def __init__(self, warehouse: pathlib.Path, database: str, name: str = "events", options=None):
         import pyarrow as pa
         from pypaimon import CatalogFactory, Schema
 
@@ -111,9 +111,12 @@ class PaimonTable:
         catalog.create_database(database, True)
         self.arrow_schema = pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.string())])
         schema = Schema.from_pyarrow_schema(
-            self.arrow_schema, partition_keys=["part"], options={"source.split.target-size": "1 b"}
+            self.arrow_schema,
+            partition_keys=["part"],
+            options={"source.split.target-size": "1 b", **(options or {})},
         )
         catalog.create_table(self.id, schema, False)
+        self.catalog = catalog
         self.table = catalog.get_table(self.id)
         self.rows_by_snapshot: Dict[int, List[int]] = {}
         self._next_id = 0

@@ -7,8 +7,10 @@ mirrored file during continuous updates never sees a torn one."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from datetime import datetime, timedelta
 
 import pytest
 from harness import PaimonTable, TidemarkServer, wait_for
@@ -62,6 +64,9 @@ def test_pypaimon_reads_the_mirrored_position_on_main_and_on_a_branch(mirroring_
         lease = client.acquire_lease(table.id, "etl", holder="q1").lease
         commit_snapshot_end(client, lease, 0, 2)
         wait_for(lambda: (manager(table).consumer("etl") or Consumer(0)).next_snapshot == 3, timeout=10, what="the mirrored consumer file")
+        # A real branch (Paimon gives it its own directory and schema): the
+        # mirror writes into branches that exist, never creates one.
+        table.catalog.create_branch(table.id, "dev")
         branch_lease = client.acquire_lease(table.id, "etl", holder="q2", branch="dev").lease
         commit_snapshot_end(client, branch_lease, 0, 1)
         wait_for(lambda: (manager(table, "dev").consumer("etl") or Consumer(0)).next_snapshot == 2, timeout=10, what="the mirrored consumer file")
@@ -237,3 +242,112 @@ def test_the_mirror_and_import_work_on_an_s3_compatible_store(tmp_path, unique, 
             server.stop()
     finally:
         s3_server.stop()
+
+
+@pytest.fixture
+def keeping_server(tmp_path):
+    """A server whose keeper runs often, with a 2 s refresh interval: files
+    of kept consumers must never get older than 1 s (checked with 2x margin)."""
+    server = TidemarkServer(
+        database_url(tmp_path),
+        tmp_path / "server.log",
+        extra_args=["--mirror-interval", "100ms", "--mirror-refresh", "2s"],
+    ).start()
+    yield server
+    server.stop()
+
+
+KEEPER_REFRESH = 2.0
+
+
+def file_age(path: str) -> float:
+    return time.time() - os.stat(path).st_mtime
+
+
+def test_the_keeper_holds_against_paimons_own_expiration_and_outside_changes(keeping_server, tmp_path, unique):
+    """A table whose schema expires consumer files after 6 s (three refresh
+    intervals). An idle query that only renews its lease, and a query in the
+    middle of its initial full scan, keep their files through Paimon's own
+    consumer expiration (ConsumerManager.expire, by modification time) run
+    again and again; Paimon's snapshot-expiration rule run against the files
+    keeps every snapshot at or above tidemark's fence, pin included; files
+    deleted or overwritten from outside come back; a dropped branch is not
+    re-created."""
+    table = PaimonTable(tmp_path / "warehouse", unique("keeper"), options={"consumer.expiration-time": "6 s"})
+    for _ in range(8):
+        table.commit()
+    with Client(keeping_server.endpoint) as client:
+        registered = register(client, table)
+        assert list(registered.warnings) == []
+        idle = client.acquire_lease(table.id, "idle", holder="q-idle", ttl=5).lease
+        commit_snapshot_end(client, idle, 0, 7)  # needs 8 and later
+        wait_for(lambda: (manager(table).consumer("idle") or Consumer(0)).next_snapshot == 8, timeout=10, what="the idle consumer's file")
+        # A second query starts a full scan of the latest snapshot (8): the
+        # pin's file is there when the answer is.
+        scanner = client.acquire_lease(table.id, "scanner", holder="q-scan", ttl=5).lease
+        plan = client.get_recovery_position(table.id, "scanner", 1, 8, lease=scanner)
+        assert plan.pinned and plan.start.snapshot_id == 8
+        pin_id = f"tidemark~pin~{scanner.lease_id}"
+        assert (manager(table).consumer(pin_id) or Consumer(0)).next_snapshot == 8
+
+        # Both idle for four refresh intervals: only lease renewals.
+        idle_file = f"{table.path}/consumer/consumer-idle"
+        pin_file = f"{table.path}/consumer/consumer-{pin_id}"
+        oldest = 0.0
+        started = time.time()
+        while time.time() - started < 4 * KEEPER_REFRESH:
+            client.renew_lease(idle, ttl=5)
+            client.renew_lease(scanner, ttl=5)
+            oldest = max(oldest, file_age(idle_file), file_age(pin_file))
+            # Paimon's own consumer expiration (consumer.expiration-time = 6 s).
+            manager(table).expire(datetime.now() - timedelta(seconds=6))
+            assert set(manager(table).consumers()) >= {"idle", pin_id}
+            time.sleep(0.2)
+        assert oldest < KEEPER_REFRESH, f"a kept file aged to {oldest:.2f}s"
+
+        # Paimon's snapshot expiration: below min(nextSnapshot) of the files.
+        fence = client.get_retention_fence(table.id, "main").snapshot_fence
+        assert fence == 8 == manager(table).min_next_snapshot()
+        table.expire_below(manager(table).min_next_snapshot())
+        assert min(table.snapshot_ids()) == fence
+
+        # Deleted from outside: written back. Overwritten (Paimon's own
+        # reset_consumer): describe shows the file's real state, then it is
+        # written back, and history says so.
+        manager(table).delete_consumer("idle")
+        wait_for(lambda: manager(table).consumer("idle") is not None, timeout=10, what="the deleted file back")
+        seen_out_of_sync = False
+        for _ in range(10):
+            manager(table).reset_consumer("idle", Consumer(2))
+            mirror = client.describe_consumer(table.id, "idle").mirror
+            if mirror.file_next_snapshot == 2:
+                assert not mirror.in_sync and mirror.file_state == "PRESENT"
+                seen_out_of_sync = True
+                break
+            wait_for(lambda: manager(table).consumer("idle").next_snapshot == 8, timeout=10, what="the file put back")
+        assert seen_out_of_sync
+        wait_for(lambda: manager(table).consumer("idle").next_snapshot == 8, timeout=10, what="the file put back")
+        events = [(e.event, e.old_next_snapshot, e.new_next_snapshot) for e in client.list_history(table.id, "idle")]
+        assert ("MIRROR_REPAIR", 2, 8) in events
+
+        # The scan completes: the consumer file replaces the pin's.
+        client.commit_batch(scanner, 0, offset(8, 0, True, 1))
+        wait_for(
+            lambda: (manager(table).consumer("scanner") or Consumer(0)).next_snapshot == 9
+            and manager(table).consumer(pin_id) is None,
+            timeout=10,
+            what="the scan's consumer file and no pin file",
+        )
+
+        # A dropped branch stays dropped.
+        table.catalog.create_branch(table.id, "dev")
+        dev = client.acquire_lease(table.id, "etl", holder="q-dev", branch="dev", ttl=5).lease
+        commit_snapshot_end(client, dev, 0, 3)
+        wait_for(lambda: (manager(table, "dev").consumer("etl") or Consumer(0)).next_snapshot == 4, timeout=10, what="the branch's consumer file")
+        table.catalog.drop_branch(table.id, "dev")
+        branch_dir = f"{table.path}/branch/branch-dev"
+        assert not os.path.exists(branch_dir)
+        commit_snapshot_end(client, dev, 1, 5)
+        time.sleep(2 * KEEPER_REFRESH)
+        assert not os.path.exists(branch_dir), "the keeper re-created a dropped branch"
+        assert client.describe_consumer(table.id, "etl", branch="dev").mirror.file_state == "BRANCH_MISSING"

@@ -291,9 +291,17 @@ impl PaimonTable {
     }
 
     /// Whether the branch exists: its directory holds a schema (Paimon
-    /// writes one when it creates a table or a branch).
+    /// writes one when it creates a table or a branch) or snapshots.
     pub async fn branch_exists(&self, branch: &str) -> Result<bool, PaimonError> {
-        Ok(!self.schema_ids(branch).await?.is_empty())
+        if !self.schema_ids(branch).await?.is_empty() {
+            return Ok(true);
+        }
+        let dir = self.branch_root(branch).child("snapshot");
+        match self.store.list_with_delimiter(Some(&dir)).await {
+            Ok(listed) => Ok(!listed.objects.is_empty()),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn schema_ids(&self, branch: &str) -> Result<Vec<i64>, PaimonError> {

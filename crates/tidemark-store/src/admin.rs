@@ -171,11 +171,11 @@ impl Store {
         key: &ConsumerKey,
         history: i64,
     ) -> Result<(ConsumerView, Vec<HistoryRecord>), StoreError> {
-        let loaded = self.backend().load(Locate::Key(key)).await?;
+        // One snapshot for the row and its history (SPEC §8).
+        let (loaded, recent) = self.backend().load_with_history(key, history).await?;
         let Some(state) = loaded.state.filter(|s| s.consumer.is_some() || s.lease.is_some()) else {
             return Err(CoreError::ConsumerNotFound { key: key.clone() }.into());
         };
-        let recent = self.history(key, history).await?;
         Ok((ConsumerView::new(state, loaded.options, loaded.now), recent))
     }
 

@@ -337,6 +337,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
         ctx: &CallContext,
     ) -> Result<bool, StoreError>;
 
+    /// A key's row and its newest `limit` history rows, newest first, from
+    /// one consistent snapshot (so the history never shows a change the row
+    /// does not, or the other way round).
+    async fn load_with_history(
+        &self,
+        key: &ConsumerKey,
+        limit: i64,
+    ) -> Result<(Loaded, Vec<HistoryRecord>), StoreError>;
+
     /// Keys with a consumer or a live lease, after `after`, in key order.
     async fn list_keys(
         &self,

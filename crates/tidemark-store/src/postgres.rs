@@ -679,6 +679,34 @@ impl Backend for PostgresBackend {
         Ok(Some(from_ts(row.try_get(1)?)))
     }
 
+    async fn load_with_history(
+        &self,
+        key: &ConsumerKey,
+        limit: i64,
+    ) -> Result<(Loaded, Vec<HistoryRecord>), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        let row = sqlx::query(LOAD_BY_KEY)
+            .bind(key.table.as_str())
+            .bind(key.branch.as_str())
+            .bind(key.consumer_id.as_str())
+            .fetch_one(&mut *tx)
+            .await?;
+        let history = sqlx::query(HISTORY_PAGE)
+            .bind(key.table.as_str())
+            .bind(Some(key.branch.as_str()))
+            .bind(Some(key.consumer_id.as_str()))
+            .bind(None::<i64>)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let history = history.iter().map(Decoder::history).collect::<Result<_, _>>()?;
+        Ok((decode_loaded(&row)?, history))
+    }
+
     async fn history_page(
         &self,
         filter: &HistoryFilter,

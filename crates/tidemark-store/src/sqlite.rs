@@ -430,6 +430,49 @@ impl Backend for SqliteBackend {
         Ok(Some(now))
     }
 
+    async fn load_with_history(
+        &self,
+        key: &ConsumerKey,
+        limit: i64,
+    ) -> Result<(Loaded, Vec<HistoryRecord>), StoreError> {
+        // One read transaction: one snapshot of the file.
+        let mut tx = self.readers.begin().await?;
+        let found = sqlx::query(SELECT_KEY)
+            .bind(key.table.as_str())
+            .bind(key.branch.as_str())
+            .bind(key.consumer_id.as_str())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let options = options_of(&mut tx, key.table.as_str()).await?.options;
+        let history = sqlx::query(HISTORY_PAGE)
+            .bind(key.table.as_str())
+            .bind(Some(key.branch.as_str()))
+            .bind(Some(key.consumer_id.as_str()))
+            .bind(None::<i64>)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let now = self.clock.now();
+        let (state, version) = match found {
+            None => (None, None),
+            Some(row) => {
+                let (state, version) = Decoder::key_row(&row)?;
+                (Some(state), Some(version))
+            }
+        };
+        let history = history.iter().map(Decoder::history).collect::<Result<_, _>>()?;
+        Ok((
+            Loaded {
+                state,
+                version,
+                now,
+                options,
+            },
+            history,
+        ))
+    }
+
     async fn history_page(
         &self,
         filter: &HistoryFilter,

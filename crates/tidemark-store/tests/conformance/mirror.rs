@@ -17,6 +17,7 @@ macro_rules! mirror_conformance_suite {
         $crate::mirror_conformance_suite!($kind;
             registered_tables_are_listed_and_moves_forget_the_mirror,
             stale_and_deleted_consumers_are_mirror_tasks_until_done,
+            the_keepers_inventory_identities_and_repairs,
         );
     };
     ($kind:expr; $($case:ident),* $(,)?) => {
@@ -190,4 +191,133 @@ pub async fn stale_and_deleted_consumers_are_mirror_tasks_until_done(kind: Kind)
     commit(&store, "c3", 1).await;
     commit(&store, "c4", 1).await;
     assert_eq!(backend.mirror_tasks(refresh, 1).await.unwrap().len(), 1);
+}
+
+/// What the keeper reads and writes: every consumer and live pin of
+/// registered tables with what was mirrored and whether it is kept (E2);
+/// identities recorded once; repairs appended to history without touching
+/// the row; a row and its history read from one snapshot.
+pub async fn the_keepers_inventory_identities_and_repairs(kind: Kind) {
+    let db = TestDb::with_manual_clock(kind, Timestamp::from_micros(1_800_000_000_000_000))
+        .await
+        .unwrap();
+    let store = Store::new(db.backend().await, policy());
+    let backend = store.backend();
+    backend
+        .register_table(&table(), "/warehouse/a", None, &ctx())
+        .await
+        .unwrap();
+    assert_eq!(backend.registered_tables().await.unwrap()[0].identity, None);
+    backend
+        .set_table_identity(&table(), "/warehouse/a", "schema-0:aa")
+        .await
+        .unwrap();
+    // Only while it has none, and only at that location.
+    backend
+        .set_table_identity(&table(), "/warehouse/a", "schema-0:bb")
+        .await
+        .unwrap();
+    backend
+        .set_table_identity(&table(), "/elsewhere", "schema-0:cc")
+        .await
+        .unwrap();
+    assert_eq!(
+        backend.registered_tables().await.unwrap()[0].identity.as_deref(),
+        Some("schema-0:aa")
+    );
+    backend
+        .register_table(&table(), "/warehouse/a", Some("schema-0:dd"), &ctx())
+        .await
+        .unwrap();
+    assert_eq!(
+        backend.registered_tables().await.unwrap()[0].identity.as_deref(),
+        Some("schema-0:dd"),
+        "registering again takes the table's identity now"
+    );
+
+    store
+        .set_table_options(
+            &ctx(),
+            &table(),
+            &[("consumer.expiration-time".to_owned(), "1h".to_owned())].into(),
+            &[],
+            true,
+        )
+        .await
+        .unwrap();
+    commit(&store, "idle", 5).await;
+    mirror_all(&store, Duration::from_secs(60)).await;
+    let pinned = store
+        .acquire_lease(&ctx(), &key("pinned"), "q", None)
+        .await
+        .unwrap()
+        .lease;
+    let range = tidemark_core::RecoveryRequest {
+        startup: tidemark_core::StartupMode::LatestFull,
+        ignore_progress: false,
+        range: tidemark_core::SnapshotRange {
+            earliest_snapshot: 1,
+            latest_snapshot: 9,
+            earliest_changelog: None,
+            changelog_decoupled: false,
+        },
+        checkpoint: None,
+        on_expired: tidemark_core::OnExpired::Fail,
+    };
+    store
+        .recovery_position(&ctx(), &key("pinned"), &range, Some(pinned.lease_id))
+        .await
+        .unwrap();
+    let inventory = backend.mirror_inventory().await.unwrap();
+    let summary: Vec<_> = inventory
+        .iter()
+        .map(|e| {
+            (
+                e.key.consumer_id.as_str(),
+                e.next_snapshot,
+                e.mirrored_next,
+                e.kept,
+                e.pin,
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("idle", Some(6), Some(6), true, None),
+            ("pinned", None, None, false, Some((pinned.lease_id, 9))),
+        ]
+    );
+    // Idle past the expiration time, its lease released: no longer kept. The
+    // pin ends with its lease.
+    db.advance(Duration::from_secs(7200)).await;
+    let inventory = backend.mirror_inventory().await.unwrap();
+    let summary: Vec<_> = inventory
+        .iter()
+        .map(|e| (e.key.consumer_id.as_str(), e.kept, e.pin))
+        .collect();
+    assert_eq!(summary, [("idle", false, None)]);
+
+    let before = store.key_state(&key("idle")).await.unwrap();
+    let mut repair = tidemark_core::HistoryEvent::new(tidemark_core::EventKind::MirrorRepair, Some(99), Some(6));
+    repair.detail = Some("changed: /warehouse/a/consumer/consumer-idle".into());
+    backend
+        .append_history(&key("idle"), &[repair], &CallContext::new("mirror", "r-repair"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.key_state(&key("idle")).await.unwrap(),
+        before,
+        "the row is untouched"
+    );
+    let (loaded, history) = backend.load_with_history(&key("idle"), 2).await.unwrap();
+    assert_eq!(loaded.state.and_then(|s| s.next_snapshot()), Some(6));
+    assert_eq!(history.len(), 2);
+    let newest = &history[0];
+    assert_eq!(newest.event.kind, tidemark_core::EventKind::MirrorRepair);
+    assert_eq!((newest.event.old_next, newest.event.new_next), (Some(99), Some(6)));
+    assert_eq!(
+        (newest.principal.as_str(), newest.request_id.as_str()),
+        ("mirror", "r-repair")
+    );
 }

@@ -101,6 +101,13 @@ impl Backend for Counting {
     ) -> Result<bool, StoreError> {
         self.inner.save_table_options(table, previous, options, ctx).await
     }
+    async fn load_with_history(
+        &self,
+        key: &ConsumerKey,
+        limit: i64,
+    ) -> Result<(Loaded, Vec<HistoryRecord>), StoreError> {
+        self.inner.load_with_history(key, limit).await
+    }
     async fn list_keys(
         &self,
         filter: &KeyFilter,
