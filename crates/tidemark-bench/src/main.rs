@@ -10,7 +10,8 @@
 //!   `min()` over an index;
 //! - **sqlite**: the commit scenario on the embedded SQLite store;
 //! - **memory**: the server's resident memory with 100k consumers and 10k
-//!   live leases.
+//!   live leases;
+//! - **keeper**: what keeping 100k Paimon consumer files alive costs.
 //!
 //! Run with `scripts/bench.sh` (builds in release mode, fetches etcd);
 //! `--quick` for a smoke run, `--json FILE` for machine-readable results.
@@ -22,6 +23,7 @@ mod etcd {
     tonic::include_proto!("etcdserverpb");
     pub use kv_client::KvClient;
 }
+mod keeper;
 mod procs;
 mod work;
 
@@ -50,6 +52,7 @@ enum Scenario {
     Fence,
     Sqlite,
     Memory,
+    Keeper,
 }
 
 #[derive(Debug, Parser)]
@@ -71,7 +74,7 @@ struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "commit,recover,churn,fence,sqlite,memory"
+        default_value = "commit,recover,churn,fence,sqlite,memory,keeper"
     )]
     scenarios: Vec<Scenario>,
     /// A Postgres to use (its CPU is not measured unless it is local and
@@ -87,6 +90,13 @@ struct Args {
     /// Live leases for the memory scenario.
     #[arg(long, default_value_t = 10_000)]
     live_leases: usize,
+    /// Consumers on the registered table of the keeper scenario.
+    #[arg(long, default_value_t = 100_000)]
+    keeper_consumers: usize,
+    /// The keeper scenario's --mirror-refresh (files must stay younger than
+    /// half of it).
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    keeper_refresh: Duration,
     /// The tidemark binary (default: next to this one).
     #[arg(long, env = "TIDEMARK_BIN")]
     tidemark_bin: Option<PathBuf>,
@@ -118,6 +128,7 @@ struct Report {
     machine: BTreeMap<String, String>,
     rows: Vec<Row>,
     memory: Option<Memory>,
+    keeper: Option<keeper::KeeperFigures>,
 }
 
 #[derive(Debug, Serialize)]
@@ -653,6 +664,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let mut rows = Vec::new();
     let mut memory = None;
+    let mut keeper = None;
     let scenarios = bench.args.scenarios.clone();
     let concurrency = bench.args.concurrency.clone();
     for scenario in scenarios {
@@ -676,10 +688,26 @@ async fn main() -> anyhow::Result<()> {
             Scenario::Fence => bench.fence(&mut rows).await?,
             Scenario::Sqlite => bench.sqlite(&mut rows, &binary).await?,
             Scenario::Memory => memory = Some(bench.memory().await?),
+            Scenario::Keeper => {
+                let figures = keeper::run(
+                    &binary,
+                    &bench.database_url,
+                    bench.args.keeper_consumers,
+                    bench.args.keeper_refresh,
+                )
+                .await?;
+                keeper::print(&figures);
+                keeper = Some(figures);
+            }
         }
     }
     print_summary(&rows);
-    let report = Report { machine, rows, memory };
+    let report = Report {
+        machine,
+        rows,
+        memory,
+        keeper,
+    };
     if let Some(path) = &bench.args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
         println!("results written to {}", path.display());

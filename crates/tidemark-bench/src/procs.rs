@@ -62,7 +62,19 @@ pub struct Tidemark(ServerProcess);
 
 impl Tidemark {
     pub fn start(binary: &Path, database_url: &str, db_connections: u32, dir: &Path) -> anyhow::Result<Self> {
-        let args: Vec<String> = [
+        Self::start_with(binary, database_url, db_connections, dir, "warn,tidemark=info", &[])
+    }
+
+    /// The same, with another log filter and more flags.
+    pub fn start_with(
+        binary: &Path,
+        database_url: &str,
+        db_connections: u32,
+        dir: &Path,
+        log: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
+        let mut args: Vec<String> = [
             "--listen",
             "127.0.0.1:0",
             "--metrics-listen",
@@ -76,10 +88,11 @@ impl Tidemark {
             "--max-lease-ttl",
             "1h",
             "--log",
-            "warn,tidemark=info",
+            log,
         ]
         .map(String::from)
         .to_vec();
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
         let process = ServerProcess::start(binary, &args, dir, "tidemark")
             .with_context(|| format!("cannot start {}", binary.display()))?;
         Ok(Self(process))
@@ -91,6 +104,11 @@ impl Tidemark {
 
     pub fn url(&self) -> String {
         self.0.url()
+    }
+
+    /// Every log line so far.
+    pub fn log_lines(&self) -> Vec<String> {
+        self.0.log_lines()
     }
 }
 

@@ -267,6 +267,62 @@ impl PaimonTable {
         }
     }
 
+    /// Refreshes a consumer file's modification time, by which Paimon
+    /// expires consumers, without changing its content: on a local disk the
+    /// time alone is set (no new data, so nothing to fsync: after a crash the
+    /// file holds the same position, only its time may be older); object
+    /// stores cannot set a time, so the same content is put again. Returns
+    /// the file's new time and size; `None` when it no longer exists.
+    pub async fn touch_consumer(
+        &self,
+        branch: &str,
+        consumer_id: &str,
+        next_snapshot: i64,
+    ) -> Result<Option<ListedConsumer>, PaimonError> {
+        if let Some(dir) = self.local_dir(branch) {
+            let path = dir.join("consumer").join(format!("{CONSUMER_PREFIX}{consumer_id}"));
+            let touched = tokio::task::spawn_blocking(move || -> std::io::Result<Option<(SystemTime, u64)>> {
+                let file = match std::fs::OpenOptions::new().write(true).open(&path) {
+                    Ok(file) => file,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(e),
+                };
+                file.set_modified(SystemTime::now())?;
+                let metadata = file.metadata()?;
+                Ok(Some((metadata.modified()?, metadata.len())))
+            })
+            .await
+            .map_err(|e| PaimonError::Io {
+                path: consumer_id.to_owned(),
+                source: std::io::Error::other(e.to_string()),
+            })?
+            .map_err(|source| PaimonError::Io {
+                path: consumer_id.to_owned(),
+                source,
+            })?;
+            return Ok(touched.map(|(modified, size)| ListedConsumer {
+                consumer_id: consumer_id.to_owned(),
+                modified,
+                size,
+            }));
+        }
+        self.write_consumer(branch, consumer_id, next_snapshot).await?;
+        self.stat_consumer(branch, consumer_id).await
+    }
+
+    /// A consumer file's modification time and size, if it exists.
+    pub async fn stat_consumer(&self, branch: &str, consumer_id: &str) -> Result<Option<ListedConsumer>, PaimonError> {
+        match self.store.head(&self.consumer_path(branch, consumer_id)).await {
+            Ok(meta) => Ok(Some(ListedConsumer {
+                consumer_id: consumer_id.to_owned(),
+                modified: meta.last_modified.into(),
+                size: meta.size,
+            })),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The consumer files of a branch, with their modification times (one
     /// listing). Empty when the branch has no `consumer/` directory.
     pub async fn list_consumer_files(&self, branch: &str) -> Result<Vec<ListedConsumer>, PaimonError> {
@@ -786,6 +842,15 @@ mod tests {
         assert_eq!((listed[0].consumer_id.as_str(), listed[0].size), ("q", 0));
         assert!(listed[0].modified.elapsed().unwrap() < Duration::from_secs(60));
         assert!(table.list_consumer_files("dev").await.unwrap().is_empty());
+        // A touch moves the time, not the content.
+        table.write_consumer("main", "q", 9).await.unwrap();
+        let before = table.stat_consumer("main", "q").await.unwrap().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let touched = table.touch_consumer("main", "q", 9).await.unwrap().unwrap();
+        assert!(touched.modified > before.modified);
+        assert_eq!(touched.size, before.size);
+        assert_eq!(table.consumer_file("main", "q").await.unwrap(), FileState::Position(9));
+        assert_eq!(table.touch_consumer("main", "gone", 1).await.unwrap(), None);
         // Pin files keep their `~` on disk, in listings and in reads.
         let pin = pin_consumer_id(&uuid::Uuid::new_v4());
         table.write_consumer("main", &pin, 4).await.unwrap();

@@ -46,6 +46,8 @@ pub mod names {
     /// Gauge: registered branches whose directory is gone (dropped); the
     /// keeper writes nothing there.
     pub const MIRROR_BRANCHES_MISSING: &str = "tidemark_mirror_branches_missing";
+    /// Gauge: how long the mirror keeper's last pass took, in seconds.
+    pub const MIRROR_KEEPER_PASS: &str = "tidemark_mirror_keeper_pass_seconds";
     /// Counters of Postgres group commit (recorded by the store).
     pub use tidemark_store::group_commit_metrics::{
         STATEMENT_WRITES as COMMIT_STATEMENT_WRITES, STATEMENTS as COMMIT_STATEMENTS,
@@ -115,6 +117,11 @@ pub(crate) fn mirror_repair(cause: &'static str) {
 /// Registered branches found without a directory in the keeper's last pass.
 pub(crate) fn mirror_branches_missing(count: usize) {
     metrics::gauge!(names::MIRROR_BRANCHES_MISSING).set(count as f64);
+}
+
+/// How long a keeper pass took.
+pub(crate) fn mirror_keeper_pass(elapsed: Duration) {
+    metrics::gauge!(names::MIRROR_KEEPER_PASS).set(elapsed.as_secs_f64());
 }
 
 /// One consumer file written or deleted by the mirror.

@@ -76,6 +76,17 @@ pub(crate) struct Keeper {
     checked: HashMap<(String, String, String), (SystemTime, u64)>,
     /// Tables already warned about a too-short expiration time.
     warned: HashSet<String>,
+    /// What the current pass did.
+    tally: Tally,
+}
+
+/// What one keeper pass did, for its log line.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    files: usize,
+    read: usize,
+    kept_alive: usize,
+    pins_written: usize,
 }
 
 impl Keeper {
@@ -91,6 +102,7 @@ impl Keeper {
             last: None,
             checked: HashMap::new(),
             warned: HashSet::new(),
+            tally: Tally::default(),
         }
     }
 
@@ -101,7 +113,9 @@ impl Keeper {
     /// One pass over every registered table. Failures are logged and
     /// retried next pass.
     pub(crate) async fn pass(&mut self, store: &Store, tables: &mut HashMap<String, PaimonTable>) {
-        self.last = Some(Instant::now());
+        let started = Instant::now();
+        self.last = Some(started);
+        self.tally = Tally::default();
         let (inventory, registered) =
             match tokio::try_join!(store.backend().mirror_inventory(), store.backend().registered_tables()) {
                 Ok(read) => read,
@@ -132,6 +146,22 @@ impl Keeper {
             }
         }
         metrics::mirror_branches_missing(branches_missing);
+        metrics::mirror_keeper_pass(started.elapsed());
+        let Tally {
+            files,
+            read,
+            kept_alive,
+            pins_written,
+        } = self.tally;
+        tracing::debug!(
+            consumers = inventory.len(),
+            files,
+            read,
+            kept_alive,
+            pins_written,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "mirror keeper pass"
+        );
     }
 
     async fn keep_table(
@@ -179,6 +209,7 @@ impl Keeper {
                 .into_iter()
                 .map(|f| (f.consumer_id.clone(), f))
                 .collect();
+            self.tally.files += files.len();
             self.keep_branch(store, table, &branch, &here, &files, keep_alive)
                 .await?;
         }
@@ -196,47 +227,85 @@ impl Keeper {
     ) -> Result<(), tidemark_paimon::PaimonError> {
         let rewrite_age = self.rewrite_age;
         let old = |f: &ListedConsumer| f.modified.elapsed().unwrap_or_default() >= rewrite_age;
-        for entry in entries {
-            let (Some(next), Some(mirrored)) = (entry.next_snapshot, entry.mirrored_next) else {
-                continue; // not mirrored yet: the rounds write it
-            };
-            let id = entry.key.consumer_id.as_str();
-            let Some(file) = files.get(id) else {
-                self.repair(store, table, entry, "missing", None).await;
-                continue;
-            };
-            let slot = (table.location().to_owned(), branch.to_owned(), id.to_owned());
-            if self.checked.get(&slot) != Some(&(file.modified, file.size)) {
-                match table.consumer_file(branch, id).await? {
-                    FileState::Position(n) if n == mirrored || n == next => {
-                        self.checked.insert(slot, (file.modified, file.size));
-                    }
-                    FileState::Position(n) => {
-                        self.repair(store, table, entry, "changed", Some(n)).await;
-                        continue;
-                    }
-                    FileState::Unreadable(_) => {
-                        self.repair(store, table, entry, "unreadable", None).await;
-                        continue;
-                    }
-                    FileState::Missing => {
-                        self.repair(store, table, entry, "missing", None).await;
-                        continue;
-                    }
-                }
+        let slot = |id: &str| (table.location().to_owned(), branch.to_owned(), id.to_owned());
+        // Sort the consumers: files gone, files to read (changed since this
+        // keeper last read them), files to keep alive.
+        let mut repairs: Vec<(&MirrorEntry, &'static str, Option<i64>)> = Vec::new();
+        let mut to_read: Vec<&MirrorEntry> = Vec::new();
+        let mut to_keep: Vec<&MirrorEntry> = Vec::new();
+        let keep_due = |entry: &MirrorEntry, file: &ListedConsumer| {
+            // Only a file in sync (a round writes the others).
+            keep_alive && entry.kept && entry.mirrored_next == entry.next_snapshot && old(file)
+        };
+        for entry in entries.iter().copied() {
+            if entry.next_snapshot.is_none() || entry.mirrored_next.is_none() {
+                continue; // not mirrored yet (or only a pin): the rounds write it
             }
-            if keep_alive && entry.kept && old(file) {
-                let task = MirrorTask {
-                    key: entry.key.clone(),
-                    location: entry.location.clone(),
-                    next_snapshot: Some(next),
-                    updated_at: entry.updated_at,
-                };
-                if still_current(store, &task).await {
-                    let written = table.write_consumer(branch, id, next).await;
-                    metrics::mirror_write(written.is_ok());
-                    written?;
+            let id = entry.key.consumer_id.as_str();
+            match files.get(id) {
+                None => repairs.push((entry, "missing", None)),
+                Some(file) if self.checked.get(&slot(id)) != Some(&(file.modified, file.size)) => to_read.push(entry),
+                Some(file) if keep_due(entry, file) => to_keep.push(entry),
+                Some(_) => {}
+            }
+        }
+        self.tally.read += to_read.len();
+        let read = concurrently(
+            to_read.iter().map(|e| e.key.consumer_id.as_str().to_owned()).collect(),
+            {
+                let (table, branch) = (table.clone(), branch.to_owned());
+                move |id: String| {
+                    let (table, branch) = (table.clone(), branch.clone());
+                    async move { table.consumer_file(&branch, &id).await }
                 }
+            },
+        )
+        .await;
+        for (entry, state) in to_read.into_iter().zip(read) {
+            let (next, mirrored) = (entry.next_snapshot, entry.mirrored_next);
+            match state? {
+                FileState::Position(n) if Some(n) == mirrored || Some(n) == next => {
+                    let file = &files[entry.key.consumer_id.as_str()];
+                    self.checked
+                        .insert(slot(entry.key.consumer_id.as_str()), (file.modified, file.size));
+                    if keep_due(entry, file) {
+                        to_keep.push(entry);
+                    }
+                }
+                FileState::Position(n) => repairs.push((entry, "changed", Some(n))),
+                FileState::Unreadable(_) => repairs.push((entry, "unreadable", None)),
+                FileState::Missing => repairs.push((entry, "missing", None)),
+            }
+        }
+        for (entry, cause, found) in repairs {
+            self.repair(store, table, entry, cause, found).await;
+        }
+        // Keep-alive, many files at once: only the modification time moves
+        // (Paimon expires by it), never the content, so a round that wrote a
+        // newer position meanwhile is never undone.
+        let kept = concurrently(
+            to_keep
+                .iter()
+                .filter_map(|e| Some((e.key.consumer_id.as_str().to_owned(), e.next_snapshot?)))
+                .collect(),
+            {
+                let (table, branch) = (table.clone(), branch.to_owned());
+                move |(id, next): (String, i64)| {
+                    let (table, branch) = (table.clone(), branch.clone());
+                    async move {
+                        let touched = table.touch_consumer(&branch, &id, next).await?;
+                        Ok::<_, tidemark_paimon::PaimonError>((id, touched))
+                    }
+                }
+            },
+        )
+        .await;
+        for outcome in kept {
+            metrics::mirror_write(outcome.is_ok());
+            let (id, written) = outcome?;
+            if let Some(file) = written {
+                self.tally.kept_alive += 1;
+                self.checked.insert(slot(&id), (file.modified, file.size));
             }
         }
         // Full-scan pins: a file per live pin, kept fresh; none without one.
@@ -248,17 +317,18 @@ impl Keeper {
             })
             .collect();
         for (id, snapshot) in &live {
-            let due = match files.get(id) {
-                None => true,
-                Some(file) => {
-                    (keep_alive && old(file))
-                        || table.consumer_file(branch, id).await? != FileState::Position(*snapshot)
-                }
+            let shows = match files.get(id) {
+                None => false,
+                Some(_) => table.consumer_file(branch, id).await? == FileState::Position(*snapshot),
             };
-            if due {
+            if !shows {
                 let written = table.write_consumer(branch, id, *snapshot).await;
                 metrics::mirror_write(written.is_ok());
                 written?;
+                self.tally.pins_written += 1;
+            } else if keep_alive && files.get(id).is_some_and(old) {
+                table.touch_consumer(branch, id, *snapshot).await?;
+                self.tally.kept_alive += 1;
             }
         }
         // A pin file outlives its pin (completed, released, lease lapsed,
@@ -326,10 +396,33 @@ impl Keeper {
     }
 }
 
-/// Whether the database still holds the task's position (re-read right
-/// before a write).
-async fn still_current(store: &Store, task: &MirrorTask) -> bool {
-    matches!(store.key_state(&task.key).await, Ok(state) if state.as_ref().and_then(KeyState::next_snapshot) == task.next_snapshot)
+/// Files one keeper pass reads or writes at once.
+const KEEPER_CONCURRENCY: usize = 32;
+
+/// Runs `work` on every item, [`KEEPER_CONCURRENCY`] at a time; the
+/// results in the items' order.
+async fn concurrently<T, F, Fut>(items: Vec<T>, work: F) -> Vec<Fut::Output>
+where
+    F: Fn(T) -> Fut,
+    Fut: Future + Send + 'static,
+    Fut::Output: Send + 'static,
+{
+    let mut results: Vec<Option<Fut::Output>> = Vec::with_capacity(items.len());
+    results.resize_with(items.len(), || None);
+    let mut items = items.into_iter().enumerate();
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        while running.len() < KEEPER_CONCURRENCY {
+            let Some((i, item)) = items.next() else { break };
+            let future = work(item);
+            running.spawn(async move { (i, future.await) });
+        }
+        let Some(done) = running.join_next().await else { break };
+        if let Ok((i, output)) = done {
+            results[i] = Some(output);
+        }
+    }
+    results.into_iter().flatten().collect()
 }
 
 /// One round: every stale file, up to the limit. Returns how many tasks it

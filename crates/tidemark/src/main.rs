@@ -220,9 +220,11 @@ struct ServeArgs {
     /// to date ("0s": off).
     #[arg(long, env = "TIDEMARK_MIRROR_INTERVAL", default_value = "1s", value_parser = humantime::parse_duration)]
     mirror_interval: Duration,
-    /// Rewrite a consumer's Paimon file when the consumer was refreshed this
-    /// long after the file was written (its modification time then tracks
-    /// the consumer's updated_at, which Paimon's consumer expiration reads).
+    /// The keeper's interval: on tables whose schema sets Paimon's
+    /// consumer.expiration-time, the files of kept consumers and full-scan
+    /// pins stay younger than half of this (Paimon expires consumer files by
+    /// modification time; keep this at most a third of that expiration time),
+    /// and files changed from outside are put back within an eighth of it.
     #[arg(long, env = "TIDEMARK_MIRROR_REFRESH", default_value = "1m", value_parser = humantime::parse_duration)]
     mirror_refresh: Duration,
     /// Prune history rows older than this ("0s": keep forever).

@@ -640,11 +640,21 @@ pub async fn consumers(conn: &Connection, command: ConsumersCommand) -> anyhow::
                 }
             );
             if let Some(m) = &response.mirror {
+                // The file as read from storage for this answer.
+                let file = match m.file_state.as_str() {
+                    "PRESENT" => format!("shows {}", opt(m.file_next_snapshot)),
+                    "MISSING" => "is missing".to_owned(),
+                    "UNREADABLE" => format!("is unreadable ({})", m.file_error),
+                    "BRANCH_MISSING" => "cannot exist: the branch's directory is gone".to_owned(),
+                    "STORAGE_ERROR" => format!("cannot be read now ({})", m.file_error),
+                    other => format!("is in state {other}"),
+                };
                 println!(
-                    "paimon file   {} shows {} ({}){}",
+                    "paimon file   {} {} ({}; tidemark last wrote {}){}",
                     m.path,
+                    file,
+                    if m.in_sync { "in sync" } else { "not in sync" },
                     opt(m.mirrored_next_snapshot),
-                    if m.in_sync { "in sync" } else { "not yet in sync" },
                     if m.failures > 0 {
                         format!(", {} failed attempts: {}", m.failures, m.last_error)
                     } else {
