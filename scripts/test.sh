@@ -32,7 +32,7 @@ export TIDEMARK_BIN="$PWD/target/debug/tidemark"
 # The benchmark, as a smoke run (debug build, tiny sizes): every scenario
 # against every peer completes without errors. Real figures: scripts/bench.sh.
 target/debug/tidemark-bench --quick --duration 300ms --warmup 100ms --concurrency 1,4 \
-  --fence-consumers 2000 --live-leases 200 >/dev/null
+  --fence-consumers 2000 --live-leases 200 --keeper-consumers 500 --keeper-refresh 2s >/dev/null
 
 # Every request decoder and validator, fuzzed through a real server for a
 # short while (long runs: see docs/reliability.md). The seed is printed.

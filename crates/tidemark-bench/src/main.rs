@@ -90,9 +90,10 @@ struct Args {
     /// Live leases for the memory scenario.
     #[arg(long, default_value_t = 10_000)]
     live_leases: usize,
-    /// Consumers on the registered table of the keeper scenario.
-    #[arg(long, default_value_t = 100_000)]
-    keeper_consumers: usize,
+    /// Consumers on the registered table of the keeper scenario (default
+    /// 100,000; 5,000 quick).
+    #[arg(long)]
+    keeper_consumers: Option<usize>,
     /// The keeper scenario's --mirror-refresh (files must stay younger than
     /// half of it).
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
@@ -692,7 +693,10 @@ async fn main() -> anyhow::Result<()> {
                 let figures = keeper::run(
                     &binary,
                     &bench.database_url,
-                    bench.args.keeper_consumers,
+                    bench
+                        .args
+                        .keeper_consumers
+                        .unwrap_or(if bench.args.quick { 5_000 } else { 100_000 }),
                     bench.args.keeper_refresh,
                 )
                 .await?;

@@ -440,3 +440,93 @@ async fn tables_register_list_and_import_from_the_cli() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// SPEC §9: a server SIGKILLed in the middle of a query's full scan leaves
+/// the scan's pin file behind; another replica deletes it once the query's
+/// lease has lapsed, so it cannot hold Paimon's expiration back for good.
+#[tokio::test]
+async fn a_pin_file_left_by_a_killed_server_goes_once_its_lease_lapses() {
+    let dir = tempfile::tempdir().unwrap();
+    let table_dir = dir.path().join("warehouse/db.db/orders");
+    std::fs::create_dir_all(table_dir.join("schema")).unwrap();
+    std::fs::write(
+        table_dir.join("schema/schema-0"),
+        r#"{"id":0,"options":{},"timeMillis":1}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(table_dir.join("snapshot")).unwrap();
+    for id in 1..=3 {
+        std::fs::write(table_dir.join(format!("snapshot/snapshot-{id}")), "{}").unwrap();
+    }
+    let args = [
+        "--mirror-interval",
+        "100ms",
+        "--mirror-refresh",
+        "2s",
+        "--min-lease-ttl",
+        "1s",
+    ];
+    let mut first = Served::start(&args, dir.path());
+    let mut admin = tidemark_proto::v1::admin_client::AdminClient::connect(first.url())
+        .await
+        .unwrap();
+    admin
+        .register_table(pb::RegisterTableRequest {
+            table: "db.orders".into(),
+            location: table_dir.display().to_string(),
+            execute: true,
+        })
+        .await
+        .unwrap();
+    let mut client = CoordinatorClient::connect(first.url()).await.unwrap();
+    let acquired = Instant::now();
+    let lease = client
+        .acquire_lease(pb::AcquireLeaseRequest {
+            consumer: Some(key("scan")),
+            holder: "q".into(),
+            ttl: Some(prost_types::Duration { seconds: 6, nanos: 0 }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .lease
+        .unwrap();
+    let plan = client
+        .get_recovery_position(pb::GetRecoveryPositionRequest {
+            consumer: Some(key("scan")),
+            startup: Some(pb::StartupOptions {
+                mode: pb::StartupMode::LatestFull.into(),
+                snapshot_id: 0,
+            }),
+            table: Some(pb::SnapshotRange {
+                earliest_snapshot: 1,
+                latest_snapshot: 3,
+                earliest_changelog: None,
+                changelog_decoupled: false,
+            }),
+            lease_id: Some(lease.lease_id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(plan.pinned);
+    let pin = table_dir.join(format!("consumer/consumer-tidemark~pin~{}", lease.lease_id));
+    assert_eq!(std::fs::read_to_string(&pin).unwrap(), r#"{"nextSnapshot":3}"#);
+    first.signal("KILL");
+    first.wait(Duration::from_secs(5)).await;
+    assert!(pin.exists(), "a killed server deletes nothing");
+
+    // Another replica on the same database: the pin holds while the lease
+    // lives, and goes once it has lapsed (6 s ttl; twice that allowed).
+    let _second = Served::start(&args, dir.path());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    if acquired.elapsed() < Duration::from_secs(4) {
+        assert!(pin.exists(), "the lease is still live: its pin file stays");
+    }
+    let deadline = acquired + Duration::from_secs(12);
+    while pin.exists() {
+        assert!(Instant::now() < deadline, "the lapsed lease's pin file is still there");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
