@@ -34,17 +34,10 @@ async fn admin(server: &TestServer) -> AdminClient<tonic::transport::Channel> {
 /// A Paimon-looking table directory with a schema, snapshots 1..=latest,
 /// and a branch `dev` (Paimon gives a branch its own schema directory).
 fn paimon_table(root: &Path, latest: i64) {
-    for schemas in [root.join("schema"), root.join("branch/branch-dev/schema")] {
-        std::fs::create_dir_all(&schemas).unwrap();
-        std::fs::write(schemas.join("schema-0"), r#"{"id":0,"options":{},"timeMillis":1}"#).unwrap();
-    }
-    let snapshots = root.join("snapshot");
-    std::fs::create_dir_all(&snapshots).unwrap();
-    for id in 1..=latest {
-        std::fs::write(snapshots.join(format!("snapshot-{id}")), "{}").unwrap();
-    }
-    std::fs::write(snapshots.join("EARLIEST"), "1").unwrap();
-    std::fs::write(snapshots.join("LATEST"), latest.to_string()).unwrap();
+    tidemark_e2e::paimon_table_dir(root, latest, 1, "");
+    let branch_schemas = root.join("branch/branch-dev/schema");
+    std::fs::create_dir_all(&branch_schemas).unwrap();
+    std::fs::copy(root.join("schema/schema-0"), branch_schemas.join("schema-0")).unwrap();
 }
 
 async fn register_as(

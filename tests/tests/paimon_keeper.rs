@@ -36,23 +36,8 @@ async fn server(kind: Kind) -> TestServer {
     TestServer::start_with(kind, policy, config).await
 }
 
-/// A Paimon table as Paimon lays it out: a first schema (with its creation
-/// time and options) and snapshots 1..=latest.
 fn paimon_table(root: &Path, latest: i64, created_millis: i64, options: &str) {
-    let schemas = root.join("schema");
-    std::fs::create_dir_all(&schemas).unwrap();
-    std::fs::write(
-        schemas.join("schema-0"),
-        format!(r#"{{"version":3,"id":0,"fields":[],"options":{{{options}}},"timeMillis":{created_millis}}}"#),
-    )
-    .unwrap();
-    let snapshots = root.join("snapshot");
-    std::fs::create_dir_all(&snapshots).unwrap();
-    for id in 1..=latest {
-        std::fs::write(snapshots.join(format!("snapshot-{id}")), "{}").unwrap();
-    }
-    std::fs::write(snapshots.join("EARLIEST"), "1").unwrap();
-    std::fs::write(snapshots.join("LATEST"), latest.to_string()).unwrap();
+    tidemark_e2e::paimon_table_dir(root, latest, created_millis, options);
 }
 
 async fn register(server: &TestServer, location: &Path) -> pb::RegisterTableResponse {

@@ -24,17 +24,20 @@ from tidemark.v1 import admin_pb2
 from conftest import database_url
 
 
+def serving(tmp_path, *mirror_args: str):
+    """A server with these mirror settings, stopped afterwards."""
+    server = TidemarkServer(database_url(tmp_path), tmp_path / "server.log", extra_args=list(mirror_args)).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def mirroring_server(tmp_path):
     """A server whose mirror runs every 20 ms and rewrites refreshed files
     at once (so files follow every commit)."""
-    server = TidemarkServer(
-        database_url(tmp_path),
-        tmp_path / "server.log",
-        extra_args=["--mirror-interval", "20ms", "--mirror-refresh", "0s"],
-    ).start()
-    yield server
-    server.stop()
+    yield from serving(tmp_path, "--mirror-interval", "20ms", "--mirror-refresh", "0s")
 
 
 def register(client: Client, table: PaimonTable) -> admin_pb2.RegisterTableResponse:
@@ -248,13 +251,7 @@ def test_the_mirror_and_import_work_on_an_s3_compatible_store(tmp_path, unique, 
 def keeping_server(tmp_path):
     """A server whose keeper runs often, with a 2 s refresh interval: files
     of kept consumers must never get older than 1 s (checked with 2x margin)."""
-    server = TidemarkServer(
-        database_url(tmp_path),
-        tmp_path / "server.log",
-        extra_args=["--mirror-interval", "100ms", "--mirror-refresh", "2s"],
-    ).start()
-    yield server
-    server.stop()
+    yield from serving(tmp_path, "--mirror-interval", "100ms", "--mirror-refresh", "2s")
 
 
 KEEPER_REFRESH = 2.0

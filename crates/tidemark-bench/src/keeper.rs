@@ -77,14 +77,7 @@ pub(crate) async fn run(
         &["--mirror-refresh", &refresh_text],
     )?;
     let pool = PgPool::connect(&url).await?;
-    sqlx::query(
-        "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, \
-         consumer_created_at, consumer_updated_at) SELECT 'bench.keeper', 'main', 'consumer-' || i, 1, 0, \
-         1000 + (i * 7919) % 50000, now(), now() FROM generate_series(1, $1) AS i",
-    )
-    .bind(consumers as i64)
-    .execute(&pool)
-    .await?;
+    work::seed_consumers(&pool, "bench.keeper", consumers).await?;
     sqlx::query("ANALYZE").execute(&pool).await?;
     pool.close().await;
 

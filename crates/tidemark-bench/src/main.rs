@@ -404,14 +404,7 @@ impl Bench {
         let n = self.args.fence_consumers;
         let started = Instant::now();
         let pool = PgPool::connect(&self.database_url).await?;
-        sqlx::query(
-            "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, \
-             consumer_created_at, consumer_updated_at) SELECT 'bench.big', 'main', 'consumer-' || i, 1, 0, \
-             1000 + (i * 7919) % 50000, now(), now() FROM generate_series(1, $1) AS i",
-        )
-        .bind(n as i64)
-        .execute(&pool)
-        .await?;
+        work::seed_consumers(&pool, "bench.big", n).await?;
         sqlx::query(
             "INSERT INTO peer_consumers (table_name, branch, consumer_id, epoch, next_snapshot, updated_at) \
              SELECT 'bench.big', 'main', 'consumer-' || i, 0, 1000 + (i * 7919) % 50000, now() \

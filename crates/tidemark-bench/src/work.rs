@@ -400,3 +400,18 @@ pub async fn etcd_commit(client: &mut KvClient<Channel>, id: &str, batches: &mut
     anyhow::ensure!(response.succeeded, "etcd compare failed");
     Ok(())
 }
+
+/// Writes `n` consumers (`consumer-1` …) on `table`'s main branch straight
+/// into tidemark's table, spread over snapshots 1000..51000.
+pub(crate) async fn seed_consumers(pool: &PgPool, table: &str, n: usize) -> anyhow::Result<()> {
+    sqlx::query(
+        "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, \
+         consumer_created_at, consumer_updated_at) SELECT $2, 'main', 'consumer-' || i, 1, 0, \
+         1000 + (i * 7919) % 50000, now(), now() FROM generate_series(1, $1) AS i",
+    )
+    .bind(i64::try_from(n)?)
+    .bind(table.to_owned())
+    .execute(pool)
+    .await?;
+    Ok(())
+}

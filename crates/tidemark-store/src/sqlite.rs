@@ -248,6 +248,37 @@ const INSERT_HISTORY: &str = "INSERT INTO history (at, table_name, branch, consu
     epoch, lease_id, batch_id, holder, principal, request_id, detail) \
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
+/// Appends a key's history rows inside a write transaction, stamped `now`.
+async fn insert_history(
+    tx: &mut sqlx::SqliteConnection,
+    now: Timestamp,
+    key: &ConsumerKey,
+    events: &[HistoryEvent],
+    ctx: &CallContext,
+) -> Result<(), StoreError> {
+    let columns = EventColumns::new(events);
+    for i in 0..events.len() {
+        sqlx::query(INSERT_HISTORY)
+            .bind(now.as_micros())
+            .bind(key.table.as_str())
+            .bind(key.branch.as_str())
+            .bind(key.consumer_id.as_str())
+            .bind(&columns.event[i])
+            .bind(columns.old_next[i])
+            .bind(columns.new_next[i])
+            .bind(columns.epoch[i])
+            .bind(columns.lease_id[i])
+            .bind(columns.batch_id[i])
+            .bind(&columns.holder[i])
+            .bind(&ctx.principal)
+            .bind(&ctx.request_id)
+            .bind(&columns.detail[i])
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
+}
+
 fn micros(t: Option<Timestamp>) -> Option<i64> {
     t.map(Timestamp::as_micros)
 }
@@ -406,26 +437,7 @@ impl Backend for SqliteBackend {
                 .execute(&mut *tx)
                 .await?;
         }
-        let events = EventColumns::new(change.events);
-        for i in 0..change.events.len() {
-            sqlx::query(INSERT_HISTORY)
-                .bind(now.as_micros())
-                .bind(key.table.as_str())
-                .bind(key.branch.as_str())
-                .bind(key.consumer_id.as_str())
-                .bind(&events.event[i])
-                .bind(events.old_next[i])
-                .bind(events.new_next[i])
-                .bind(events.epoch[i])
-                .bind(events.lease_id[i])
-                .bind(events.batch_id[i])
-                .bind(&events.holder[i])
-                .bind(&change.ctx.principal)
-                .bind(&change.ctx.request_id)
-                .bind(&events.detail[i])
-                .execute(&mut *tx)
-                .await?;
-        }
+        insert_history(&mut tx, now, key, change.events, change.ctx).await?;
         tx.commit().await?;
         Ok(Some(now))
     }
@@ -659,28 +671,9 @@ impl Backend for SqliteBackend {
         events: &[HistoryEvent],
         ctx: &CallContext,
     ) -> Result<(), StoreError> {
-        let columns = EventColumns::new(events);
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let now = self.clock.now();
-        for i in 0..events.len() {
-            sqlx::query(INSERT_HISTORY)
-                .bind(now.as_micros())
-                .bind(key.table.as_str())
-                .bind(key.branch.as_str())
-                .bind(key.consumer_id.as_str())
-                .bind(&columns.event[i])
-                .bind(columns.old_next[i])
-                .bind(columns.new_next[i])
-                .bind(columns.epoch[i])
-                .bind(columns.lease_id[i])
-                .bind(columns.batch_id[i])
-                .bind(&columns.holder[i])
-                .bind(&ctx.principal)
-                .bind(&ctx.request_id)
-                .bind(&columns.detail[i])
-                .execute(&mut *tx)
-                .await?;
-        }
+        insert_history(&mut tx, now, key, events, ctx).await?;
         tx.commit().await?;
         Ok(())
     }

@@ -17,16 +17,21 @@ model_conformance_suite!(Kind::Sqlite);
 seams_conformance_suite!(Kind::Sqlite);
 mirror_conformance_suite!(Kind::Sqlite);
 
+/// A store on a fresh SQLite file with a manual clock (and the file's URL).
+async fn manual_clock_store(dir: &std::path::Path) -> (String, ManualClock, Store) {
+    let url = format!("sqlite://{}", dir.join("t.db").display());
+    let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+    let backend = SqliteBackend::open(&url, Arc::new(clock.clone())).await.unwrap();
+    backend.migrate().await.unwrap();
+    (url, clock, Store::new(Arc::new(backend), LeasePolicy::default()))
+}
+
 /// SQLite takes `now` from the server clock; a manual clock proves every
 /// deadline is judged by it (and lets expiry be tested without sleeping).
 #[tokio::test]
 async fn sqlite_judges_deadlines_by_its_clock() {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
-    let backend = SqliteBackend::open(&url, Arc::new(clock.clone())).await.unwrap();
-    backend.migrate().await.unwrap();
-    let store = Store::new(Arc::new(backend), LeasePolicy::default());
+    let (_, clock, store) = manual_clock_store(dir.path()).await;
     let ctx = CallContext::internal("t");
     let key = tidemark_core::ConsumerKey::parse("db.t", "main", "c", "").unwrap();
     let lease = store.acquire_lease(&ctx, &key, "q", None).await.unwrap().lease;
@@ -91,11 +96,7 @@ async fn sqlite_state_survives_reopening() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_a_commit_that_waited_for_the_writer_past_its_deadline_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let clock = ManualClock::new(Timestamp::from_micros(1_700_000_000_000_000));
-    let backend = SqliteBackend::open(&url, Arc::new(clock.clone())).await.unwrap();
-    backend.migrate().await.unwrap();
-    let store = Store::new(Arc::new(backend), LeasePolicy::default());
+    let (url, clock, store) = manual_clock_store(dir.path()).await;
     let ctx = CallContext::internal("t");
     let key = tidemark_core::ConsumerKey::parse("db.t", "main", "c", "").unwrap();
     let lease = store.acquire_lease(&ctx, &key, "q", None).await.unwrap().lease;
