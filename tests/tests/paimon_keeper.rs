@@ -17,6 +17,7 @@ on_both_backends!(
     a_table_without_snapshots_or_recreated_is_refused,
     the_keeper_puts_back_outside_changes_and_keeps_idle_files_fresh,
     full_scan_pins_are_files_while_they_live,
+    registration_warns_when_paimon_would_expire_kept_files,
 );
 
 /// The refresh interval the keeper runs with here: files must never get
@@ -324,4 +325,27 @@ async fn full_scan_pins_are_files_while_they_live(kind: Kind) {
             .iter()
             .all(|i| !i.consumer.as_ref().unwrap().consumer_id.contains('~'))
     );
+}
+
+async fn registration_warns_when_paimon_would_expire_kept_files(kind: Kind) {
+    let server = server(kind).await;
+    // 5 s < 3 x the 2 s refresh interval: Paimon could expire a kept file.
+    let short = tempfile::tempdir().unwrap();
+    paimon_table(short.path(), 3, 1_000, r#""consumer.expiration-time":"5 s""#);
+    let answer = register(&server, short.path()).await;
+    assert!(
+        answer
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("MIRROR_REFRESH_TOO_SLOW") && w.contains("5s")),
+        "{:?}",
+        answer.warnings
+    );
+    // Exactly three times is enough; no expiration at all needs nothing.
+    for options in [r#""consumer.expiration-time":"6 s""#, ""] {
+        let dir = tempfile::tempdir().unwrap();
+        paimon_table(dir.path(), 3, 1_000, options);
+        let answer = register(&server, dir.path()).await;
+        assert!(answer.warnings.is_empty(), "{options}: {:?}", answer.warnings);
+    }
 }
