@@ -18,6 +18,7 @@ on_both_backends!(
     the_keeper_puts_back_outside_changes_and_keeps_idle_files_fresh,
     full_scan_pins_are_files_while_they_live,
     registration_warns_when_paimon_would_expire_kept_files,
+    an_unreadable_table_location_is_unavailable_and_retryable,
 );
 
 /// The refresh interval the keeper runs with here: files must never get
@@ -348,4 +349,28 @@ async fn registration_warns_when_paimon_would_expire_kept_files(kind: Kind) {
         let answer = register(&server, dir.path()).await;
         assert!(answer.warnings.is_empty(), "{options}: {:?}", answer.warnings);
     }
+}
+
+async fn an_unreadable_table_location_is_unavailable_and_retryable(kind: Kind) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 3, 1_000, "");
+    register(&server, dir.path()).await;
+    // The storage fails under the table: `snapshot` is no longer a directory
+    // (as root, permissions cannot be used to make it unreadable).
+    std::fs::remove_dir_all(dir.path().join("snapshot")).unwrap();
+    std::fs::write(dir.path().join("snapshot"), "not a directory").unwrap();
+    let before = server.fingerprint().await;
+    let mut client = server.client().await;
+    let status = client.get_recovery_position(recovery("q", None, 3)).await.unwrap_err();
+    let retry = tonic_types::StatusExt::get_details_retry_info(&status);
+    let err = api_error::<()>(Err(status));
+    assert_eq!(
+        (err.code, err.reason.as_str()),
+        (Code::Unavailable, "TABLE_LOCATION_UNREADABLE"),
+        "{err:?}"
+    );
+    assert_eq!(err.metadata["location"], dir.path().display().to_string());
+    assert!(retry.and_then(|r| r.retry_delay).is_some(), "RetryInfo is set");
+    assert_eq!(server.fingerprint().await, before);
 }
