@@ -19,6 +19,7 @@ on_both_backends!(
     full_scan_pins_are_files_while_they_live,
     registration_warns_when_paimon_would_expire_kept_files,
     an_unreadable_table_location_is_unavailable_and_retryable,
+    a_pin_paimon_cannot_see_is_not_promised,
 );
 
 /// The refresh interval the keeper runs with here: files must never get
@@ -373,4 +374,43 @@ async fn an_unreadable_table_location_is_unavailable_and_retryable(kind: Kind) {
     assert_eq!(err.metadata["location"], dir.path().display().to_string());
     assert!(retry.and_then(|r| r.retry_delay).is_some(), "RetryInfo is set");
     assert_eq!(server.fingerprint().await, before);
+}
+
+async fn a_pin_paimon_cannot_see_is_not_promised(kind: Kind) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 9, 1_000, "");
+    register(&server, dir.path()).await;
+    // The consumer directory cannot hold files (something else took its
+    // name): the pin file cannot be written.
+    std::fs::write(dir.path().join("consumer"), "not a directory").unwrap();
+    let mut client = server.client().await;
+    let worker = Worker::acquire(&client, &key("db.orders", "main", "scan"), "a", None)
+        .await
+        .unwrap();
+    let status = client
+        .get_recovery_position(recovery("scan", Some(worker.lease.lease_id.clone()), 9))
+        .await
+        .unwrap_err();
+    let retry = tonic_types::StatusExt::get_details_retry_info(&status);
+    let err = api_error::<()>(Err(status));
+    assert_eq!(
+        (err.code, err.reason.as_str()),
+        (Code::Unavailable, "TABLE_LOCATION_UNREADABLE"),
+        "{err:?}"
+    );
+    assert!(err.message.contains("pin file"), "{}", err.message);
+    assert!(retry.and_then(|r| r.retry_delay).is_some(), "RetryInfo is set");
+    // Once the directory is usable again, the retry gets its pin, and its file.
+    std::fs::remove_file(dir.path().join("consumer")).unwrap();
+    let answer = client
+        .get_recovery_position(recovery("scan", Some(worker.lease.lease_id.clone()), 9))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(answer.pinned);
+    let pin = dir
+        .path()
+        .join(format!("consumer/consumer-tidemark~pin~{}", worker.lease.lease_id));
+    assert_eq!(read(&pin).as_deref(), Some(r#"{"nextSnapshot":9}"#));
 }
