@@ -146,6 +146,14 @@ impl Keeper {
             }
         }
         metrics::mirror_branches_missing(branches_missing);
+        // Forget files of consumers that are gone, so the memory stays the
+        // size of the current inventory.
+        let current: HashSet<(&str, &str, &str)> = inventory
+            .iter()
+            .map(|e| (e.location.as_str(), e.key.branch.as_str(), e.key.consumer_id.as_str()))
+            .collect();
+        self.checked
+            .retain(|(location, branch, id), _| current.contains(&(location.as_str(), branch.as_str(), id.as_str())));
         metrics::mirror_keeper_pass(started.elapsed());
         let Tally {
             files,
