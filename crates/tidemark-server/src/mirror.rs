@@ -125,6 +125,10 @@ impl Keeper {
                 }
             };
         let mut branches_missing = 0;
+        let mut by_table: HashMap<&str, Vec<&MirrorEntry>> = HashMap::new();
+        for entry in &inventory {
+            by_table.entry(entry.key.table.as_str()).or_default().push(entry);
+        }
         for registration in registered {
             let location = registration.location.clone();
             if !tables.contains_key(&location) {
@@ -139,7 +143,7 @@ impl Keeper {
                 }
             }
             let table = tables[&location].clone();
-            let entries: Vec<&MirrorEntry> = inventory.iter().filter(|e| e.key.table == registration.table).collect();
+            let entries = by_table.remove(registration.table.as_str()).unwrap_or_default();
             match self.keep_table(store, &table, &entries).await {
                 Ok(missing) => branches_missing += missing,
                 Err(e) => tracing::warn!(%location, error = %e, "mirror keeper: cannot check the table's files"),
@@ -340,19 +344,28 @@ impl Keeper {
             }
         }
         // A pin file outlives its pin (completed, released, lease lapsed,
-        // a server killed mid-scan). Deleted once the branch's consumer
-        // files are up to date, so the scan's consumer protects its
-        // snapshots in Paimon's eyes before the pin stops doing so.
-        let pending = entries
-            .iter()
-            .any(|e| e.next_snapshot.is_some() && e.mirrored_next != e.next_snapshot);
-        if !pending {
-            for id in files.keys() {
-                if tidemark_paimon::pinned_lease(id).is_some() && !live.contains_key(id) {
-                    table.delete_consumer(branch, id).await?;
-                    metrics::mirror_repair("stale_pin");
-                    tracing::info!(location = %table.location(), %branch, file = %id, "mirror keeper: deleted a pin file without a live pin");
-                }
+        // a server killed mid-scan). Deleted once its lease's consumer file
+        // (if the key has a consumer) is up to date, so a completed scan's
+        // consumer protects its snapshots in Paimon's eyes before the pin
+        // stops doing so.
+        for id in files.keys() {
+            let Some(lease) = tidemark_paimon::pinned_lease(id) else {
+                continue;
+            };
+            if live.contains_key(id) {
+                continue;
+            }
+            let in_sync = entries
+                .iter()
+                .find(|e| e.lease == Some(lease))
+                .is_none_or(|e| e.next_snapshot.is_none() || e.mirrored_next == e.next_snapshot);
+            if in_sync {
+                table.delete_consumer(branch, id).await?;
+                metrics::mirror_repair("stale_pin");
+                tracing::info!(
+                    location = %table.location(), %branch, file = %id,
+                    "mirror keeper: deleted a pin file without a live pin"
+                );
             }
         }
         Ok(())

@@ -261,6 +261,8 @@ pub struct MirrorEntry {
     pub kept: bool,
     /// A live lease's full-scan pin: the lease and the pinned snapshot.
     pub pin: Option<(Uuid, i64)>,
+    /// The key's latest lease (live or not), which names its pin file.
+    pub lease: Option<Uuid>,
 }
 
 /// A consumer of a registered table whose Paimon file does not show what

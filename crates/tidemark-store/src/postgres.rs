@@ -272,7 +272,7 @@ const SET_IDENTITY: &str =
 /// tables, with what its file was last written with.
 const MIRROR_INVENTORY: &str = concat!(
     "SELECT k.table_name, k.branch, k.consumer_id, t.location, k.next_snapshot, k.consumer_updated_at, ",
-    "m.mirrored_next, coalesce(k.next_snapshot IS NOT NULL AND ",
+    "k.lease_id, m.mirrored_next, coalesce(k.next_snapshot IS NOT NULL AND ",
     unexpired!(),
     ", false) AS kept, ",
     "CASE WHEN k.full_scan_pin IS NOT NULL AND ",

@@ -305,6 +305,7 @@ impl Decoder {
             mirrored_next: row.try_get("mirrored_next")?,
             kept: row.try_get("kept")?,
             pin: pin_lease.zip(pin_snapshot),
+            lease: row.try_get("lease_id")?,
         })
     }
 

@@ -288,6 +288,11 @@ pub async fn the_keepers_inventory_identities_and_repairs(kind: Kind) {
             ("pinned", None, None, false, Some((pinned.lease_id, 9))),
         ]
     );
+    assert_eq!(
+        inventory[1].lease,
+        Some(pinned.lease_id),
+        "the key's lease names its pin file"
+    );
     // Idle past the expiration time, its lease released: no longer kept. The
     // pin ends with its lease.
     db.advance(Duration::from_secs(7200)).await;
