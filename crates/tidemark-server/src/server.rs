@@ -97,7 +97,7 @@ impl Default for ServerConfig {
             max_message_bytes: 1024 * 1024,
             shutdown_drain: Duration::ZERO,
             shutdown_grace: Duration::from_secs(30),
-            readiness_interval: Duration::from_secs(5),
+            readiness_interval: Duration::from_secs(2),
             sweep_interval: Duration::from_secs(60),
             sweep_limit: 1000,
             mirror_interval: Duration::from_secs(1),

@@ -20,7 +20,7 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        Timestamp::from_micros(i64::try_from(since_epoch.as_micros()).unwrap_or(i64::MAX))
+        Timestamp::from_micros(tidemark_core::time::duration_micros(since_epoch))
     }
 }
 
@@ -36,7 +36,7 @@ impl ManualClock {
 
     /// Moves the clock forward.
     pub fn advance(&self, by: Duration) {
-        let micros = i64::try_from(by.as_micros()).unwrap_or(i64::MAX);
+        let micros = tidemark_core::time::duration_micros(by);
         self.0.fetch_add(micros, Ordering::SeqCst);
     }
 }

@@ -23,6 +23,7 @@ use crate::backend::{
 use crate::error::StoreError;
 use crate::group_commit::{Applied, GroupCommit, OneEventWrite, Outcome};
 use crate::row::{Decoder, EventColumns, KeyRow, TimestampColumns, expiration_us, mode_text};
+use tidemark_core::time::duration_micros;
 
 /// The embedded Postgres migrations (`migrations/postgres`).
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
@@ -555,7 +556,7 @@ fn bind_one_event<'q>(sql: &'static str, write: &'q OneEventWrite) -> PgQuery<'q
         .bind(write.version)
         .bind(write.requires_live_lease)
         .bind(write.decided_at)
-        .bind(tidemark_core::time::duration_micros(DECIDED_AT_TOLERANCE))
+        .bind(duration_micros(DECIDED_AT_TOLERANCE))
         .bind(event.kind.as_str())
         .bind(event.old_next)
         .bind(event.new_next)
@@ -587,10 +588,6 @@ fn decode_loaded(row: &PgRow) -> Result<Loaded, StoreError> {
         now,
         options,
     })
-}
-
-fn micros_of(d: Duration) -> i64 {
-    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 #[async_trait]
@@ -633,7 +630,7 @@ impl Backend for PostgresBackend {
                         .bind(version)
                         .bind(change.requires_live_lease)
                         .bind(change.decided_at.map(ts))
-                        .bind(tidemark_core::time::duration_micros(DECIDED_AT_TOLERANCE))
+                        .bind(duration_micros(DECIDED_AT_TOLERANCE))
                         .fetch_optional(&self.pool)
                         .await?;
                     return written
@@ -668,7 +665,7 @@ impl Backend for PostgresBackend {
                 change,
             )
             .bind(change.decided_at.map(ts))
-            .bind(tidemark_core::time::duration_micros(DECIDED_AT_TOLERANCE)),
+            .bind(duration_micros(DECIDED_AT_TOLERANCE)),
             None => bind_tail(bind_row(sqlx::query(INSERT_ROW), key, row), change),
         };
         let row = query.fetch_one(&self.pool).await?;
@@ -840,13 +837,13 @@ impl Backend for PostgresBackend {
 
     async fn prune(&self, older_than: Duration, limit: i64) -> Result<Pruned, StoreError> {
         let history = sqlx::query(PRUNE_HISTORY)
-            .bind(micros_of(older_than))
+            .bind(duration_micros(older_than))
             .bind(limit)
             .execute(&self.pool)
             .await?
             .rows_affected();
         let grants = sqlx::query(PRUNE_GRANTS)
-            .bind(micros_of(older_than))
+            .bind(duration_micros(older_than))
             .bind(limit)
             .execute(&self.pool)
             .await?
@@ -932,7 +929,7 @@ impl Backend for PostgresBackend {
 
     async fn mirror_tasks(&self, refresh: Duration, limit: i64) -> Result<Vec<MirrorTask>, StoreError> {
         let rows = sqlx::query(MIRROR_TASKS)
-            .bind(micros_of(refresh))
+            .bind(duration_micros(refresh))
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use crate::backend::{HistoryRecord, MirrorEntry, MirrorState, MirrorTask, RegisteredTable};
 use crate::error::StoreError;
+use tidemark_core::time::duration_micros;
 
 /// Every column of `consumer_keys` except the key and the version.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,7 +56,7 @@ impl KeyRow {
             lease_principal: lease.map(|l| l.principal.clone()),
             lease_epoch: lease.map(|l| l.epoch),
             lease_status: lease.map(|l| l.status.code()),
-            lease_ttl_us: lease.map(|l| i64::try_from(l.ttl.as_micros()).unwrap_or(i64::MAX)),
+            lease_ttl_us: lease.map(|l| duration_micros(l.ttl)),
             lease_acquired_at: lease.map(|l| l.acquired_at),
             lease_deadline: lease.map(|l| l.deadline),
             last_batch_id: last.map(|b| b.batch_id),
@@ -359,9 +360,7 @@ where
 
 /// `consumer.expiration-time` as stored (microseconds).
 pub(crate) fn expiration_us(options: &TableOptions) -> Option<i64> {
-    options
-        .expiration
-        .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    options.expiration.map(duration_micros)
 }
 
 /// `consumer.mode` as stored.

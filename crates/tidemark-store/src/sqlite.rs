@@ -27,6 +27,7 @@ use crate::backend::{
 use crate::clock::Clock;
 use crate::error::StoreError;
 use crate::row::{Decoder, EventColumns, KeyRow, TimestampColumns, expiration_us, mode_text};
+use tidemark_core::time::duration_micros;
 
 /// The embedded SQLite migrations (`migrations/sqlite`).
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
@@ -606,7 +607,7 @@ impl Backend for SqliteBackend {
     }
 
     async fn prune(&self, older_than: Duration, limit: i64) -> Result<Pruned, StoreError> {
-        let cutoff = self.clock.now().as_micros() - i64::try_from(older_than.as_micros()).unwrap_or(i64::MAX);
+        let cutoff = self.clock.now().as_micros() - duration_micros(older_than);
         let history = sqlx::query(PRUNE_HISTORY)
             .bind(cutoff)
             .bind(limit)
@@ -700,7 +701,7 @@ impl Backend for SqliteBackend {
 
     async fn mirror_tasks(&self, refresh: Duration, limit: i64) -> Result<Vec<MirrorTask>, StoreError> {
         let rows = sqlx::query(MIRROR_TASKS)
-            .bind(i64::try_from(refresh.as_micros()).unwrap_or(i64::MAX))
+            .bind(duration_micros(refresh))
             .bind(limit)
             .fetch_all(&self.readers)
             .await?;

@@ -423,6 +423,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("listening on {}", listener.local_addr()?);
 
     let config = ServerConfig {
+        auth: std::sync::Arc::new(auth),
+        tls,
+        ..server_config(&args)
+    };
+    tidemark_server::serve_with_health(config, store, listener, health_listener, shutdown_signal()).await?;
+    backend.close().await;
+    Ok(())
+}
+
+/// The server's settings from the command line (credentials and TLS are
+/// loaded apart).
+fn server_config(args: &ServeArgs) -> ServerConfig {
+    ServerConfig {
         request_timeout: args.request_timeout,
         max_in_flight: args.max_in_flight,
         per_connection_limit: args.per_connection_limit,
@@ -435,12 +448,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         mirror_interval: args.mirror_interval,
         mirror_refresh: args.mirror_refresh,
         history_retention: (!args.history_retention.is_zero()).then_some(args.history_retention),
-        auth: std::sync::Arc::new(auth),
-        tls,
-    };
-    tidemark_server::serve_with_health(config, store, listener, health_listener, shutdown_signal()).await?;
-    backend.close().await;
-    Ok(())
+        ..ServerConfig::default()
+    }
 }
 
 /// Serves Prometheus metrics on `address`; stale per-consumer gauges vanish
@@ -513,5 +522,26 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => tracing::info!("SIGINT received"),
         () = terminate => tracing::info!("SIGTERM received"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{Cli, Command, server_config};
+
+    /// The defaults users get from the command line are the ones
+    /// `ServerConfig::default()` gives the tests and embedders: one set of
+    /// defaults, checked here so the two cannot drift apart again.
+    #[test]
+    fn command_line_defaults_are_the_server_defaults() {
+        let cli = Cli::try_parse_from(["tidemark", "serve"]).unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("serve parses as serve");
+        };
+        let from_cli = format!("{:?}", server_config(&args));
+        let defaults = format!("{:?}", tidemark_server::ServerConfig::default());
+        assert_eq!(from_cli, defaults);
     }
 }
