@@ -182,8 +182,9 @@ async fn l8_revoked_lease_is_fenced_and_its_epoch_is_burned(kind: Kind) {
     let domain_key = ConsumerKey::parse("db.orders", "", "l8", "").unwrap();
     let revoked = server
         .store
-        .revoke_lease(&CallContext::internal("op"), &domain_key, "operator")
+        .revoke(&CallContext::internal("op"), &domain_key, "operator", true)
         .await
+        .map(|planned| planned.change)
         .unwrap();
     assert_eq!(revoked.epoch, 2);
     let before = server.stored(&k("l8")).await;

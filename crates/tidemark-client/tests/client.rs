@@ -114,8 +114,9 @@ async fn the_keeper_reports_a_loss_at_once_and_stops() {
     let key = ConsumerKey::parse("db.t", "main", "lost", "").unwrap();
     server
         .store
-        .revoke_lease(&CallContext::internal("test"), &key, "test")
+        .revoke(&CallContext::internal("test"), &key, "test", true)
         .await
+        .map(|planned| planned.change)
         .unwrap();
     let started = std::time::Instant::now();
     let err = tokio::time::timeout(Duration::from_secs(2), keeper.lost())

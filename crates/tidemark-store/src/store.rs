@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tidemark_core::commit::{self, CommitBatch, Committed};
-use tidemark_core::lease::{self, Acquired, LeasePolicy, LeaseRequest, Revoked};
+use tidemark_core::lease::{self, Acquired, LeasePolicy, LeaseRequest};
 use tidemark_core::recovery::{self, Recovered, RecoveryRequest};
 use tidemark_core::{ConsumerKey, CoreError, KeyState, Timestamp, Transition};
 use uuid::Uuid;
@@ -48,11 +48,6 @@ impl Store {
     /// The backend.
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
-    }
-
-    /// The lease policy.
-    pub fn policy(&self) -> &LeasePolicy {
-        &self.policy
     }
 
     /// Loads, decides and writes with compare-and-set, deciding again on
@@ -210,19 +205,6 @@ impl Store {
     pub async fn release_lease(&self, ctx: &CallContext, lease_id: Uuid, epoch: i64) -> Result<bool, StoreError> {
         self.apply(Locate::Lease(lease_id), ctx, |loaded| {
             Ok(lease::release(loaded.state.as_ref(), lease_id, epoch, loaded.now))
-        })
-        .await
-    }
-
-    /// L8: revokes the key's live lease and burns an epoch.
-    pub async fn revoke_lease(
-        &self,
-        ctx: &CallContext,
-        key: &ConsumerKey,
-        reason: &str,
-    ) -> Result<Revoked, StoreError> {
-        self.apply(Locate::Key(key), ctx, |loaded| {
-            Ok(lease::revoke(loaded.state.as_ref(), loaded.now, reason))
         })
         .await
     }

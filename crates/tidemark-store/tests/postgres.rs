@@ -152,7 +152,11 @@ mod group_commit {
                 for batch in 0..12i64 {
                     // Every fourth key is revoked by an operator midway.
                     if i % 4 == 0 && batch == 6 {
-                        operator.revoke_lease(&ctx("revoke"), &k, "test").await.unwrap();
+                        operator
+                            .revoke(&ctx("revoke"), &k, "test", true)
+                            .await
+                            .map(|planned| planned.change)
+                            .unwrap();
                     }
                     match store
                         .commit_batch(

@@ -430,7 +430,11 @@ pub async fn revoke_burns_an_epoch_that_is_never_reused(db: &TestDb) {
     let store = store(db).await;
     let k = key("revoke");
     let lease = store.acquire_lease(&ctx("a"), &k, "q", None).await.unwrap().lease;
-    let revoked = store.revoke_lease(&ctx("b"), &k, "operator request").await.unwrap();
+    let revoked = store
+        .revoke(&ctx("b"), &k, "operator request", true)
+        .await
+        .map(|planned| planned.change)
+        .unwrap();
     assert_eq!(revoked.epoch, 2);
     assert_eq!(revoked.lease.unwrap().lease_id, lease.lease_id);
     let err = rule(

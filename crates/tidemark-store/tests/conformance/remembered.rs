@@ -319,7 +319,11 @@ pub async fn a_lease_revoked_or_taken_over_elsewhere_is_refused(kind: Kind) {
         .commit_batch(&ctx("c"), &batch(revoked.lease_id, revoked.epoch, 0))
         .await
         .unwrap();
-    second.revoke_lease(&ctx("op"), &key("revoked"), "test").await.unwrap();
+    second
+        .revoke(&ctx("op"), &key("revoked"), "test", true)
+        .await
+        .map(|planned| planned.change)
+        .unwrap();
     let refused = first
         .commit_batch(&ctx("c"), &batch(revoked.lease_id, revoked.epoch, 1))
         .await
