@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use tidemark_proto::v1 as pb;
 
-use crate::keeper::LeaseKeeper;
 use crate::retry::{RetryPolicy, retry};
 use crate::{AdminClient, ApiError, AuthChannel, ClientOptions, ConnectError, CoordinatorClient, RetentionClient};
 
@@ -164,11 +163,6 @@ impl Client {
             }
         })
         .await
-    }
-
-    /// Keeps `lease` alive in the background until it is lost or released.
-    pub fn keep_lease(&self, lease: pb::Lease) -> LeaseKeeper {
-        LeaseKeeper::start(self.clone(), lease)
     }
 }
 

@@ -11,6 +11,15 @@ use crate::ApiError;
 use crate::client::{Client, duration_from_pb};
 use crate::retry::is_retryable;
 
+// The keeper builds on the client, never the other way round: the client's
+// way to start one lives here.
+impl Client {
+    /// Keeps `lease` alive in the background until it is lost or released.
+    pub fn keep_lease(&self, lease: pb::Lease) -> LeaseKeeper {
+        LeaseKeeper::start(self.clone(), lease)
+    }
+}
+
 /// What the keeper knows about its lease.
 #[derive(Debug, Clone)]
 pub enum LeaseState {

@@ -118,7 +118,7 @@ pub fn acquire(
         });
     }
     let mut events = Vec::new();
-    let expired = crate::admin::expire(Some(&next), expiration, now);
+    let expired = crate::expiry::expire(Some(&next), expiration, now);
     if let Some(expired_state) = expired.write {
         next = expired_state;
         events.extend(expired.events);

@@ -32,26 +32,34 @@ use tidemark_store::{CallContext, MirrorEntry, MirrorTask, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics;
-use crate::server::ServerConfig;
+
+/// The mirror's own settings (from `ServerConfig`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MirrorSettings {
+    /// How often stale files are brought up to date; zero turns it off.
+    pub(crate) interval: Duration,
+    /// The keeper's interval (see [`Keeper`]).
+    pub(crate) refresh: Duration,
+}
 
 /// Most files one round writes.
 const ROUND_LIMIT: i64 = 500;
 
-/// Mirrors every `config.mirror_interval` until `stop`.
-pub(crate) async fn run(store: Store, config: ServerConfig, stop: CancellationToken) {
-    if config.mirror_interval.is_zero() {
+/// Mirrors every `settings.interval` until `stop`.
+pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: CancellationToken) {
+    if settings.interval.is_zero() {
         tracing::info!("consumer mirror disabled");
         return;
     }
     let mut tables: HashMap<String, PaimonTable> = HashMap::new();
-    let mut keeper = Keeper::new(config.mirror_interval, config.mirror_refresh);
+    let mut keeper = Keeper::new(settings.interval, settings.refresh);
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(config.mirror_interval) => {}
+            () = tokio::time::sleep(settings.interval) => {}
         }
         // A full round goes again at once: a backlog drains quickly.
-        while let Ok(done) = round(&store, &config, &mut tables).await {
+        while let Ok(done) = round(&store, settings.refresh, &mut tables).await {
             if done < ROUND_LIMIT as usize || stop.is_cancelled() {
                 break;
             }
@@ -450,10 +458,10 @@ where
 /// handled.
 pub(crate) async fn round(
     store: &Store,
-    config: &ServerConfig,
+    refresh: Duration,
     tables: &mut HashMap<String, PaimonTable>,
 ) -> Result<usize, ()> {
-    let tasks = match store.backend().mirror_tasks(config.mirror_refresh, ROUND_LIMIT).await {
+    let tasks = match store.backend().mirror_tasks(refresh, ROUND_LIMIT).await {
         Ok(tasks) => tasks,
         Err(e) => {
             tracing::warn!(error = %e, "mirror: cannot read what to mirror; retrying next interval");

@@ -177,12 +177,18 @@ pub async fn serve_with_health(
         config.readiness_interval,
         stop_accepting.clone(),
     ));
-    let mirror = tokio::spawn(crate::mirror::run(
-        store.clone(),
-        config.clone(),
-        stop_accepting.clone(),
-    ));
-    let sweeper = tokio::spawn(crate::sweeper::run(store, config.clone(), stop_accepting.clone()));
+    // Each background task gets only its own settings.
+    let mirror = crate::mirror::MirrorSettings {
+        interval: config.mirror_interval,
+        refresh: config.mirror_refresh,
+    };
+    let mirror = tokio::spawn(crate::mirror::run(store.clone(), mirror, stop_accepting.clone()));
+    let sweeper = crate::sweeper::SweeperSettings {
+        interval: config.sweep_interval,
+        limit: config.sweep_limit,
+        history_retention: config.history_retention,
+    };
+    let sweeper = tokio::spawn(crate::sweeper::run(store, sweeper, stop_accepting.clone()));
 
     let layers = tower::ServiceBuilder::new()
         .load_shed()

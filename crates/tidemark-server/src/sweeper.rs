@@ -8,14 +8,24 @@ use tidemark_store::{CallContext, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics;
-use crate::server::ServerConfig;
+
+/// The sweeper's own settings (from `ServerConfig`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SweeperSettings {
+    /// How often it sweeps; zero turns it off.
+    pub(crate) interval: Duration,
+    /// Most consumers one sweep expires.
+    pub(crate) limit: i64,
+    /// Prune history older than this (`None`: keep it).
+    pub(crate) history_retention: Option<Duration>,
+}
 
 /// Most history rows one sweep prunes.
 const PRUNE_LIMIT: i64 = 10_000;
 
-/// Sweeps every `config.sweep_interval` until `stop`.
-pub(crate) async fn run(store: Store, config: ServerConfig, stop: CancellationToken) {
-    if config.sweep_interval.is_zero() {
+/// Sweeps every `settings.interval` until `stop`.
+pub(crate) async fn run(store: Store, settings: SweeperSettings, stop: CancellationToken) {
+    if settings.interval.is_zero() {
         tracing::info!("consumer sweeper disabled");
         return;
     }
@@ -24,16 +34,16 @@ pub(crate) async fn run(store: Store, config: ServerConfig, stop: CancellationTo
         let jitter = Duration::from_millis(u64::from(uuid::Uuid::new_v4().as_u128() as u16) % 1000);
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(config.sweep_interval + jitter) => {}
+            () = tokio::time::sleep(settings.interval + jitter) => {}
         }
-        sweep(&store, &config).await;
+        sweep(&store, settings).await;
     }
 }
 
 /// One sweep: expire, then prune.
-pub(crate) async fn sweep(store: &Store, config: &ServerConfig) {
+pub(crate) async fn sweep(store: &Store, settings: SweeperSettings) {
     let ctx = CallContext::new("sweeper", format!("sweep-{}", uuid::Uuid::now_v7()));
-    let expired = match store.expire_consumers(&ctx, None, None, config.sweep_limit, true).await {
+    let expired = match store.expire_consumers(&ctx, None, None, settings.limit, true).await {
         Ok(expired) => {
             for e in &expired {
                 tracing::info!(consumer = %e.key, next_snapshot = e.next_snapshot, idle = ?e.idle, "consumer expired");
@@ -42,7 +52,7 @@ pub(crate) async fn sweep(store: &Store, config: &ServerConfig) {
         }
         Err(e) => Err(e),
     };
-    let pruned = match config.history_retention {
+    let pruned = match settings.history_retention {
         Some(age) => store.prune(age, PRUNE_LIMIT).await.map(|p| p.history),
         None => Ok(0),
     };

@@ -345,7 +345,7 @@ impl Store {
                         .map(|c| c.updated_at.until(loaded.now))
                         .unwrap_or_default();
                     Ok(
-                        admin::expire(loaded.state.as_ref(), loaded.options.expiration, loaded.now)
+                        tidemark_core::expiry::expire(loaded.state.as_ref(), loaded.options.expiration, loaded.now)
                             .map(|expired| expired.map(|next| (next, idle))),
                     )
                 })

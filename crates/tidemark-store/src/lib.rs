@@ -22,7 +22,6 @@ mod backend;
 mod cache;
 mod clock;
 mod error;
-mod group_commit;
 pub mod postgres;
 mod row;
 pub mod sqlite;
@@ -40,7 +39,7 @@ pub use backend::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
-pub use group_commit::{GroupCommitStats, metric_names as group_commit_metrics};
+pub use postgres::group_commit::{GroupCommitStats, metric_names as group_commit_metrics};
 pub use postgres::{PostgresBackend, PostgresOptions};
 pub use sqlite::SqliteBackend;
 pub use store::Store;

@@ -467,7 +467,9 @@ async fn run_case(
                 let mut want = Vec::new();
                 let expiration = model.options.expiration;
                 for k in &keys {
-                    if let Ok(Some(next)) = model.apply(k, true, |s| Ok(admin::expire(s, expiration, now))) {
+                    if let Ok(Some(next)) =
+                        model.apply(k, true, |s| Ok(tidemark_core::expiry::expire(s, expiration, now)))
+                    {
                         want.push((k.clone(), next));
                     }
                 }

@@ -3,8 +3,10 @@
 //! A read is one statement (the row plus `tidemark_now()`); a write is one statement
 //! whose CTEs compare-and-set the row, record a lease grant and append the
 //! history, so each is its own transaction and costs one round trip; commits
-//! that arrive together share one (see [`crate::group_commit`]). Times come
+//! that arrive together share one (see the `group_commit` module). Times come
 //! from the database clock.
+
+pub(crate) mod group_commit;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,8 +23,8 @@ use crate::backend::{
     Loaded, Locate, MirrorEntry, MirrorState, MirrorTask, Pruned, RegisteredTable, StoredOptions,
 };
 use crate::error::StoreError;
-use crate::group_commit::{Applied, GroupCommit, OneEventWrite, Outcome};
 use crate::row::{Decoder, EventColumns, KeyRow, TimestampColumns, expiration_us, mode_text};
+use group_commit::{Applied, GroupCommit, OneEventWrite, Outcome};
 use tidemark_core::time::duration_micros;
 
 /// The embedded Postgres migrations (`migrations/postgres`).
@@ -43,7 +45,7 @@ pub struct PostgresOptions {
     pub schema: Option<String>,
     /// Group commit: concurrent commits share at most this many statements
     /// in flight, each carrying whatever queued meanwhile (0: every commit
-    /// is its own statement). See [`crate::group_commit`].
+    /// is its own statement). See the `group_commit` module.
     pub group_commit: usize,
 }
 

@@ -126,7 +126,7 @@ impl GroupCommit {
         let (reply, answer) = oneshot::channel();
         if let Err(mpsc::error::SendError(queued)) = queue.send(Queued { write, reply }) {
             // The task is gone (its runtime shut down): write directly.
-            return crate::postgres::write_one_event(&self.pool, &queued.write).await;
+            return super::write_one_event(&self.pool, &queued.write).await;
         }
         answer.await.unwrap_or_else(|_| {
             Err(StoreError::Unavailable(
@@ -189,7 +189,7 @@ async fn apply(pool: &PgPool, batch: Vec<Queued>, counts: &Counts) -> Vec<Queued
     let applied = match batch.as_slice() {
         // Alone, the lean statement: arrays and joins cost more than they
         // save.
-        [queued] => crate::postgres::write_one_event_unless_locked(pool, &queued.write)
+        [queued] => super::write_one_event_unless_locked(pool, &queued.write)
             .await
             .map(|applied| vec![applied]),
         _ => write_many(pool, &batch).await,
@@ -228,7 +228,7 @@ async fn apply(pool: &PgPool, batch: Vec<Queued>, counts: &Counts) -> Vec<Queued
 
 /// Writes one on its own (it may wait for a row lock), then answers.
 async fn write_alone(pool: PgPool, queued: Queued) {
-    let outcome = crate::postgres::write_one_event(&pool, &queued.write).await;
+    let outcome = super::write_one_event(&pool, &queued.write).await;
     let _ = queued.reply.send(outcome);
 }
 
@@ -248,7 +248,7 @@ impl Applied {
     /// From a row with the columns `locked`, `written` and `at`.
     pub(crate) fn decode(row: &PgRow) -> Result<Self, sqlx::Error> {
         Ok(match (row.try_get("locked")?, row.try_get("written")?) {
-            (_, true) => Applied::Written(crate::postgres::from_ts(row.try_get("at")?)),
+            (_, true) => Applied::Written(super::from_ts(row.try_get("at")?)),
             (true, false) => Applied::Moved,
             (false, false) => Applied::Busy,
         })
@@ -313,7 +313,7 @@ async fn write_many(pool: &PgPool, batch: &[Queued]) -> Result<Vec<Applied>, Sto
     let events = || writes().map(|w| &w.event);
     let ord: Vec<i32> = (0..batch.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();
     let at = |f: fn(&KeyRow) -> Option<Timestamp>| -> Vec<Option<DateTime<Utc>>> {
-        rows().map(|r| f(r).map(crate::postgres::ts)).collect()
+        rows().map(|r| f(r).map(super::ts)).collect()
     };
     let answered = sqlx::query(WRITE_MANY)
         .bind(ord)
