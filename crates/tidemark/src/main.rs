@@ -209,7 +209,7 @@ struct ServeArgs {
     readiness_interval: Duration,
     /// Prometheus /metrics address ("off" to disable).
     #[arg(long, env = "TIDEMARK_METRICS_LISTEN", default_value = "127.0.0.1:9464")]
-    metrics_listen: String,
+    metrics_listen: MetricsListen,
     /// How often the sweeper expires consumers and prunes history ("0s": off).
     #[arg(long, env = "TIDEMARK_SWEEP_INTERVAL", default_value = "60s", value_parser = humantime::parse_duration)]
     sweep_interval: Duration,
@@ -394,13 +394,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(database = %redact(&args.database.database_url), backend = backend.name(), "database ready");
     let store = Store::new(backend.clone(), policy);
 
-    if args.metrics_listen != "off" {
-        let address: SocketAddr = args.metrics_listen.parse().with_context(|| {
-            format!(
-                "--metrics-listen {:?} is not an address (or \"off\")",
-                args.metrics_listen
-            )
-        })?;
+    if let MetricsListen(Some(address)) = args.metrics_listen {
         install_metrics(address)?;
         tracing::info!("metrics on http://{address}/metrics");
     }
@@ -430,6 +424,24 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tidemark_server::serve_with_health(config, store, listener, health_listener, shutdown_signal()).await?;
     backend.close().await;
     Ok(())
+}
+
+/// `--metrics-listen`: an address, or "off"; checked when the command line
+/// is parsed, like every other flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MetricsListen(Option<SocketAddr>);
+
+impl std::str::FromStr for MetricsListen {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text.eq_ignore_ascii_case("off") {
+            return Ok(Self(None));
+        }
+        text.parse()
+            .map(|address| Self(Some(address)))
+            .map_err(|e| format!("{e}: expected an address such as 127.0.0.1:9464, or \"off\""))
+    }
 }
 
 /// The server's settings from the command line (credentials and TLS are
@@ -529,7 +541,7 @@ async fn shutdown_signal() {
 mod tests {
     use clap::Parser;
 
-    use super::{Cli, Command, server_config};
+    use super::{Cli, Command, MetricsListen, server_config};
 
     /// The defaults users get from the command line are the ones
     /// `ServerConfig::default()` gives the tests and embedders: one set of
@@ -543,5 +555,19 @@ mod tests {
         let from_cli = format!("{:?}", server_config(&args));
         let defaults = format!("{:?}", tidemark_server::ServerConfig::default());
         assert_eq!(from_cli, defaults);
+    }
+
+    #[test]
+    fn metrics_listen_is_an_address_or_off() {
+        assert_eq!("off".parse::<MetricsListen>(), Ok(MetricsListen(None)));
+        assert_eq!("OFF".parse::<MetricsListen>(), Ok(MetricsListen(None)));
+        let address = "127.0.0.1:9464".parse().unwrap();
+        assert_eq!(
+            "127.0.0.1:9464".parse::<MetricsListen>(),
+            Ok(MetricsListen(Some(address)))
+        );
+        assert!("localhost".parse::<MetricsListen>().is_err());
+        let refused = Cli::try_parse_from(["tidemark", "serve", "--metrics-listen", "nowhere"]).unwrap_err();
+        assert_eq!(refused.kind(), clap::error::ErrorKind::ValueValidation, "{refused}");
     }
 }
