@@ -242,12 +242,7 @@ impl PaimonTable {
         let body = serde_json::to_vec(&ConsumerFile { next_snapshot }).expect("serializes");
         if let Some(dir) = self.local_dir(branch) {
             let name = format!("{CONSUMER_PREFIX}{consumer_id}");
-            return tokio::task::spawn_blocking(move || write_durably(&dir, &name, &body))
-                .await
-                .map_err(|e| PaimonError::Io {
-                    path: consumer_id.to_owned(),
-                    source: std::io::Error::other(e.to_string()),
-                })?;
+            return blocking(consumer_id, move || write_durably(&dir, &name, &body)).await;
         }
         self.store
             .put(&self.consumer_path(branch, consumer_id), PutPayload::from(body))
@@ -281,25 +276,21 @@ impl PaimonTable {
     ) -> Result<Option<ListedConsumer>, PaimonError> {
         if let Some(dir) = self.local_dir(branch) {
             let path = dir.join("consumer").join(format!("{CONSUMER_PREFIX}{consumer_id}"));
-            let touched = tokio::task::spawn_blocking(move || -> std::io::Result<Option<(SystemTime, u64)>> {
+            let touched = blocking(consumer_id, move || {
+                let io = |source| PaimonError::Io {
+                    path: path.display().to_string(),
+                    source,
+                };
                 let file = match std::fs::OpenOptions::new().write(true).open(&path) {
                     Ok(file) => file,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(io(e)),
                 };
-                file.set_modified(SystemTime::now())?;
-                let metadata = file.metadata()?;
-                Ok(Some((metadata.modified()?, metadata.len())))
+                file.set_modified(SystemTime::now()).map_err(io)?;
+                let metadata = file.metadata().map_err(io)?;
+                Ok(Some((metadata.modified().map_err(io)?, metadata.len())))
             })
-            .await
-            .map_err(|e| PaimonError::Io {
-                path: consumer_id.to_owned(),
-                source: std::io::Error::other(e.to_string()),
-            })?
-            .map_err(|source| PaimonError::Io {
-                path: consumer_id.to_owned(),
-                source,
-            })?;
+            .await?;
             return Ok(touched.map(|(modified, size)| ListedConsumer {
                 consumer_id: consumer_id.to_owned(),
                 modified,
@@ -605,6 +596,17 @@ pub fn pin_consumer_id(lease_id: &uuid::Uuid) -> String {
 /// The lease a pin file's consumer id names, if it is one.
 pub fn pinned_lease(consumer_id: &str) -> Option<uuid::Uuid> {
     consumer_id.strip_prefix(PIN_PREFIX)?.parse().ok()
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    what: &str,
+    work: impl FnOnce() -> Result<T, PaimonError> + Send + 'static,
+) -> Result<T, PaimonError> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| PaimonError::Io {
+        path: what.to_owned(),
+        source: std::io::Error::other(e.to_string()),
+    })?
 }
 
 /// Writes `dir/consumer/<name>` through a hidden temporary file: written,

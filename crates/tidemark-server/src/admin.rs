@@ -4,8 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tidemark_core::admin::ConsumerSelector;
-use tidemark_core::admin::Imported;
+use tidemark_core::admin::{ConsumerSelector, Imported};
 use tidemark_core::validate::Violations;
 use tidemark_core::{ConsumerKey, TableName};
 use tidemark_paimon::{FileState, PaimonTable};
@@ -97,10 +96,10 @@ impl AdminService {
                 info.file_next_snapshot = Some(n);
                 info.in_sync = Some(n) == next;
                 info.file_modified_at = table
-                    .list_consumer_files(branch)
+                    .stat_consumer(branch, id)
                     .await
                     .ok()
-                    .and_then(|files| files.into_iter().find(|f| f.consumer_id == id))
+                    .flatten()
                     .map(|f| prost_types::Timestamp::from(f.modified));
             }
             Ok(FileState::Missing) => {

@@ -82,7 +82,8 @@ pub(crate) struct Keeper {
     /// modification time and size then. A file that still has them is not
     /// read again.
     checked: HashMap<(String, String, String), (SystemTime, u64)>,
-    /// Tables already warned about a too-short expiration time.
+    /// What was already warned about: tables with a too-short expiration
+    /// time, and gone branches (`location#branch`).
     warned: HashSet<String>,
     /// What the current pass did.
     tally: Tally,
@@ -215,6 +216,9 @@ impl Keeper {
             if !table.branch_exists(&branch).await? {
                 if !here.is_empty() {
                     missing += 1;
+                }
+                // Said once per branch (the gauge says it every pass).
+                if !here.is_empty() && self.warned.insert(format!("{}#{branch}", table.location())) {
                     tracing::warn!(
                         location = %table.location(), %branch,
                         "mirror keeper: a registered branch's directory is gone; its consumers are left for an \

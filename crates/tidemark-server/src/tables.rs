@@ -147,12 +147,10 @@ pub(crate) async fn recovery_range(
     else {
         return Ok(reported);
     };
-    let unreadable = |e: tidemark_paimon::PaimonError| CoreError::TableLocationUnreadable {
-        table: registration.table.as_str().to_owned(),
-        location: registration.location.clone(),
-        why: e.to_string(),
-    };
-    let found = directory.snapshot_range(branch).await.map_err(unreadable)?;
+    let found = directory
+        .snapshot_range(branch)
+        .await
+        .map_err(|e| unreadable(&registration, &e))?;
     let Some(found) = found else {
         return Err(CoreError::TableLocationEmpty {
             table: registration.table.as_str().to_owned(),
@@ -186,14 +184,7 @@ async fn check_identity(
     registration: &RegisteredTable,
     directory: &PaimonTable,
 ) -> Result<(), StoreError> {
-    let found = directory
-        .identity()
-        .await
-        .map_err(|e| CoreError::TableLocationUnreadable {
-            table: registration.table.as_str().to_owned(),
-            location: registration.location.clone(),
-            why: e.to_string(),
-        })?;
+    let found = directory.identity().await.map_err(|e| unreadable(registration, &e))?;
     match (&registration.identity, found) {
         (Some(registered), Some(found)) if *registered != found => Err(CoreError::TableIdentityChanged {
             table: registration.table.as_str().to_owned(),
@@ -211,5 +202,14 @@ async fn check_identity(
         // The same table, or one without a schema file to tell (a bare
         // directory of snapshots): nothing to compare.
         _ => Ok(()),
+    }
+}
+
+/// `TABLE_LOCATION_UNREADABLE` for a registered table whose storage failed.
+fn unreadable(registration: &RegisteredTable, e: &tidemark_paimon::PaimonError) -> CoreError {
+    CoreError::TableLocationUnreadable {
+        table: registration.table.as_str().to_owned(),
+        location: registration.location.clone(),
+        why: e.to_string(),
     }
 }
