@@ -144,6 +144,24 @@ pub async fn fences_never_vanish_while_full_scans_complete(db: &TestDb) {
 /// commit that lands between its existence check and its write wins.
 pub async fn import_never_overwrites_a_consumer_created_meanwhile(db: &TestDb) {
     let store: Store = store(db).await;
+    // A consumer that exists (created by a first commit, its lease released
+    // so no live lease refuses the import) is never overwritten.
+    let k = ConsumerKey::parse("db.import_race", "main", "existing", "").unwrap();
+    let lease = store.acquire_lease(&ctx("a"), &k, "q", None).await.unwrap().lease;
+    store
+        .commit_batch(&ctx("c"), &commit_req(lease.lease_id, 1, 0, off(50, 0, false, Some(1))))
+        .await
+        .unwrap();
+    store.release_lease(&ctx("r"), lease.lease_id, 1).await.unwrap();
+    let imported = store.import_consumer(&ctx("i"), &k, 7).await.unwrap();
+    assert_eq!(imported, tidemark_core::admin::Imported::Exists { next_snapshot: 51 });
+    assert_eq!(store.key_state(&k).await.unwrap().unwrap().next_snapshot(), Some(51));
+    // An absent one is created.
+    let fresh = ConsumerKey::parse("db.import_race", "main", "fresh", "").unwrap();
+    let imported = store.import_consumer(&ctx("i"), &fresh, 7).await.unwrap();
+    assert_eq!(imported, tidemark_core::admin::Imported::Created);
+    assert_eq!(store.key_state(&fresh).await.unwrap().unwrap().next_snapshot(), Some(7));
+    // And racing: whichever lands first, the commit's consumer survives.
     for round in 0..40 {
         let k = ConsumerKey::parse("db.import_race", "main", &format!("q{round}"), "").unwrap();
         let lease = store.acquire_lease(&ctx("a"), &k, "q", None).await.unwrap().lease;
