@@ -214,7 +214,12 @@ async fn the_keeper_puts_back_outside_changes_and_keeps_idle_files_fresh(kind: K
     };
     let mut seen_out_of_sync = false;
     for _ in 0..10 {
-        std::fs::write(&file, r#"{"nextSnapshot":99}"#).unwrap();
+        // Written whole (temporary file, then rename): a plain write passes
+        // through an empty file, which the keeper may read and record as
+        // an unreadable file instead of position 99 (the torn case is below).
+        let staged = dir.path().join("consumer/.consumer-idle.staged");
+        std::fs::write(&staged, r#"{"nextSnapshot":99}"#).unwrap();
+        std::fs::rename(&staged, &file).unwrap();
         let mirror = admin
             .describe_consumer(describe())
             .await
