@@ -4,6 +4,7 @@
 //! [`KeyState`] together with the database's `now`, calls a rule, and writes
 //! the [`Transition`] it returns (new state plus history) in one transaction.
 
+pub mod access;
 pub mod admin;
 pub mod commit;
 pub mod error;

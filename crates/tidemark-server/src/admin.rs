@@ -49,7 +49,7 @@ impl AdminService {
 impl AdminService {
     /// The registration of `table`, if any.
     async fn registration(&self, table: &TableName) -> Result<Option<RegisteredTable>, StoreError> {
-        let tables = self.store.backend().registered_tables().await?;
+        let tables = self.store.paimon().registered_tables().await?;
         Ok(tables.into_iter().find(|t| &t.table == table))
     }
 
@@ -63,7 +63,7 @@ impl AdminService {
     ) -> Result<pb::MirrorInfo, StoreError> {
         let (branch, id) = (key.branch.as_str(), key.consumer_id.as_str());
         let path = table.map(|t| t.consumer_location(branch, id)).unwrap_or_default();
-        let state = self.store.backend().mirror_state(key).await?.unwrap_or_default();
+        let state = self.store.paimon().mirror_state(key).await?.unwrap_or_default();
         let mut info = pb::MirrorInfo {
             path,
             mirrored_next_snapshot: state.mirrored_next,
@@ -583,7 +583,7 @@ impl Admin for AdminService {
             }
             if req.execute {
                 self.store
-                    .backend()
+                    .paimon()
                     .register_table(&table, location.location(), identity.as_deref(), &ctx)
                     .await?;
             }
@@ -626,7 +626,7 @@ impl Admin for AdminService {
             };
             call::in_scope(&ctx, &table)?;
             let was_registered = if req.execute {
-                self.store.backend().unregister_table(&table).await?
+                self.store.paimon().unregister_table(&table).await?
             } else {
                 self.registration(&table).await?.is_some()
             };
@@ -644,7 +644,7 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::ListTablesResponse>, Status> {
         let ctx = call_context(&request);
         call::run("Admin", "ListTables", self.request_timeout, ctx.clone(), async {
-            let tables = self.store.backend().registered_tables().await?;
+            let tables = self.store.paimon().registered_tables().await?;
             Ok(pb::ListTablesResponse {
                 tables: tables
                     .iter()

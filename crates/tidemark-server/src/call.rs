@@ -46,7 +46,7 @@ where
         Ok(Ok(body)) => Ok(respond(&ctx, body)),
         Ok(Err(err)) => {
             if let StoreError::Rule(rule) = &err {
-                if rule.reason() == "LEASE_HELD" {
+                if matches!(rule, CoreError::LeaseHeld { .. }) {
                     metrics::lease_conflict();
                 }
                 tracing::info!(method, request_id = %ctx.request_id, reason = rule.reason(), "refused: {rule}");
@@ -69,30 +69,10 @@ pub(crate) fn invalid(v: Violations) -> StoreError {
 
 /// Refuses a table outside the caller's scope, before any database work.
 pub(crate) fn in_scope(ctx: &CallContext, table: &tidemark_core::TableName) -> Result<(), StoreError> {
-    if ctx.scope.allows(table) {
-        return Ok(());
-    }
-    Err(StoreError::Denied {
-        reason: "TABLE_NOT_IN_SCOPE",
-        message: format!(
-            "{} may not access table {} (its tables: {})",
-            ctx.principal,
-            table.as_str(),
-            ctx.scope
-        ),
-    })
+    Ok(ctx.access().table(table)?)
 }
 
 /// Refuses a call spanning every table to a caller scoped to some.
 pub(crate) fn all_tables(ctx: &CallContext, what: &str) -> Result<(), StoreError> {
-    if ctx.scope.is_all() {
-        return Ok(());
-    }
-    Err(StoreError::Denied {
-        reason: "TABLE_NOT_IN_SCOPE",
-        message: format!(
-            "{} is limited to tables {}: name a table to {what}",
-            ctx.principal, ctx.scope
-        ),
-    })
+    Ok(ctx.access().every_table(what)?)
 }

@@ -126,7 +126,7 @@ impl Keeper {
         self.last = Some(started);
         self.tally = Tally::default();
         let (inventory, registered) =
-            match tokio::try_join!(store.backend().mirror_inventory(), store.backend().registered_tables()) {
+            match tokio::try_join!(store.paimon().mirror_inventory(), store.paimon().registered_tables()) {
                 Ok(read) => read,
                 Err(e) => {
                     tracing::warn!(error = %e, "mirror keeper: cannot read the consumers; retrying next pass");
@@ -410,7 +410,7 @@ impl Keeper {
         if let Err(e) = table.write_consumer(branch, id, consumer.next_snapshot).await {
             metrics::mirror_write(false);
             tracing::warn!(%path, error = %e, "mirror keeper: cannot write back a consumer file");
-            let _ = store.backend().mirror_done(&task, Some(&e.to_string())).await;
+            let _ = store.paimon().mirror_done(&task, Some(&e.to_string())).await;
             return;
         }
         metrics::mirror_write(true);
@@ -419,11 +419,11 @@ impl Keeper {
             %path, cause, found, wrote = consumer.next_snapshot,
             "mirror keeper: a consumer file was changed from outside; wrote tidemark's position back"
         );
-        let _ = store.backend().mirror_done(&task, None).await;
+        let _ = store.paimon().mirror_done(&task, None).await;
         let mut event = HistoryEvent::new(EventKind::MirrorRepair, found, Some(consumer.next_snapshot));
         event.detail = Some(format!("{cause}: {path}"));
         let ctx = CallContext::internal(format!("mirror-keeper-{}", uuid::Uuid::now_v7()));
-        if let Err(e) = store.backend().append_history(&entry.key, &[event], &ctx).await {
+        if let Err(e) = store.append_history(&entry.key, &[event], &ctx).await {
             tracing::warn!(error = %e, "mirror keeper: cannot record a repair in history");
         }
     }
@@ -465,7 +465,7 @@ pub(crate) async fn round(
     refresh: Duration,
     tables: &mut HashMap<String, PaimonTable>,
 ) -> Result<usize, ()> {
-    let tasks = match store.backend().mirror_tasks(refresh, ROUND_LIMIT).await {
+    let tasks = match store.paimon().mirror_tasks(refresh, ROUND_LIMIT).await {
         Ok(tasks) => tasks,
         Err(e) => {
             tracing::warn!(error = %e, "mirror: cannot read what to mirror; retrying next interval");
@@ -492,7 +492,7 @@ pub(crate) async fn round(
             tracing::warn!(consumer = %task.key, location = %task.location, error = %e, "mirror: write failed; retrying");
         }
         metrics::mirror_write(outcome.is_ok());
-        if let Err(e) = store.backend().mirror_done(task, outcome.err().as_deref()).await {
+        if let Err(e) = store.paimon().mirror_done(task, outcome.err().as_deref()).await {
             tracing::warn!(error = %e, "mirror: cannot record progress; retrying next interval");
             return Err(());
         }

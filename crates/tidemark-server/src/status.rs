@@ -154,7 +154,8 @@ pub fn store_status(err: StoreError, request_id: &str) -> Status {
                 details,
             )
         }
-        StoreError::Denied { reason, message } => {
+        StoreError::Denied(denied) => {
+            let (reason, message) = (denied.reason(), denied.to_string());
             tracing::info!(request_id, reason, "permission denied: {message}");
             let mut details = ErrorDetails::new();
             error_info(&mut details, reason, Vec::new());

@@ -102,7 +102,7 @@ impl Registrations {
         let tables = match self.fresh_tables() {
             Some(tables) => tables,
             None => {
-                let registered = self.store.backend().registered_tables().await.ok()?;
+                let registered = self.store.paimon().registered_tables().await.ok()?;
                 let tables: Tables = Arc::new(
                     registered
                         .into_iter()
@@ -195,7 +195,7 @@ async fn check_identity(
         .into()),
         (None, Some(found)) => {
             store
-                .backend()
+                .paimon()
                 .set_table_identity(&registration.table, &registration.location, &found)
                 .await
         }

@@ -82,7 +82,7 @@ async fn main() -> anyhow::Result<()> {
         println!("postgres: median {p50:?}, p99 {p99:?}, snapshot fence {fence:?}");
         let plan: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "EXPLAIN ANALYZE {}",
-            tidemark_store::postgres::BRANCH_CONSUMERS
+            tidemark_store::postgres::BRANCH_CONSUMERS.as_str()
         )))
         .bind("db.big")
         .bind("main")

@@ -11,7 +11,7 @@ use tidemark_core::{
     BranchName, ConsumerKey, CoreError, EventKind, KeyState, Revoked, TableName, TableOptions, Timestamp, Transition,
 };
 
-use crate::backend::{CallContext, HistoryFilter, HistoryRecord, KeyFilter, Loaded, Locate, Pruned, StoredOptions};
+use crate::backend::{CallContext, FindKey, HistoryFilter, HistoryRecord, KeyFilter, Loaded, Pruned, StoredOptions};
 use crate::error::StoreError;
 use crate::store::Store;
 
@@ -147,18 +147,18 @@ impl Store {
     async fn plan_or_apply<T>(
         &self,
         execute: bool,
-        locate: Locate<'_>,
+        find: FindKey<'_>,
         ctx: &CallContext,
         decide: impl FnMut(&Loaded) -> Result<Transition<T>, CoreError>,
     ) -> Result<Planned<T>, StoreError> {
         if execute {
-            let change = self.apply(locate, ctx, decide).await?;
+            let change = self.apply(find, ctx, decide).await?;
             return Ok(Planned { change, applied: true });
         }
         let mut decide = decide;
-        let loaded = self.backend().load(locate).await?;
+        let loaded = self.backend().load(find).await?;
         if let Some(state) = &loaded.state {
-            ctx.authorize(locate, state)?;
+            ctx.authorize(find, state)?;
         }
         let change = decide(&loaded)?.output;
         Ok(Planned { change, applied: false })
@@ -214,7 +214,7 @@ impl Store {
         force: bool,
         execute: bool,
     ) -> Result<Planned<AdminChange>, StoreError> {
-        self.plan_or_apply(execute, Locate::Key(key), ctx, |loaded| {
+        self.plan_or_apply(execute, FindKey::Key(key), ctx, |loaded| {
             admin::reset(loaded.state.as_ref(), key, next_snapshot, expected, force, loaded.now)
         })
         .await
@@ -229,7 +229,7 @@ impl Store {
         key: &ConsumerKey,
         next_snapshot: i64,
     ) -> Result<admin::Imported, StoreError> {
-        self.apply(Locate::Key(key), ctx, |loaded| {
+        self.apply(FindKey::Key(key), ctx, |loaded| {
             admin::import(loaded.state.as_ref(), key, next_snapshot, loaded.now)
         })
         .await
@@ -244,7 +244,7 @@ impl Store {
         force: bool,
         execute: bool,
     ) -> Result<Planned<AdminChange>, StoreError> {
-        self.plan_or_apply(execute, Locate::Key(key), ctx, |loaded| {
+        self.plan_or_apply(execute, FindKey::Key(key), ctx, |loaded| {
             admin::delete(loaded.state.as_ref(), expected, force, loaded.now, EventKind::Delete)
         })
         .await
@@ -312,7 +312,7 @@ impl Store {
         reason: &str,
         execute: bool,
     ) -> Result<Planned<Revoked>, StoreError> {
-        self.plan_or_apply(execute, Locate::Key(key), ctx, |loaded| {
+        self.plan_or_apply(execute, FindKey::Key(key), ctx, |loaded| {
             Ok(lease::revoke(loaded.state.as_ref(), loaded.now, reason))
         })
         .await
@@ -337,7 +337,7 @@ impl Store {
         let mut expired = Vec::new();
         for key in candidates {
             let planned = self
-                .plan_or_apply(execute, Locate::Key(&key), ctx, |loaded| {
+                .plan_or_apply(execute, FindKey::Key(&key), ctx, |loaded| {
                     let idle = loaded
                         .state
                         .as_ref()

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tidemark_core::access::Access;
 use tidemark_core::{
     BranchName, ConsumerId, ConsumerKey, HistoryEvent, KeyState, LeaseRecord, TableName, TableOptions, TableScope,
     Timestamp,
@@ -43,32 +44,23 @@ impl CallContext {
         Self::new("internal", request_id)
     }
 
+    /// The caller's rights.
+    pub fn access(&self) -> Access<'_> {
+        Access {
+            principal: &self.principal,
+            scope: &self.scope,
+            any_lease: self.any_lease,
+        }
+    }
+
     /// Refuses access to a key outside the caller's scope, and the use of a
     /// lease another principal acquired.
-    pub fn authorize(&self, locate: Locate<'_>, state: &KeyState) -> Result<(), StoreError> {
-        if !self.scope.allows(&state.key.table) {
-            return Err(StoreError::Denied {
-                reason: "TABLE_NOT_IN_SCOPE",
-                message: format!(
-                    "{} may not access table {} (its tables: {})",
-                    self.principal,
-                    state.key.table.as_str(),
-                    self.scope
-                ),
-            });
-        }
-        if let Locate::Lease(lease_id) = locate
-            && !self.any_lease
+    pub fn authorize(&self, find: FindKey<'_>, state: &KeyState) -> Result<(), StoreError> {
+        self.access().table(&state.key.table)?;
+        if let FindKey::Lease(lease_id) = find
             && let Some(lease) = state.lease.as_ref().filter(|l| l.lease_id == lease_id)
-            && lease.principal != self.principal
         {
-            return Err(StoreError::Denied {
-                reason: "LEASE_NOT_OWNED",
-                message: format!(
-                    "lease {lease_id} was acquired by {}, not {}; a worker may only use its own leases",
-                    lease.principal, self.principal
-                ),
-            });
+            self.access().lease(lease)?;
         }
         Ok(())
     }
@@ -76,7 +68,7 @@ impl CallContext {
 
 /// How to find a key's row.
 #[derive(Debug, Clone, Copy)]
-pub enum Locate<'a> {
+pub enum FindKey<'a> {
     /// By the key itself.
     Key(&'a ConsumerKey),
     /// By a lease granted on it (current or not).
@@ -114,13 +106,13 @@ pub struct Change<'a> {
     pub ctx: &'a CallContext,
     /// For a change decided on a remembered state at an estimated database
     /// time: only write if the database's clock reads between that estimate
-    /// and [`DECIDED_AT_TOLERANCE`] after it (a clock that jumped, or an
+    /// and [`ESTIMATED_NOW_TOLERANCE`] after it (a clock that jumped, or an
     /// estimate that ran ahead, sends the call back to a fresh read).
-    pub decided_at: Option<Timestamp>,
+    pub estimated_now: Option<Timestamp>,
 }
 
-/// See [`Change::decided_at`].
-pub const DECIDED_AT_TOLERANCE: Duration = Duration::from_secs(1);
+/// See [`Change::estimated_now`].
+pub const ESTIMATED_NOW_TOLERANCE: Duration = Duration::from_secs(1);
 
 /// One history row as stored: the event plus who, when and which key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,14 +285,15 @@ pub struct MirrorState {
     pub last_error: Option<String>,
 }
 
-/// A database tidemark can keep its state in.
+/// A database tidemark can keep its state in: the four concerns below, and
+/// the database itself.
 ///
-/// Writes are optimistic: [`Backend::save`] applies a change only if the row
-/// still has the version it was [loaded](Backend::load) with (and, when asked,
-/// only while its lease is live by the database clock), and writes the row,
-/// the grant and the history in one transaction.
+/// Writes are optimistic: [`KeyStore::save`] applies a change only if the
+/// row still has the version it was [loaded](KeyStore::load) with (and, when
+/// asked, only while its lease is live by the database clock), and writes
+/// the row, the grant and the history in one transaction.
 #[async_trait]
-pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
+pub trait Backend: KeyStore + HistoryStore + OptionsStore + PaimonStore + std::fmt::Debug {
     /// Short name for logs ("postgres", "sqlite").
     fn name(&self) -> &'static str;
 
@@ -308,8 +301,18 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// at once).
     async fn migrate(&self) -> Result<(), StoreError>;
 
+    /// Checks that the database answers.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Closes the connections.
+    async fn close(&self);
+}
+
+/// The `consumer_keys` rows: one per key, read and compare-and-set.
+#[async_trait]
+pub trait KeyStore: Send + Sync + 'static {
     /// Reads a key's row and the database clock in one round trip.
-    async fn load(&self, locate: Locate<'_>) -> Result<Loaded, StoreError>;
+    async fn load(&self, find: FindKey<'_>) -> Result<Loaded, StoreError>;
 
     /// Writes `change` if the row is unchanged since `loaded` (and, when
     /// the change requires it, its lease is still live by the database
@@ -317,27 +320,6 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// `Ok(None)`: another writer got there first or the lease ended;
     /// nothing was written.
     async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<Option<Timestamp>, StoreError>;
-
-    /// A page of history, newest first, with ids below `before_id`.
-    async fn history_page(
-        &self,
-        filter: &HistoryFilter,
-        before_id: Option<i64>,
-        limit: i64,
-    ) -> Result<Vec<HistoryRecord>, StoreError>;
-
-    /// A table's options.
-    async fn table_options(&self, table: &TableName) -> Result<StoredOptions, StoreError>;
-
-    /// Writes a table's options if they are unchanged since `previous` was
-    /// read. `Ok(false)`: another writer got there first.
-    async fn save_table_options(
-        &self,
-        table: &TableName,
-        previous: &StoredOptions,
-        options: &TableOptions,
-        ctx: &CallContext,
-    ) -> Result<bool, StoreError>;
 
     /// A key's row and its newest `limit` history rows, newest first, from
     /// one consistent snapshot (so the history never shows a change the row
@@ -367,11 +349,53 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
         branch: Option<&BranchName>,
         limit: i64,
     ) -> Result<Vec<ConsumerKey>, StoreError>;
+}
+
+/// The audit trail, and pruning it.
+#[async_trait]
+pub trait HistoryStore: Send + Sync + 'static {
+    /// A page of history, newest first, with ids below `before_id`.
+    async fn history_page(
+        &self,
+        filter: &HistoryFilter,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<HistoryRecord>, StoreError>;
+
+    /// Appends history rows about a key without changing it (e.g. a consumer
+    /// file changed from outside and put back).
+    async fn append_history(
+        &self,
+        key: &ConsumerKey,
+        events: &[HistoryEvent],
+        ctx: &CallContext,
+    ) -> Result<(), StoreError>;
 
     /// Deletes up to `limit` history rows and stale lease grants older than
     /// `older_than`.
     async fn prune(&self, older_than: Duration, limit: i64) -> Result<Pruned, StoreError>;
+}
 
+/// Per-table options (SPEC §5).
+#[async_trait]
+pub trait OptionsStore: Send + Sync + 'static {
+    /// A table's options.
+    async fn table_options(&self, table: &TableName) -> Result<StoredOptions, StoreError>;
+
+    /// Writes a table's options if they are unchanged since `previous` was
+    /// read. `Ok(false)`: another writer got there first.
+    async fn save_table_options(
+        &self,
+        table: &TableName,
+        previous: &StoredOptions,
+        options: &TableOptions,
+        ctx: &CallContext,
+    ) -> Result<bool, StoreError>;
+}
+
+/// The Paimon registry (SPEC §9) and what the mirror wrote to its files.
+#[async_trait]
+pub trait PaimonStore: Send + Sync + 'static {
     /// Registers (or moves) a Paimon table's location. A move forgets what
     /// was mirrored, so every consumer file is written at the new place.
     async fn register_table(
@@ -386,25 +410,16 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// kept (only while it has none, and only at that location).
     async fn set_table_identity(&self, table: &TableName, location: &str, identity: &str) -> Result<(), StoreError>;
 
-    /// Every consumer and live full-scan pin of registered tables, with what
-    /// the mirror last wrote, from one consistent read.
-    async fn mirror_inventory(&self) -> Result<Vec<MirrorEntry>, StoreError>;
-
-    /// Appends history rows about a key without changing it (e.g. a consumer
-    /// file changed from outside and put back).
-    async fn append_history(
-        &self,
-        key: &ConsumerKey,
-        events: &[HistoryEvent],
-        ctx: &CallContext,
-    ) -> Result<(), StoreError>;
-
     /// Forgets a table's registration and mirror state (its files stay);
     /// `false` when it was not registered.
     async fn unregister_table(&self, table: &TableName) -> Result<bool, StoreError>;
 
     /// Registered tables, by name.
     async fn registered_tables(&self) -> Result<Vec<RegisteredTable>, StoreError>;
+
+    /// Every consumer and live full-scan pin of registered tables, with what
+    /// the mirror last wrote, from one consistent read.
+    async fn mirror_inventory(&self) -> Result<Vec<MirrorEntry>, StoreError>;
 
     /// Up to `limit` consumers of registered tables whose file is stale: a
     /// different position, a deleted consumer, or an updated_at more than
@@ -417,10 +432,4 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
 
     /// What a consumer's file shows, if tidemark ever mirrored it.
     async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError>;
-
-    /// Checks that the database answers.
-    async fn ping(&self) -> Result<(), StoreError>;
-
-    /// Closes the connections.
-    async fn close(&self);
 }

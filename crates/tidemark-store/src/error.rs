@@ -14,13 +14,8 @@ pub enum StoreError {
     Unavailable(String),
     /// The caller's credentials do not cover this key or lease; nothing was
     /// read or changed on its behalf.
-    #[error("permission denied: {message}")]
-    Denied {
-        /// The ErrorInfo reason (TABLE_NOT_IN_SCOPE, LEASE_NOT_OWNED, ...).
-        reason: &'static str,
-        /// What was refused, in words.
-        message: String,
-    },
+    #[error("permission denied: {0}")]
+    Denied(#[from] tidemark_core::access::Denied),
     /// Too many concurrent writers on one key; the operation was not applied.
     #[error("too many concurrent changes to one consumer key; retry")]
     Contention,

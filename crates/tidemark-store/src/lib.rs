@@ -1,27 +1,18 @@
 //! tidemark's storage.
 //!
-//! One trait, [`Backend`], implemented for Postgres ([`PostgresBackend`], the
+//! One trait, [`Backend`] (by concern: [`KeyStore`], [`HistoryStore`],
+//! [`OptionsStore`], [`PaimonStore`]), implemented for Postgres ([`PostgresBackend`], the
 //! production store) and SQLite ([`SqliteBackend`], the embedded default), and
 //! [`Store`], which applies the domain rules of `tidemark-core` over either.
 //! The same conformance suite (`tests/conformance`) runs against both.
-
-/// Every `consumer_keys` column, qualified with `k.`, in the order both
-/// backends decode them.
-macro_rules! key_columns {
-    () => {
-        "k.table_name, k.branch, k.consumer_id, k.version, k.epoch, k.next_snapshot, k.consumer_created_at, \
-         k.consumer_updated_at, k.latest_snapshot, k.lease_id, k.lease_holder, k.lease_epoch, k.lease_status, \
-         k.lease_ttl_us, k.lease_acquired_at, k.lease_deadline, k.last_batch_id, k.last_end_snapshot, \
-         k.last_end_index, k.last_end_full, k.last_end_total_splits, k.lease_wrote_consumer, \
-         k.legacy_warned_snapshot, k.full_scan_pin, k.lease_principal"
-    };
-}
 
 mod admin;
 mod backend;
 mod cache;
 mod clock;
+mod decode;
 mod error;
+mod paimon;
 pub mod postgres;
 mod row;
 pub mod sqlite;
@@ -34,11 +25,13 @@ pub use admin::{
     OptionsChange, Planned,
 };
 pub use backend::{
-    Backend, BranchView, CallContext, Change, DECIDED_AT_TOLERANCE, HistoryFilter, HistoryRecord, KeyFilter, Listed,
-    Loaded, Locate, MirrorEntry, MirrorState, MirrorTask, Pruned, RegisteredTable, StoredOptions,
+    Backend, BranchView, CallContext, Change, ESTIMATED_NOW_TOLERANCE, FindKey, HistoryFilter, HistoryRecord,
+    HistoryStore, KeyFilter, KeyStore, Listed, Loaded, MirrorEntry, MirrorState, MirrorTask, OptionsStore, PaimonStore,
+    Pruned, RegisteredTable, StoredOptions,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
+pub use paimon::PaimonRegistry;
 pub use postgres::group_commit::{GroupCommitStats, metric_names as group_commit_metrics};
 pub use postgres::{PostgresBackend, PostgresOptions};
 pub use sqlite::SqliteBackend;

@@ -1,42 +1,250 @@
-//! The `consumer_keys` row, as plain values shared by both backends.
+//! The `consumer_keys` row, declared once.
+//!
+//! [`KeyRow`] lists every column after the key and the version, with its
+//! Rust type. From that one list come the statements' column lists,
+//! assignments and placeholders, the binders of both backends (and group
+//! commit's arrays) and the decoders, so a new column is a migration per
+//! backend, a line here and its place in [`KeyRow::from_state`] /
+//! [`KeyRow::into_state`].
 
 use std::time::Duration;
 
-use sqlx::{ColumnIndex, Decode, Row, Type};
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::query::Query;
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sqlx::{Postgres, Row, Sqlite};
+use tidemark_core::time::duration_micros;
 use tidemark_core::{
-    CommittedBatch, ConsumerKey, ConsumerMode, ConsumerRecord, EventKind, HistoryEvent, KeyState, LeaseRecord,
-    LeaseStatus, Offset, TableName, TableOptions, Timestamp,
+    CommittedBatch, ConsumerKey, ConsumerRecord, KeyState, LeaseRecord, LeaseStatus, Offset, Timestamp,
 };
 use uuid::Uuid;
 
-use crate::backend::{HistoryRecord, MirrorEntry, MirrorState, MirrorTask, RegisteredTable};
+use crate::decode::key_of;
 use crate::error::StoreError;
-use tidemark_core::time::duration_micros;
 
-/// Every column of `consumer_keys` except the key and the version.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct KeyRow {
-    pub epoch: i64,
-    pub next_snapshot: Option<i64>,
-    pub consumer_created_at: Option<Timestamp>,
-    pub consumer_updated_at: Option<Timestamp>,
-    pub latest_snapshot: Option<i64>,
-    pub lease_id: Option<Uuid>,
-    pub lease_holder: Option<String>,
-    pub lease_principal: Option<String>,
-    pub lease_epoch: Option<i64>,
-    pub lease_status: Option<i16>,
-    pub lease_ttl_us: Option<i64>,
-    pub lease_acquired_at: Option<Timestamp>,
-    pub lease_deadline: Option<Timestamp>,
-    pub last_batch_id: Option<i64>,
-    pub last_end_snapshot: Option<i64>,
-    pub last_end_index: Option<i64>,
-    pub last_end_full: Option<bool>,
-    pub last_end_total_splits: Option<i64>,
-    pub lease_wrote_consumer: Option<bool>,
-    pub legacy_warned_snapshot: Option<i64>,
-    pub full_scan_pin: Option<i64>,
+pub(crate) type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
+pub(crate) type SqliteQuery<'q> = Query<'q, Sqlite, SqliteArguments>;
+
+/// A `consumer_keys` column's Rust type: how each backend stores it.
+pub(crate) trait Column: Sized {
+    /// Its Postgres type, for `unnest` casts.
+    const PG_TYPE: &'static str;
+    type Pg;
+    type Sqlite;
+    fn into_pg(self) -> Self::Pg;
+    fn into_sqlite(self) -> Self::Sqlite;
+    fn from_pg(row: &PgRow, column: &str) -> Result<Self, sqlx::Error>;
+    fn from_sqlite(row: &SqliteRow, column: &str) -> Result<Self, sqlx::Error>;
+}
+
+/// Types both drivers store as they are.
+macro_rules! plain_columns {
+    ($($ty:ty => $pg:literal),* $(,)?) => {$(
+        impl Column for $ty {
+            const PG_TYPE: &'static str = $pg;
+            type Pg = Self;
+            type Sqlite = Self;
+            fn into_pg(self) -> Self {
+                self
+            }
+            fn into_sqlite(self) -> Self {
+                self
+            }
+            fn from_pg(row: &PgRow, column: &str) -> Result<Self, sqlx::Error> {
+                row.try_get(column)
+            }
+            fn from_sqlite(row: &SqliteRow, column: &str) -> Result<Self, sqlx::Error> {
+                row.try_get(column)
+            }
+        }
+    )*};
+}
+
+plain_columns! {
+    i64 => "int8",
+    Option<i64> => "int8",
+    Option<i16> => "int2",
+    Option<bool> => "bool",
+    Option<String> => "text",
+    Option<Uuid> => "uuid",
+}
+
+/// Postgres stores `timestamptz`, SQLite integer microseconds.
+impl Column for Option<Timestamp> {
+    const PG_TYPE: &'static str = "timestamptz";
+    type Pg = Option<DateTime<Utc>>;
+    type Sqlite = Option<i64>;
+    fn into_pg(self) -> Self::Pg {
+        self.map(crate::postgres::ts)
+    }
+    fn into_sqlite(self) -> Self::Sqlite {
+        self.map(Timestamp::as_micros)
+    }
+    fn from_pg(row: &PgRow, column: &str) -> Result<Self, sqlx::Error> {
+        Ok(row
+            .try_get::<Option<DateTime<Utc>>, _>(column)?
+            .map(crate::postgres::from_ts))
+    }
+    fn from_sqlite(row: &SqliteRow, column: &str) -> Result<Self, sqlx::Error> {
+        Ok(row.try_get::<Option<i64>, _>(column)?.map(Timestamp::from_micros))
+    }
+}
+
+macro_rules! key_row {
+    ($($field:ident: $ty:ty,)*) => {
+        /// Every column of `consumer_keys` except the key and the version,
+        /// in the order statements list and bind them.
+        #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        pub(crate) struct KeyRow {
+            $(pub $field: $ty,)*
+        }
+
+        impl KeyRow {
+            /// The columns' names, in order.
+            pub const COLUMNS: &[&str] = &[$(stringify!($field)),*];
+            /// Their Postgres types, in order.
+            const PG_TYPES: &[&str] = &[$(<$ty as Column>::PG_TYPE),*];
+
+            /// Binds every column, in order.
+            pub fn bind_pg(self, query: PgQuery<'_>) -> PgQuery<'_> {
+                $(let query = query.bind(Column::into_pg(self.$field));)*
+                query
+            }
+
+            /// Binds every column, in order.
+            pub fn bind_sqlite(self, query: SqliteQuery<'_>) -> SqliteQuery<'_> {
+                $(let query = query.bind(Column::into_sqlite(self.$field));)*
+                query
+            }
+
+            /// Binds every column as an array over `rows` (for `unnest`).
+            pub fn bind_pg_arrays<'q, 'r>(
+                rows: impl Iterator<Item = &'r KeyRow> + Clone,
+                query: PgQuery<'q>,
+            ) -> PgQuery<'q> {
+                $(let query = query.bind(rows.clone().map(|r| Column::into_pg(r.$field.clone())).collect::<Vec<_>>());)*
+                query
+            }
+
+            fn from_pg(row: &PgRow) -> Result<Self, sqlx::Error> {
+                Ok(Self { $($field: Column::from_pg(row, stringify!($field))?,)* })
+            }
+
+            fn from_sqlite(row: &SqliteRow) -> Result<Self, sqlx::Error> {
+                Ok(Self { $($field: Column::from_sqlite(row, stringify!($field))?,)* })
+            }
+        }
+    };
+}
+
+key_row! {
+    epoch: i64,
+    next_snapshot: Option<i64>,
+    consumer_created_at: Option<Timestamp>,
+    consumer_updated_at: Option<Timestamp>,
+    latest_snapshot: Option<i64>,
+    lease_id: Option<Uuid>,
+    lease_holder: Option<String>,
+    lease_epoch: Option<i64>,
+    lease_status: Option<i16>,
+    lease_ttl_us: Option<i64>,
+    lease_acquired_at: Option<Timestamp>,
+    lease_deadline: Option<Timestamp>,
+    last_batch_id: Option<i64>,
+    last_end_snapshot: Option<i64>,
+    last_end_index: Option<i64>,
+    last_end_full: Option<bool>,
+    last_end_total_splits: Option<i64>,
+    lease_wrote_consumer: Option<bool>,
+    legacy_warned_snapshot: Option<i64>,
+    full_scan_pin: Option<i64>,
+    lease_principal: Option<String>,
+}
+
+/// How a backend writes its placeholders: Postgres `$1`, SQLite `?1`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Placeholders {
+    Dollar,
+    Question,
+}
+
+impl Placeholders {
+    fn nth(self, n: usize) -> String {
+        match self {
+            Self::Dollar => format!("${n}"),
+            Self::Question => format!("?{n}"),
+        }
+    }
+}
+
+/// SQL fragments over [`KeyRow::COLUMNS`].
+impl KeyRow {
+    /// `alias.table_name, alias.branch, alias.consumer_id, alias.version,
+    /// alias.epoch, ...`: a whole row, key and version first.
+    pub fn select_list(alias: &str) -> String {
+        ["table_name", "branch", "consumer_id", "version"]
+            .iter()
+            .chain(Self::COLUMNS)
+            .map(|c| format!("{alias}.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `epoch, next_snapshot, ...`.
+    pub fn column_list() -> String {
+        Self::COLUMNS.join(", ")
+    }
+
+    /// The placeholders of the columns bound from parameter `first` on.
+    pub fn placeholders(style: Placeholders, first: usize) -> String {
+        (0..Self::COLUMNS.len())
+            .map(|i| style.nth(first + i))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `epoch = $first, next_snapshot = $first+1, ...`.
+    pub fn assignments(style: Placeholders, first: usize) -> String {
+        Self::COLUMNS
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c} = {}", style.nth(first + i)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `epoch = alias.epoch, ...`.
+    pub fn assignments_from(alias: &str) -> String {
+        Self::COLUMNS
+            .iter()
+            .map(|c| format!("{c} = {alias}.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `$first::int8[], ...`: the columns' arrays, for `unnest`.
+    pub fn array_arguments(first: usize) -> String {
+        Self::PG_TYPES
+            .iter()
+            .enumerate()
+            .map(|(i, t)| format!("${}::{t}[]", first + i))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// A `consumer_keys` row read with [`KeyRow::select_list`]: the state and
+/// the version.
+pub(crate) fn decode_pg(row: &PgRow) -> Result<(KeyState, i64), StoreError> {
+    let key = key_of(row)?;
+    Ok((KeyRow::from_pg(row)?.into_state(key)?, row.try_get("version")?))
+}
+
+/// The same for SQLite.
+pub(crate) fn decode_sqlite(row: &SqliteRow) -> Result<(KeyState, i64), StoreError> {
+    let key = key_of(row)?;
+    Ok((KeyRow::from_sqlite(row)?.into_state(key)?, row.try_get("version")?))
 }
 
 impl KeyRow {
@@ -129,241 +337,21 @@ impl KeyRow {
     }
 }
 
-/// History columns in the order both backends bind them.
-pub(crate) struct EventColumns {
-    pub event: Vec<String>,
-    pub old_next: Vec<Option<i64>>,
-    pub new_next: Vec<Option<i64>>,
-    pub epoch: Vec<Option<i64>>,
-    pub lease_id: Vec<Option<Uuid>>,
-    pub batch_id: Vec<Option<i64>>,
-    pub holder: Vec<Option<String>>,
-    pub detail: Vec<Option<String>>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl EventColumns {
-    pub fn new(events: &[HistoryEvent]) -> Self {
-        Self {
-            event: events.iter().map(|e| e.kind.as_str().to_owned()).collect(),
-            old_next: events.iter().map(|e| e.old_next).collect(),
-            new_next: events.iter().map(|e| e.new_next).collect(),
-            epoch: events.iter().map(|e| e.epoch).collect(),
-            lease_id: events.iter().map(|e| e.lease_id).collect(),
-            batch_id: events.iter().map(|e| e.batch_id).collect(),
-            holder: events.iter().map(|e| e.holder.clone()).collect(),
-            detail: events.iter().map(|e| e.detail.clone()).collect(),
-        }
+    #[test]
+    fn fragments_follow_the_column_list() {
+        let n = KeyRow::COLUMNS.len();
+        assert_eq!(KeyRow::COLUMNS[0], "epoch");
+        assert!(KeyRow::assignments(Placeholders::Dollar, 19).starts_with("epoch = $19, next_snapshot = $20"));
+        assert!(
+            KeyRow::placeholders(Placeholders::Question, 4).ends_with(&format!("?{}", 4 + n - 1)),
+            "{}",
+            KeyRow::placeholders(Placeholders::Question, 4)
+        );
+        assert!(KeyRow::array_arguments(5).starts_with("$5::int8[], $6::int8[], $7::timestamptz[]"));
+        assert!(KeyRow::select_list("k").starts_with("k.table_name, k.branch, k.consumer_id, k.version, k.epoch"));
     }
-}
-
-/// A database row type whose timestamps tidemark can read (Postgres stores
-/// `timestamptz`, SQLite integer microseconds).
-pub(crate) trait TimestampColumns: Row {
-    /// The timestamp in `column`, if not NULL.
-    fn timestamp(&self, column: &str) -> Result<Option<Timestamp>, sqlx::Error>;
-}
-
-/// Decodes `consumer_keys` and `history` rows of either backend, by column
-/// name.
-pub(crate) struct Decoder;
-
-impl Decoder {
-    /// A `consumer_keys` row (with its key and version columns).
-    pub fn key_row<R>(row: &R) -> Result<(KeyState, i64), StoreError>
-    where
-        R: TimestampColumns,
-        for<'c> &'c str: ColumnIndex<R>,
-        for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> i16: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> Uuid: Decode<'r, R::Database> + Type<R::Database>,
-    {
-        let key = key_of(row)?;
-        let key_row = KeyRow {
-            epoch: row.try_get("epoch")?,
-            next_snapshot: row.try_get("next_snapshot")?,
-            consumer_created_at: row.timestamp("consumer_created_at")?,
-            consumer_updated_at: row.timestamp("consumer_updated_at")?,
-            latest_snapshot: row.try_get("latest_snapshot")?,
-            lease_id: row.try_get("lease_id")?,
-            lease_holder: row.try_get("lease_holder")?,
-            lease_principal: row.try_get("lease_principal")?,
-            lease_epoch: row.try_get("lease_epoch")?,
-            lease_status: row.try_get("lease_status")?,
-            lease_ttl_us: row.try_get("lease_ttl_us")?,
-            lease_acquired_at: row.timestamp("lease_acquired_at")?,
-            lease_deadline: row.timestamp("lease_deadline")?,
-            last_batch_id: row.try_get("last_batch_id")?,
-            last_end_snapshot: row.try_get("last_end_snapshot")?,
-            last_end_index: row.try_get("last_end_index")?,
-            last_end_full: row.try_get("last_end_full")?,
-            last_end_total_splits: row.try_get("last_end_total_splits")?,
-            lease_wrote_consumer: row.try_get("lease_wrote_consumer")?,
-            legacy_warned_snapshot: row.try_get("legacy_warned_snapshot")?,
-            full_scan_pin: row.try_get("full_scan_pin")?,
-        };
-        Ok((key_row.into_state(key)?, row.try_get("version")?))
-    }
-
-    /// The table options joined into a row as `opt_expiration_us`,
-    /// `opt_changelog_only` and `opt_mode` (all NULL: defaults).
-    pub fn options<R>(row: &R) -> Result<TableOptions, StoreError>
-    where
-        R: Row,
-        for<'c> &'c str: ColumnIndex<R>,
-        for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-    {
-        let expiration: Option<i64> = row.try_get("opt_expiration_us")?;
-        let mode: Option<String> = row.try_get("opt_mode")?;
-        Ok(TableOptions {
-            expiration: expiration.map(|us| Duration::from_micros(u64::try_from(us).unwrap_or(0))),
-            changelog_only: row.try_get::<Option<bool>, _>("opt_changelog_only")?.unwrap_or(false),
-            mode: match mode {
-                None => None,
-                Some(m) => Some(
-                    ConsumerMode::parse(&m)
-                        .ok_or_else(|| StoreError::Internal(format!("unknown consumer mode {m:?}")))?,
-                ),
-            },
-        })
-    }
-
-    /// A `history` row.
-    pub fn history<R>(row: &R) -> Result<HistoryRecord, StoreError>
-    where
-        R: TimestampColumns,
-        for<'c> &'c str: ColumnIndex<R>,
-        for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> Uuid: Decode<'r, R::Database> + Type<R::Database>,
-    {
-        let kind: String = row.try_get("event")?;
-        Ok(HistoryRecord {
-            id: row.try_get("id")?,
-            at: row
-                .timestamp("at")?
-                .ok_or_else(|| StoreError::Internal("history row without a time".into()))?,
-            key: key_of(row)?,
-            event: HistoryEvent {
-                kind: EventKind::parse(&kind)
-                    .ok_or_else(|| StoreError::Internal(format!("unknown history event {kind:?}")))?,
-                old_next: row.try_get("old_next")?,
-                new_next: row.try_get("new_next")?,
-                epoch: row.try_get("epoch")?,
-                lease_id: row.try_get("lease_id")?,
-                batch_id: row.try_get("batch_id")?,
-                holder: row.try_get("holder")?,
-                detail: row.try_get("detail")?,
-            },
-            principal: row.try_get("principal")?,
-            request_id: row.try_get("request_id")?,
-        })
-    }
-}
-
-impl Decoder {
-    /// A `paimon_tables` row.
-    pub fn registered<R>(row: &R) -> Result<RegisteredTable, StoreError>
-    where
-        R: TimestampColumns,
-        for<'c> &'c str: ColumnIndex<R>,
-        for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
-    {
-        Ok(RegisteredTable {
-            table: TableName::parse(&row.try_get::<String, _>("table_name")?, "table_name")
-                .map_err(|v| StoreError::Internal(format!("a stored table name is invalid: {v:?}")))?,
-            location: row.try_get("location")?,
-            registered_at: row
-                .timestamp("registered_at")?
-                .ok_or_else(|| StoreError::Internal("a registration without a time".into()))?,
-            registered_by: row.try_get("registered_by")?,
-            identity: row.try_get("identity")?,
-        })
-    }
-
-    /// A mirror inventory row: the key, its location, position, refresh and
-    /// what its file was last written with, whether it is kept, its pin.
-    pub fn mirror_entry<R>(row: &R) -> Result<MirrorEntry, StoreError>
-    where
-        R: TimestampColumns,
-        for<'c> &'c str: ColumnIndex<R>,
-        for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> Option<Uuid>: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-    {
-        let pin_lease: Option<Uuid> = row.try_get("pin_lease")?;
-        let pin_snapshot: Option<i64> = row.try_get("pin_snapshot")?;
-        Ok(MirrorEntry {
-            key: key_of(row)?,
-            location: row.try_get("location")?,
-            next_snapshot: row.try_get("next_snapshot")?,
-            updated_at: row.timestamp("consumer_updated_at")?,
-            mirrored_next: row.try_get("mirrored_next")?,
-            kept: row.try_get("kept")?,
-            pin: pin_lease.zip(pin_snapshot),
-            lease: row.try_get("lease_id")?,
-        })
-    }
-
-    /// A mirror task row (key, location, position and updated_at).
-    pub fn mirror_task<R>(row: &R) -> Result<MirrorTask, StoreError>
-    where
-        R: TimestampColumns,
-        for<'c> &'c str: ColumnIndex<R>,
-        for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-    {
-        Ok(MirrorTask {
-            key: key_of(row)?,
-            location: row.try_get("location")?,
-            next_snapshot: row.try_get("next_snapshot")?,
-            updated_at: row.timestamp("consumer_updated_at")?,
-        })
-    }
-
-    /// A `consumer_mirrors` row.
-    pub fn mirror_state<R>(row: &R) -> Result<MirrorState, StoreError>
-    where
-        R: TimestampColumns,
-        for<'c> &'c str: ColumnIndex<R>,
-        for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> i32: Decode<'r, R::Database> + Type<R::Database>,
-        for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
-    {
-        Ok(MirrorState {
-            mirrored_next: row.try_get("mirrored_next")?,
-            mirrored_updated_at: row.timestamp("mirrored_updated_at")?,
-            mirrored_at: row.timestamp("mirrored_at")?,
-            failures: row.try_get("failures")?,
-            last_error: row.try_get("last_error")?,
-        })
-    }
-}
-
-fn key_of<R>(row: &R) -> Result<ConsumerKey, sqlx::Error>
-where
-    R: Row,
-    for<'c> &'c str: ColumnIndex<R>,
-    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
-{
-    Ok(ConsumerKey::from_trusted(
-        &row.try_get::<String, _>("table_name")?,
-        &row.try_get::<String, _>("branch")?,
-        &row.try_get::<String, _>("consumer_id")?,
-    ))
-}
-
-/// `consumer.expiration-time` as stored (microseconds).
-pub(crate) fn expiration_us(options: &TableOptions) -> Option<i64> {
-    options.expiration.map(duration_micros)
-}
-
-/// `consumer.mode` as stored.
-pub(crate) fn mode_text(options: &TableOptions) -> Option<&'static str> {
-    options.mode.map(ConsumerMode::as_str)
 }

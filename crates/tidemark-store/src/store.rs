@@ -10,7 +10,7 @@ use tidemark_core::recovery::{self, Recovered, RecoveryRequest};
 use tidemark_core::{ConsumerKey, CoreError, KeyState, Timestamp, Transition};
 use uuid::Uuid;
 
-use crate::backend::{Backend, CallContext, Change, HistoryFilter, HistoryRecord, Loaded, Locate};
+use crate::backend::{Backend, CallContext, Change, FindKey, HistoryFilter, HistoryRecord, Loaded};
 use crate::cache::LeaseCache;
 use crate::error::StoreError;
 
@@ -45,8 +45,8 @@ impl Store {
         }
     }
 
-    /// The backend.
-    pub fn backend(&self) -> &Arc<dyn Backend> {
+    /// The backend (this crate's own door to it).
+    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
     }
 
@@ -56,14 +56,14 @@ impl Store {
     /// tries the one-round-trip path (see [`crate::cache`]).
     pub(crate) async fn apply<T>(
         &self,
-        locate: Locate<'_>,
+        find: FindKey<'_>,
         ctx: &CallContext,
         mut decide: impl FnMut(&Loaded) -> Result<Transition<T>, CoreError>,
     ) -> Result<T, StoreError> {
-        if let Locate::Lease(lease_id) = locate
+        if let FindKey::Lease(lease_id) = find
             && let Some(remembered) = self.leases.get(lease_id)
         {
-            if let Some(output) = self.try_remembered(locate, ctx, &remembered, &mut decide).await? {
+            if let Some(output) = self.try_remembered(find, ctx, &remembered, &mut decide).await? {
                 return Ok(output);
             }
             self.leases.forget(lease_id);
@@ -73,13 +73,13 @@ impl Store {
                 tracing::debug!(attempt, "lost a race; deciding again on fresh state");
                 tokio::time::sleep(backoff(attempt)).await;
             }
-            let loaded = match self.backend.load(locate).await {
+            let loaded = match self.backend.load(find).await {
                 Ok(loaded) => loaded,
                 Err(StoreError::Contention) => continue,
                 Err(e) => return Err(e),
             };
             if let Some(state) = &loaded.state {
-                ctx.authorize(locate, state)?;
+                ctx.authorize(find, state)?;
             }
             let transition = decide(&loaded)?;
             if transition.write.is_none() {
@@ -101,7 +101,7 @@ impl Store {
     /// writes nothing or refuses, or the row moved on): decide afresh.
     async fn try_remembered<T>(
         &self,
-        locate: Locate<'_>,
+        find: FindKey<'_>,
         ctx: &CallContext,
         remembered: &Loaded,
         decide: &mut impl FnMut(&Loaded) -> Result<Transition<T>, CoreError>,
@@ -109,7 +109,7 @@ impl Store {
         let Some(state) = &remembered.state else {
             return Ok(None);
         };
-        if ctx.authorize(locate, state).is_err() {
+        if ctx.authorize(find, state).is_err() {
             return Ok(None);
         }
         let Ok(transition) = decide(remembered) else {
@@ -132,7 +132,7 @@ impl Store {
         loaded: &Loaded,
         transition: &Transition<T>,
         ctx: &CallContext,
-        decided_at: Option<Timestamp>,
+        estimated_now: Option<Timestamp>,
     ) -> Result<bool, StoreError> {
         let Some(state) = &transition.write else {
             return Ok(false);
@@ -145,7 +145,7 @@ impl Store {
             new_grant,
             events: &transition.events,
             ctx,
-            decided_at,
+            estimated_now,
         };
         let Some(written_at) = self.backend.save(loaded, &change).await? else {
             return Ok(false);
@@ -168,7 +168,7 @@ impl Store {
         holder: &str,
         ttl: Option<Duration>,
     ) -> Result<Acquired, StoreError> {
-        self.apply(Locate::Key(key), ctx, |loaded| {
+        self.apply(FindKey::Key(key), ctx, |loaded| {
             let request = LeaseRequest {
                 holder,
                 principal: &ctx.principal,
@@ -195,7 +195,7 @@ impl Store {
         epoch: i64,
         ttl: Option<Duration>,
     ) -> Result<Duration, StoreError> {
-        self.apply(Locate::Lease(lease_id), ctx, |loaded| {
+        self.apply(FindKey::Lease(lease_id), ctx, |loaded| {
             lease::renew(loaded.state.as_ref(), lease_id, epoch, ttl, &self.policy, loaded.now)
         })
         .await
@@ -203,7 +203,7 @@ impl Store {
 
     /// L6: releases a lease; `true` when it was live.
     pub async fn release_lease(&self, ctx: &CallContext, lease_id: Uuid, epoch: i64) -> Result<bool, StoreError> {
-        self.apply(Locate::Lease(lease_id), ctx, |loaded| {
+        self.apply(FindKey::Lease(lease_id), ctx, |loaded| {
             Ok(lease::release(loaded.state.as_ref(), lease_id, epoch, loaded.now))
         })
         .await
@@ -211,7 +211,7 @@ impl Store {
 
     /// C1–C7: records a committed micro-batch.
     pub async fn commit_batch(&self, ctx: &CallContext, req: &CommitBatch) -> Result<Committed, StoreError> {
-        self.apply(Locate::Lease(req.lease_id), ctx, |loaded| {
+        self.apply(FindKey::Lease(req.lease_id), ctx, |loaded| {
             commit::commit(loaded.state.as_ref(), req, loaded.now)
         })
         .await
@@ -226,7 +226,7 @@ impl Store {
         req: &RecoveryRequest,
         lease_id: Option<Uuid>,
     ) -> Result<Recovered, StoreError> {
-        self.apply(Locate::Key(key), ctx, |loaded| {
+        self.apply(FindKey::Key(key), ctx, |loaded| {
             recovery::recover(
                 loaded.state.as_ref(),
                 req,
@@ -240,12 +240,23 @@ impl Store {
 
     /// The key's full state, if the key was ever used.
     pub async fn key_state(&self, key: &ConsumerKey) -> Result<Option<KeyState>, StoreError> {
-        Ok(self.backend.load(Locate::Key(key)).await?.state)
+        Ok(self.backend.load(FindKey::Key(key)).await?.state)
     }
 
     /// The key's newest history rows, newest first.
     pub async fn history(&self, key: &ConsumerKey, limit: i64) -> Result<Vec<HistoryRecord>, StoreError> {
         self.backend.history_page(&HistoryFilter::key(key), None, limit).await
+    }
+
+    /// Appends history rows about a key without changing it (say, a
+    /// consumer file changed from outside and put back).
+    pub async fn append_history(
+        &self,
+        key: &ConsumerKey,
+        events: &[tidemark_core::HistoryEvent],
+        ctx: &CallContext,
+    ) -> Result<(), StoreError> {
+        self.backend.append_history(key, events, ctx).await
     }
 
     /// Checks that the database answers.

@@ -87,7 +87,7 @@ async fn the_fence_query_walks_the_position_index() {
     sqlx::query("ANALYZE consumer_keys").execute(&pool).await.unwrap();
     let plan: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "EXPLAIN {}",
-        tidemark_store::postgres::BRANCH_CONSUMERS
+        tidemark_store::postgres::BRANCH_CONSUMERS.as_str()
     )))
     .bind("db.big")
     .bind("main")

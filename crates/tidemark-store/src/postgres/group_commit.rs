@@ -12,9 +12,8 @@
 //! own, outside the slots, so it cannot hold up the writes behind it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
-use chrono::{DateTime, Utc};
 use sqlx::Row;
 use sqlx::postgres::{PgPool, PgRow};
 use tidemark_core::{ConsumerKey, HistoryEvent, Timestamp};
@@ -46,7 +45,7 @@ pub(crate) struct OneEventWrite {
     pub row: KeyRow,
     pub version: i64,
     pub requires_live_lease: bool,
-    pub decided_at: Option<DateTime<Utc>>,
+    pub estimated_now: Option<Timestamp>,
     pub event: HistoryEvent,
     pub principal: String,
     pub request_id: String,
@@ -261,61 +260,56 @@ impl Applied {
 /// deadlock), then each updated only if its own conditions hold, with its
 /// history row. Per write: whether its row was locked, and whether it was
 /// written.
-const WRITE_MANY: &str = concat!(
-    "WITH v AS (SELECT * FROM unnest($1::int4[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], ",
-    "$7::timestamptz[], $8::timestamptz[], $9::int8[], $10::uuid[], $11::text[], $12::int8[], $13::int2[], ",
-    "$14::int8[], $15::timestamptz[], $16::timestamptz[], $17::int8[], $18::int8[], $19::int8[], $20::bool[], ",
-    "$21::int8[], $22::bool[], $23::int8[], $24::int8[], $25::text[], $26::int8[], $27::bool[], ",
-    "$28::timestamptz[], $29::text[], $30::int8[], $31::int8[], $32::int8[], $33::uuid[], $34::int8[], ",
-    "$35::text[], $36::text[], $37::text[], $38::text[]) ",
-    "AS v(ord, table_name, branch, consumer_id, epoch, next_snapshot, consumer_created_at, consumer_updated_at, ",
-    "latest_snapshot, lease_id, lease_holder, lease_epoch, lease_status, lease_ttl_us, lease_acquired_at, ",
-    "lease_deadline, last_batch_id, last_end_snapshot, last_end_index, last_end_full, last_end_total_splits, ",
-    "lease_wrote_consumer, legacy_warned_snapshot, full_scan_pin, lease_principal, version, requires_live, ",
-    "decided_at, ev_kind, ev_old_next, ev_new_next, ev_epoch, ev_lease_id, ev_batch_id, ev_holder, ev_principal, ",
-    "ev_request_id, ev_detail)), ",
-    "locked AS (SELECT k.table_name, k.branch, k.consumer_id FROM consumer_keys k ",
-    "JOIN v ON k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id ",
-    "ORDER BY k.table_name, k.branch, k.consumer_id FOR UPDATE OF k SKIP LOCKED), ",
-    // The clock is read once every row is locked (SPEC §1; see postgres.rs).
-    "clock AS (SELECT tidemark_write_now() AS t FROM (SELECT count(*) FROM locked) AS c), ",
-    "written AS (UPDATE consumer_keys k SET version = k.version + 1, epoch = v.epoch, ",
-    "next_snapshot = v.next_snapshot, consumer_created_at = v.consumer_created_at, ",
-    "consumer_updated_at = v.consumer_updated_at, latest_snapshot = v.latest_snapshot, lease_id = v.lease_id, ",
-    "lease_holder = v.lease_holder, lease_epoch = v.lease_epoch, lease_status = v.lease_status, ",
-    "lease_ttl_us = v.lease_ttl_us, lease_acquired_at = v.lease_acquired_at, lease_deadline = v.lease_deadline, ",
-    "last_batch_id = v.last_batch_id, last_end_snapshot = v.last_end_snapshot, last_end_index = v.last_end_index, ",
-    "last_end_full = v.last_end_full, last_end_total_splits = v.last_end_total_splits, ",
-    "lease_wrote_consumer = v.lease_wrote_consumer, legacy_warned_snapshot = v.legacy_warned_snapshot, ",
-    "full_scan_pin = v.full_scan_pin, lease_principal = v.lease_principal ",
-    "FROM v JOIN locked l ON l.table_name = v.table_name AND l.branch = v.branch AND l.consumer_id = v.consumer_id ",
-    "CROSS JOIN clock ",
-    "WHERE k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id ",
-    "AND k.version = v.version ",
-    "AND (NOT v.requires_live OR (k.lease_status = 1 AND k.lease_deadline > clock.t)) ",
-    "AND (v.decided_at IS NULL OR (clock.t >= v.decided_at ",
-    "AND clock.t < v.decided_at + $39 * interval '1 microsecond')) ",
-    "RETURNING v.ord), ",
-    "logged AS (INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, ",
-    "lease_id, batch_id, holder, principal, request_id, detail) ",
-    "SELECT (SELECT t FROM clock), v.table_name, v.branch, v.consumer_id, v.ev_kind, v.ev_old_next, v.ev_new_next, ",
-    "v.ev_epoch, v.ev_lease_id, v.ev_batch_id, v.ev_holder, v.ev_principal, v.ev_request_id, v.ev_detail ",
-    "FROM written w JOIN v ON v.ord = w.ord ORDER BY w.ord) ",
-    "SELECT v.ord, l.consumer_id IS NOT NULL AS locked, w.ord IS NOT NULL AS written, (SELECT t FROM clock) AS at FROM v ",
-    "LEFT JOIN locked l ON l.table_name = v.table_name AND l.branch = v.branch AND l.consumer_id = v.consumer_id ",
-    "LEFT JOIN written w ON w.ord = v.ord"
-);
+static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH v AS (
+           SELECT * FROM unnest($1::int4[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::bool[],
+                                $7::timestamptz[], $8::text[], $9::int8[], $10::int8[], $11::int8[], $12::uuid[],
+                                $13::int8[], $14::text[], $15::text[], $16::text[], $17::text[], {row_arrays})
+             AS v(ord, table_name, branch, consumer_id, version, requires_live, estimated_now, ev_kind, ev_old_next,
+                  ev_new_next, ev_epoch, ev_lease_id, ev_batch_id, ev_holder, ev_principal, ev_request_id,
+                  ev_detail, {row_columns})),
+         locked AS (
+           SELECT k.table_name, k.branch, k.consumer_id FROM consumer_keys k
+           JOIN v ON k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id
+           ORDER BY k.table_name, k.branch, k.consumer_id FOR UPDATE OF k SKIP LOCKED),
+         -- The clock is read once every row is locked (SPEC §1; see keys.rs).
+         clock AS (SELECT tidemark_write_now() AS t FROM (SELECT count(*) FROM locked) AS c),
+         written AS (
+           UPDATE consumer_keys k SET version = k.version + 1, {assignments}
+           FROM v JOIN locked l
+             ON l.table_name = v.table_name AND l.branch = v.branch AND l.consumer_id = v.consumer_id
+           CROSS JOIN clock
+           WHERE k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id
+             AND k.version = v.version
+             AND (NOT v.requires_live OR (k.lease_status = 1 AND k.lease_deadline > clock.t))
+             AND (v.estimated_now IS NULL
+                  OR (clock.t >= v.estimated_now AND clock.t < v.estimated_now + $18 * interval '1 microsecond'))
+           RETURNING v.ord),
+         logged AS (
+           INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, lease_id,
+                                batch_id, holder, principal, request_id, detail)
+           SELECT (SELECT t FROM clock), v.table_name, v.branch, v.consumer_id, v.ev_kind, v.ev_old_next,
+                  v.ev_new_next, v.ev_epoch, v.ev_lease_id, v.ev_batch_id, v.ev_holder, v.ev_principal,
+                  v.ev_request_id, v.ev_detail
+           FROM written w JOIN v ON v.ord = w.ord ORDER BY w.ord)
+         SELECT v.ord, l.consumer_id IS NOT NULL AS locked, w.ord IS NOT NULL AS written,
+                (SELECT t FROM clock) AS at
+         FROM v
+         LEFT JOIN locked l ON l.table_name = v.table_name AND l.branch = v.branch AND l.consumer_id = v.consumer_id
+         LEFT JOIN written w ON w.ord = v.ord",
+        row_arrays = KeyRow::array_arguments(19),
+        row_columns = KeyRow::column_list(),
+        assignments = KeyRow::assignments_from("v"),
+    )
+});
 
 /// One statement for the whole batch; per write, what came of it.
 async fn write_many(pool: &PgPool, batch: &[Queued]) -> Result<Vec<Applied>, StoreError> {
     let writes = || batch.iter().map(|q| &q.write);
-    let rows = || writes().map(|w| &w.row);
     let events = || writes().map(|w| &w.event);
     let ord: Vec<i32> = (0..batch.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();
-    let at = |f: fn(&KeyRow) -> Option<Timestamp>| -> Vec<Option<DateTime<Utc>>> {
-        rows().map(|r| f(r).map(super::ts)).collect()
-    };
-    let answered = sqlx::query(WRITE_MANY)
+    let query = sqlx::query(WRITE_MANY.as_str())
         .bind(ord)
         .bind(writes().map(|w| w.key.table.as_str().to_owned()).collect::<Vec<_>>())
         .bind(writes().map(|w| w.key.branch.as_str().to_owned()).collect::<Vec<_>>())
@@ -324,30 +318,9 @@ async fn write_many(pool: &PgPool, batch: &[Queued]) -> Result<Vec<Applied>, Sto
                 .map(|w| w.key.consumer_id.as_str().to_owned())
                 .collect::<Vec<_>>(),
         )
-        .bind(rows().map(|r| r.epoch).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.next_snapshot).collect::<Vec<_>>())
-        .bind(at(|r| r.consumer_created_at))
-        .bind(at(|r| r.consumer_updated_at))
-        .bind(rows().map(|r| r.latest_snapshot).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.lease_id).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.lease_holder.clone()).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.lease_epoch).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.lease_status).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.lease_ttl_us).collect::<Vec<_>>())
-        .bind(at(|r| r.lease_acquired_at))
-        .bind(at(|r| r.lease_deadline))
-        .bind(rows().map(|r| r.last_batch_id).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.last_end_snapshot).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.last_end_index).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.last_end_full).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.last_end_total_splits).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.lease_wrote_consumer).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.legacy_warned_snapshot).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.full_scan_pin).collect::<Vec<_>>())
-        .bind(rows().map(|r| r.lease_principal.clone()).collect::<Vec<_>>())
         .bind(writes().map(|w| w.version).collect::<Vec<_>>())
         .bind(writes().map(|w| w.requires_live_lease).collect::<Vec<_>>())
-        .bind(writes().map(|w| w.decided_at).collect::<Vec<_>>())
+        .bind(writes().map(|w| w.estimated_now.map(super::ts)).collect::<Vec<_>>())
         .bind(events().map(|e| e.kind.as_str().to_owned()).collect::<Vec<_>>())
         .bind(events().map(|e| e.old_next).collect::<Vec<_>>())
         .bind(events().map(|e| e.new_next).collect::<Vec<_>>())
@@ -359,8 +332,9 @@ async fn write_many(pool: &PgPool, batch: &[Queued]) -> Result<Vec<Applied>, Sto
         .bind(writes().map(|w| w.request_id.clone()).collect::<Vec<_>>())
         .bind(events().map(|e| e.detail.clone()).collect::<Vec<_>>())
         .bind(tidemark_core::time::duration_micros(
-            crate::backend::DECIDED_AT_TOLERANCE,
-        ))
+            crate::backend::ESTIMATED_NOW_TOLERANCE,
+        ));
+    let answered = KeyRow::bind_pg_arrays(writes().map(|w| &w.row), query)
         .fetch_all(pool)
         .await?;
     let mut applied = vec![Applied::Busy; batch.len()];

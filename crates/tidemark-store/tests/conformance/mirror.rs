@@ -61,15 +61,15 @@ async fn commit(store: &Store, id: &str, snapshot: i64) {
 
 /// Marks every current task done; returns what they were.
 async fn mirror_all(store: &Store, refresh: Duration) -> Vec<(String, Option<i64>)> {
-    let tasks = store.backend().mirror_tasks(refresh, 100).await.unwrap();
+    let tasks = store.paimon().mirror_tasks(refresh, 100).await.unwrap();
     for task in &tasks {
-        store.backend().mirror_done(task, None).await.unwrap();
+        store.paimon().mirror_done(task, None).await.unwrap();
     }
     positions(&tasks)
 }
 
 /// The tasks due with a one-minute refresh.
-async fn due(backend: &dyn tidemark_store::Backend) -> Vec<MirrorTask> {
+async fn due(backend: tidemark_store::PaimonRegistry<'_>) -> Vec<MirrorTask> {
     backend.mirror_tasks(Duration::from_secs(60), 100).await.unwrap()
 }
 
@@ -83,7 +83,7 @@ fn positions(tasks: &[MirrorTask]) -> Vec<(String, Option<i64>)> {
 pub async fn registered_tables_are_listed_and_moves_forget_the_mirror(kind: Kind) {
     let db = TestDb::new(kind).await.unwrap();
     let store = Store::new(db.backend().await, policy());
-    let backend = store.backend();
+    let backend = store.paimon();
     assert!(backend.registered_tables().await.unwrap().is_empty());
     backend
         .register_table(&table(), "/warehouse/a", None, &ctx())
@@ -101,30 +101,30 @@ pub async fn registered_tables_are_listed_and_moves_forget_the_mirror(kind: Kind
     );
 
     commit(&store, "c1", 5).await;
-    let tasks = due(backend.as_ref()).await;
+    let tasks = due(backend).await;
     assert_eq!(positions(&tasks), [("c1".to_owned(), Some(6))]);
     assert_eq!(tasks[0].location, "/warehouse/a");
     backend.mirror_done(&tasks[0], None).await.unwrap();
-    assert!(due(backend.as_ref()).await.is_empty());
+    assert!(due(backend).await.is_empty());
 
     // Same location again: nothing to redo. A new location: everything.
     backend
         .register_table(&table(), "/warehouse/a", None, &ctx())
         .await
         .unwrap();
-    assert!(due(backend.as_ref()).await.is_empty());
+    assert!(due(backend).await.is_empty());
     backend
         .register_table(&table(), "s3://bucket/a", None, &ctx())
         .await
         .unwrap();
-    let tasks = due(backend.as_ref()).await;
+    let tasks = due(backend).await;
     assert_eq!(positions(&tasks), [("c1".to_owned(), Some(6))]);
     assert_eq!(tasks[0].location, "s3://bucket/a");
 
     assert!(backend.unregister_table(&table()).await.unwrap());
     assert!(!backend.unregister_table(&table()).await.unwrap());
     assert!(backend.registered_tables().await.unwrap().is_empty());
-    assert!(due(backend.as_ref()).await.is_empty());
+    assert!(due(backend).await.is_empty());
     assert_eq!(backend.mirror_state(&key("c1")).await.unwrap(), None);
 }
 
@@ -133,7 +133,7 @@ pub async fn stale_and_deleted_consumers_are_mirror_tasks_until_done(kind: Kind)
         .await
         .unwrap();
     let store = Store::new(db.backend().await, policy());
-    let backend = store.backend();
+    let backend = store.paimon();
     let refresh = Duration::from_secs(60);
     // Consumers of unregistered tables are never mirrored.
     commit(&store, "c1", 5).await;
@@ -202,7 +202,7 @@ pub async fn the_keepers_inventory_identities_and_repairs(kind: Kind) {
         .await
         .unwrap();
     let store = Store::new(db.backend().await, policy());
-    let backend = store.backend();
+    let backend = store.paimon();
     backend
         .register_table(&table(), "/warehouse/a", None, &ctx())
         .await
@@ -306,7 +306,7 @@ pub async fn the_keepers_inventory_identities_and_repairs(kind: Kind) {
     let before = store.key_state(&key("idle")).await.unwrap();
     let mut repair = tidemark_core::HistoryEvent::new(tidemark_core::EventKind::MirrorRepair, Some(99), Some(6));
     repair.detail = Some("changed: /warehouse/a/consumer/consumer-idle".into());
-    backend
+    store
         .append_history(&key("idle"), &[repair], &CallContext::new("mirror", "r-repair"))
         .await
         .unwrap();
@@ -315,8 +315,11 @@ pub async fn the_keepers_inventory_identities_and_repairs(kind: Kind) {
         before,
         "the row is untouched"
     );
-    let (loaded, history) = backend.load_with_history(&key("idle"), 2).await.unwrap();
-    assert_eq!(loaded.state.and_then(|s| s.next_snapshot()), Some(6));
+    let (state, history) = (
+        store.key_state(&key("idle")).await.unwrap(),
+        store.history(&key("idle"), 2).await.unwrap(),
+    );
+    assert_eq!(state.and_then(|s| s.next_snapshot()), Some(6));
     assert_eq!(history.len(), 2);
     let newest = &history[0];
     assert_eq!(newest.event.kind, tidemark_core::EventKind::MirrorRepair);

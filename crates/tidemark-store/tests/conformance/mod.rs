@@ -22,7 +22,7 @@ use tidemark_core::{
     ConsumerKey, CoreError, EventKind, KeyState, LeaseLoss, Offset, OnExpired, RecoveryRequest, RecoverySource,
     SnapshotRange, StartupMode,
 };
-use tidemark_store::{CallContext, Change, Locate, Store, StoreError};
+use tidemark_store::{CallContext, Change, FindKey, Store, StoreError};
 use tidemark_testkit::TestDb;
 use uuid::Uuid;
 
@@ -667,7 +667,7 @@ pub async fn stale_version_save_is_rejected(db: &TestDb) {
     let store = Store::new(Arc::clone(&backend), policy());
     let k = key("cas");
     store.acquire_lease(&ctx("a"), &k, "q", None).await.unwrap();
-    let stale = backend.load(Locate::Key(&k)).await.unwrap();
+    let stale = backend.load(FindKey::Key(&k)).await.unwrap();
     let lease = stale.state.as_ref().unwrap().lease.clone().unwrap();
     store.renew_lease(&ctx("b"), lease.lease_id, 1, None).await.unwrap();
     let mut changed = stale.state.clone().unwrap();
@@ -678,7 +678,7 @@ pub async fn stale_version_save_is_rejected(db: &TestDb) {
         new_grant: None,
         events: &[],
         ctx: &ctx("c"),
-        decided_at: None,
+        estimated_now: None,
     };
     assert!(
         backend.save(&stale, &change).await.unwrap().is_none(),
@@ -686,7 +686,7 @@ pub async fn stale_version_save_is_rejected(db: &TestDb) {
     );
     assert_eq!(store.key_state(&k).await.unwrap().unwrap().epoch, 1);
     // A second insert of a key that now exists loses too.
-    let fresh = backend.load(Locate::Key(&key("cas-new"))).await.unwrap();
+    let fresh = backend.load(FindKey::Key(&key("cas-new"))).await.unwrap();
     let mut new_state = KeyState::new(key("cas-new"));
     new_state.epoch = 5;
     let change = Change {
@@ -712,7 +712,7 @@ pub async fn save_requiring_a_live_lease_fails_after_its_deadline(db: &TestDb) {
         .acquire_lease(&ctx("a"), &k, "q", Some(Duration::from_millis(100)))
         .await
         .unwrap();
-    let loaded = backend.load(Locate::Key(&k)).await.unwrap();
+    let loaded = backend.load(FindKey::Key(&k)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let state = loaded.state.clone().unwrap();
     let change = Change {
@@ -721,7 +721,7 @@ pub async fn save_requiring_a_live_lease_fails_after_its_deadline(db: &TestDb) {
         new_grant: None,
         events: &[],
         ctx: &ctx("b"),
-        decided_at: None,
+        estimated_now: None,
     };
     assert!(
         backend.save(&loaded, &change).await.unwrap().is_none(),

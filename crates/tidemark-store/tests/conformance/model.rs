@@ -97,7 +97,7 @@ enum Op {
     },
     Expire,
     /// At least two seconds: a remembered decision is only used within
-    /// `DECIDED_AT_TOLERANCE` (1 s) of its estimated database time, and
+    /// `ESTIMATED_NOW_TOLERANCE` (1 s) of its estimated database time, and
     /// inside that window it legitimately answers more conservatively than
     /// the model (a deadline up to that much earlier). Bigger steps send
     /// the call to a fresh read, where answers must match exactly.

@@ -12,8 +12,9 @@ use tidemark_core::commit::{CommitBatch, CommitOutcome};
 use tidemark_core::lease::LeasePolicy;
 use tidemark_core::{BranchName, ConsumerKey, CoreError, LeaseLoss, Offset, TableName, TableOptions, Timestamp};
 use tidemark_store::{
-    Backend, BranchView, CallContext, Change, HistoryFilter, HistoryRecord, KeyFilter, Listed, Loaded, Locate,
-    MirrorState, MirrorTask, Pruned, RegisteredTable, Store, StoreError, StoredOptions,
+    Backend, BranchView, CallContext, Change, FindKey, HistoryFilter, HistoryRecord, HistoryStore, KeyFilter, KeyStore,
+    Listed, Loaded, MirrorState, MirrorTask, OptionsStore, PaimonStore, Pruned, RegisteredTable, Store, StoreError,
+    StoredOptions,
 };
 use tidemark_testkit::{Kind, TestDb};
 use uuid::Uuid;
@@ -73,33 +74,23 @@ impl Backend for Counting {
     async fn migrate(&self) -> Result<(), StoreError> {
         self.inner.migrate().await
     }
-    async fn load(&self, locate: Locate<'_>) -> Result<Loaded, StoreError> {
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
+    async fn close(&self) {
+        self.inner.close().await;
+    }
+}
+
+#[async_trait]
+impl KeyStore for Counting {
+    async fn load(&self, find: FindKey<'_>) -> Result<Loaded, StoreError> {
         self.loads.fetch_add(1, Ordering::SeqCst);
-        self.inner.load(locate).await
+        self.inner.load(find).await
     }
     async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<Option<Timestamp>, StoreError> {
         self.saves.fetch_add(1, Ordering::SeqCst);
         self.inner.save(loaded, change).await
-    }
-    async fn history_page(
-        &self,
-        filter: &HistoryFilter,
-        before_id: Option<i64>,
-        limit: i64,
-    ) -> Result<Vec<HistoryRecord>, StoreError> {
-        self.inner.history_page(filter, before_id, limit).await
-    }
-    async fn table_options(&self, table: &TableName) -> Result<StoredOptions, StoreError> {
-        self.inner.table_options(table).await
-    }
-    async fn save_table_options(
-        &self,
-        table: &TableName,
-        previous: &StoredOptions,
-        options: &TableOptions,
-        ctx: &CallContext,
-    ) -> Result<bool, StoreError> {
-        self.inner.save_table_options(table, previous, options, ctx).await
     }
     async fn load_with_history(
         &self,
@@ -127,9 +118,49 @@ impl Backend for Counting {
     ) -> Result<Vec<ConsumerKey>, StoreError> {
         self.inner.expired_keys(table, branch, limit).await
     }
+}
+
+#[async_trait]
+impl HistoryStore for Counting {
+    async fn history_page(
+        &self,
+        filter: &HistoryFilter,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<HistoryRecord>, StoreError> {
+        self.inner.history_page(filter, before_id, limit).await
+    }
+    async fn append_history(
+        &self,
+        key: &ConsumerKey,
+        events: &[tidemark_core::HistoryEvent],
+        ctx: &CallContext,
+    ) -> Result<(), StoreError> {
+        self.inner.append_history(key, events, ctx).await
+    }
     async fn prune(&self, older_than: Duration, limit: i64) -> Result<Pruned, StoreError> {
         self.inner.prune(older_than, limit).await
     }
+}
+
+#[async_trait]
+impl OptionsStore for Counting {
+    async fn table_options(&self, table: &TableName) -> Result<StoredOptions, StoreError> {
+        self.inner.table_options(table).await
+    }
+    async fn save_table_options(
+        &self,
+        table: &TableName,
+        previous: &StoredOptions,
+        options: &TableOptions,
+        ctx: &CallContext,
+    ) -> Result<bool, StoreError> {
+        self.inner.save_table_options(table, previous, options, ctx).await
+    }
+}
+
+#[async_trait]
+impl PaimonStore for Counting {
     async fn register_table(
         &self,
         table: &TableName,
@@ -142,22 +173,14 @@ impl Backend for Counting {
     async fn set_table_identity(&self, table: &TableName, location: &str, identity: &str) -> Result<(), StoreError> {
         self.inner.set_table_identity(table, location, identity).await
     }
-    async fn mirror_inventory(&self) -> Result<Vec<tidemark_store::MirrorEntry>, StoreError> {
-        self.inner.mirror_inventory().await
-    }
-    async fn append_history(
-        &self,
-        key: &ConsumerKey,
-        events: &[tidemark_core::HistoryEvent],
-        ctx: &CallContext,
-    ) -> Result<(), StoreError> {
-        self.inner.append_history(key, events, ctx).await
-    }
     async fn unregister_table(&self, table: &TableName) -> Result<bool, StoreError> {
         self.inner.unregister_table(table).await
     }
     async fn registered_tables(&self) -> Result<Vec<RegisteredTable>, StoreError> {
         self.inner.registered_tables().await
+    }
+    async fn mirror_inventory(&self) -> Result<Vec<tidemark_store::MirrorEntry>, StoreError> {
+        self.inner.mirror_inventory().await
     }
     async fn mirror_tasks(&self, refresh: Duration, limit: i64) -> Result<Vec<MirrorTask>, StoreError> {
         self.inner.mirror_tasks(refresh, limit).await
@@ -167,12 +190,6 @@ impl Backend for Counting {
     }
     async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError> {
         self.inner.mirror_state(key).await
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.ping().await
-    }
-    async fn close(&self) {
-        self.inner.close().await;
     }
 }
 

@@ -1,0 +1,126 @@
+//! Who may touch what: a caller's table scope and the leases it may use,
+//! and the one error that refuses them (PERMISSION_DENIED with the reason).
+
+use uuid::Uuid;
+
+use crate::ids::TableName;
+use crate::scope::TableScope;
+use crate::state::LeaseRecord;
+
+/// Why a caller was refused; nothing was read or changed on its behalf.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Denied {
+    /// The table is outside the caller's scope.
+    #[error("{principal} may not access table {table} (its tables: {scope})")]
+    TableNotInScope {
+        principal: String,
+        table: String,
+        scope: String,
+    },
+    /// A call spanning every table from a caller scoped to some.
+    #[error("{principal} is limited to tables {scope}: name a table to {what}")]
+    EveryTable {
+        principal: String,
+        scope: String,
+        what: String,
+    },
+    /// A worker using a lease another principal acquired.
+    #[error("lease {lease_id} was acquired by {owner}, not {principal}; a worker may only use its own leases")]
+    LeaseNotOwned {
+        lease_id: Uuid,
+        owner: String,
+        principal: String,
+    },
+}
+
+impl Denied {
+    /// The `google.rpc.ErrorInfo` reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Denied::TableNotInScope { .. } | Denied::EveryTable { .. } => "TABLE_NOT_IN_SCOPE",
+            Denied::LeaseNotOwned { .. } => "LEASE_NOT_OWNED",
+        }
+    }
+}
+
+/// A caller's rights.
+#[derive(Debug, Clone, Copy)]
+pub struct Access<'a> {
+    /// The authenticated principal.
+    pub principal: &'a str,
+    /// The tables it may touch.
+    pub scope: &'a TableScope,
+    /// Whether it may use leases other principals acquired (operators);
+    /// workers may only renew, commit or release their own.
+    pub any_lease: bool,
+}
+
+impl Access<'_> {
+    /// Refuses a table outside the scope.
+    pub fn table(&self, table: &TableName) -> Result<(), Denied> {
+        if self.scope.allows(table) {
+            return Ok(());
+        }
+        Err(Denied::TableNotInScope {
+            principal: self.principal.to_owned(),
+            table: table.as_str().to_owned(),
+            scope: self.scope.to_string(),
+        })
+    }
+
+    /// Refuses a call spanning every table (`what` it would do) to a
+    /// caller scoped to some.
+    pub fn every_table(&self, what: &str) -> Result<(), Denied> {
+        if self.scope.is_all() {
+            return Ok(());
+        }
+        Err(Denied::EveryTable {
+            principal: self.principal.to_owned(),
+            scope: self.scope.to_string(),
+            what: what.to_owned(),
+        })
+    }
+
+    /// Refuses the use of `lease` when another principal acquired it and
+    /// the caller may not use others' leases.
+    pub fn lease(&self, lease: &LeaseRecord) -> Result<(), Denied> {
+        if self.any_lease || lease.principal == self.principal {
+            return Ok(());
+        }
+        Err(Denied::LeaseNotOwned {
+            lease_id: lease.lease_id,
+            owner: lease.principal.clone(),
+            principal: self.principal.to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scope::TablePattern;
+
+    #[test]
+    fn scopes_and_leases_are_refused_with_their_reasons() {
+        let scope = TableScope::Only(vec![TablePattern::parse("db.*").unwrap()]);
+        let worker = Access {
+            principal: "w",
+            scope: &scope,
+            any_lease: false,
+        };
+        let inside = TableName::parse("db.a", "table").unwrap();
+        let outside = TableName::parse("other.a", "table").unwrap();
+        assert!(worker.table(&inside).is_ok());
+        let denied = worker.table(&outside).unwrap_err();
+        assert_eq!(denied.reason(), "TABLE_NOT_IN_SCOPE");
+        assert!(denied.to_string().contains("other.a"), "{denied}");
+        assert_eq!(worker.every_table("list").unwrap_err().reason(), "TABLE_NOT_IN_SCOPE");
+        let all = TableScope::All;
+        let operator = Access {
+            principal: "op",
+            scope: &all,
+            any_lease: true,
+        };
+        assert!(operator.every_table("list").is_ok());
+    }
+}

@@ -1,0 +1,205 @@
+//! Decoding rows other than `consumer_keys` (history, table options, the
+//! Paimon registry and mirror), shared by both backends: each backend's row
+//! type reads its timestamps through [`TimestampColumns`], the rest by
+//! column name.
+
+use std::time::Duration;
+
+use sqlx::{ColumnIndex, Decode, Row, Type};
+use tidemark_core::time::duration_micros;
+use tidemark_core::{ConsumerKey, ConsumerMode, EventKind, HistoryEvent, TableName, TableOptions, Timestamp};
+use uuid::Uuid;
+
+use crate::backend::{HistoryRecord, MirrorEntry, MirrorState, MirrorTask, RegisteredTable};
+use crate::error::StoreError;
+
+/// History columns in the order both backends bind them.
+pub(crate) struct EventColumns {
+    pub event: Vec<String>,
+    pub old_next: Vec<Option<i64>>,
+    pub new_next: Vec<Option<i64>>,
+    pub epoch: Vec<Option<i64>>,
+    pub lease_id: Vec<Option<Uuid>>,
+    pub batch_id: Vec<Option<i64>>,
+    pub holder: Vec<Option<String>>,
+    pub detail: Vec<Option<String>>,
+}
+
+impl EventColumns {
+    pub fn new(events: &[HistoryEvent]) -> Self {
+        Self {
+            event: events.iter().map(|e| e.kind.as_str().to_owned()).collect(),
+            old_next: events.iter().map(|e| e.old_next).collect(),
+            new_next: events.iter().map(|e| e.new_next).collect(),
+            epoch: events.iter().map(|e| e.epoch).collect(),
+            lease_id: events.iter().map(|e| e.lease_id).collect(),
+            batch_id: events.iter().map(|e| e.batch_id).collect(),
+            holder: events.iter().map(|e| e.holder.clone()).collect(),
+            detail: events.iter().map(|e| e.detail.clone()).collect(),
+        }
+    }
+}
+
+/// A database row type whose timestamps tidemark can read (Postgres stores
+/// `timestamptz`, SQLite integer microseconds).
+pub(crate) trait TimestampColumns: Row {
+    /// The timestamp in `column`, if not NULL.
+    fn timestamp(&self, column: &str) -> Result<Option<Timestamp>, sqlx::Error>;
+}
+
+/// The table options joined into a row as `opt_expiration_us`,
+/// `opt_changelog_only` and `opt_mode` (all NULL: defaults).
+pub(crate) fn options<R>(row: &R) -> Result<TableOptions, StoreError>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let expiration: Option<i64> = row.try_get("opt_expiration_us")?;
+    let mode: Option<String> = row.try_get("opt_mode")?;
+    Ok(TableOptions {
+        expiration: expiration.map(|us| Duration::from_micros(u64::try_from(us).unwrap_or(0))),
+        changelog_only: row.try_get::<Option<bool>, _>("opt_changelog_only")?.unwrap_or(false),
+        mode: match mode {
+            None => None,
+            Some(m) => Some(
+                ConsumerMode::parse(&m).ok_or_else(|| StoreError::Internal(format!("unknown consumer mode {m:?}")))?,
+            ),
+        },
+    })
+}
+
+/// A `history` row.
+pub(crate) fn history<R>(row: &R) -> Result<HistoryRecord, StoreError>
+where
+    R: TimestampColumns,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Uuid: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let kind: String = row.try_get("event")?;
+    Ok(HistoryRecord {
+        id: row.try_get("id")?,
+        at: row
+            .timestamp("at")?
+            .ok_or_else(|| StoreError::Internal("history row without a time".into()))?,
+        key: key_of(row)?,
+        event: HistoryEvent {
+            kind: EventKind::parse(&kind)
+                .ok_or_else(|| StoreError::Internal(format!("unknown history event {kind:?}")))?,
+            old_next: row.try_get("old_next")?,
+            new_next: row.try_get("new_next")?,
+            epoch: row.try_get("epoch")?,
+            lease_id: row.try_get("lease_id")?,
+            batch_id: row.try_get("batch_id")?,
+            holder: row.try_get("holder")?,
+            detail: row.try_get("detail")?,
+        },
+        principal: row.try_get("principal")?,
+        request_id: row.try_get("request_id")?,
+    })
+}
+/// A `paimon_tables` row.
+pub(crate) fn registered<R>(row: &R) -> Result<RegisteredTable, StoreError>
+where
+    R: TimestampColumns,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(RegisteredTable {
+        table: TableName::parse(&row.try_get::<String, _>("table_name")?, "table_name")
+            .map_err(|v| StoreError::Internal(format!("a stored table name is invalid: {v:?}")))?,
+        location: row.try_get("location")?,
+        registered_at: row
+            .timestamp("registered_at")?
+            .ok_or_else(|| StoreError::Internal("a registration without a time".into()))?,
+        registered_by: row.try_get("registered_by")?,
+        identity: row.try_get("identity")?,
+    })
+}
+
+/// A mirror inventory row: the key, its location, position, refresh and
+/// what its file was last written with, whether it is kept, its pin.
+pub(crate) fn mirror_entry<R>(row: &R) -> Result<MirrorEntry, StoreError>
+where
+    R: TimestampColumns,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<Uuid>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let pin_lease: Option<Uuid> = row.try_get("pin_lease")?;
+    let pin_snapshot: Option<i64> = row.try_get("pin_snapshot")?;
+    Ok(MirrorEntry {
+        key: key_of(row)?,
+        location: row.try_get("location")?,
+        next_snapshot: row.try_get("next_snapshot")?,
+        updated_at: row.timestamp("consumer_updated_at")?,
+        mirrored_next: row.try_get("mirrored_next")?,
+        kept: row.try_get("kept")?,
+        pin: pin_lease.zip(pin_snapshot),
+        lease: row.try_get("lease_id")?,
+    })
+}
+
+/// A mirror task row (key, location, position and updated_at).
+pub(crate) fn mirror_task<R>(row: &R) -> Result<MirrorTask, StoreError>
+where
+    R: TimestampColumns,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(MirrorTask {
+        key: key_of(row)?,
+        location: row.try_get("location")?,
+        next_snapshot: row.try_get("next_snapshot")?,
+        updated_at: row.timestamp("consumer_updated_at")?,
+    })
+}
+
+/// A `consumer_mirrors` row.
+pub(crate) fn mirror_state<R>(row: &R) -> Result<MirrorState, StoreError>
+where
+    R: TimestampColumns,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> i32: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(MirrorState {
+        mirrored_next: row.try_get("mirrored_next")?,
+        mirrored_updated_at: row.timestamp("mirrored_updated_at")?,
+        mirrored_at: row.timestamp("mirrored_at")?,
+        failures: row.try_get("failures")?,
+        last_error: row.try_get("last_error")?,
+    })
+}
+
+pub(crate) fn key_of<R>(row: &R) -> Result<ConsumerKey, sqlx::Error>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(ConsumerKey::from_trusted(
+        &row.try_get::<String, _>("table_name")?,
+        &row.try_get::<String, _>("branch")?,
+        &row.try_get::<String, _>("consumer_id")?,
+    ))
+}
+
+/// `consumer.expiration-time` as stored (microseconds).
+pub(crate) fn expiration_us(options: &TableOptions) -> Option<i64> {
+    options.expiration.map(duration_micros)
+}
+
+/// `consumer.mode` as stored.
+pub(crate) fn mode_text(options: &TableOptions) -> Option<&'static str> {
+    options.mode.map(ConsumerMode::as_str)
+}

@@ -1,0 +1,117 @@
+//! The audit trail on Postgres.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::PgConnection;
+use tidemark_core::time::duration_micros;
+use tidemark_core::{BranchName, ConsumerId, ConsumerKey, HistoryEvent};
+
+use super::PostgresBackend;
+use crate::backend::{CallContext, HistoryFilter, HistoryRecord, HistoryStore, Pruned};
+use crate::decode::{self, EventColumns};
+use crate::error::StoreError;
+
+const HISTORY_PAGE: &str = "SELECT id, at, table_name, branch, consumer_id, event, old_next, new_next, epoch,
+           lease_id, batch_id, holder, principal, request_id, detail
+    FROM history
+    WHERE table_name = $1 AND ($2::text IS NULL OR branch = $2) AND ($3::text IS NULL OR consumer_id = $3)
+      AND ($4::bigint IS NULL OR id < $4)
+    ORDER BY id DESC LIMIT $5";
+
+const APPEND_HISTORY: &str = "INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next,
+                         epoch, lease_id, batch_id, holder, principal, request_id, detail)
+    SELECT tidemark_now(), $1, $2, $3, e.event, e.old_next, e.new_next, e.epoch, e.lease_id, e.batch_id, e.holder,
+           $4, $5, e.detail
+    FROM unnest($6::text[], $7::int8[], $8::int8[], $9::int8[], $10::uuid[], $11::int8[], $12::text[], $13::text[])
+      WITH ORDINALITY AS e(event, old_next, new_next, epoch, lease_id, batch_id, holder, detail, n)
+    ORDER BY e.n";
+
+// Old rows are found through the BRIN index on `at` and deleted by tuple
+// id (history has no index on `id` alone).
+const PRUNE_HISTORY: &str = "DELETE FROM history WHERE ctid IN (
+      SELECT ctid FROM history WHERE at < tidemark_now() - $1 * interval '1 microsecond' LIMIT $2)";
+
+// A grant is only needed while it is its key's current lease (or recent
+// enough that a stale caller should learn the current epoch).
+const PRUNE_GRANTS: &str = "DELETE FROM lease_grants WHERE lease_id IN (
+      SELECT g.lease_id FROM lease_grants g
+      WHERE g.granted_at < tidemark_now() - $1 * interval '1 microsecond'
+        AND NOT EXISTS (SELECT 1 FROM consumer_keys k
+                        WHERE k.table_name = g.table_name AND k.branch = g.branch
+                          AND k.consumer_id = g.consumer_id AND k.lease_id = g.lease_id)
+      LIMIT $2)";
+
+/// A page of history on `conn` (a pool connection or a snapshot's
+/// transaction).
+pub(super) async fn page(
+    conn: &mut PgConnection,
+    filter: &HistoryFilter,
+    before_id: Option<i64>,
+    limit: i64,
+) -> Result<Vec<HistoryRecord>, StoreError> {
+    let rows = sqlx::query(HISTORY_PAGE)
+        .bind(filter.table.as_str())
+        .bind(filter.branch.as_ref().map(BranchName::as_str))
+        .bind(filter.consumer_id.as_ref().map(ConsumerId::as_str))
+        .bind(before_id)
+        .bind(limit)
+        .fetch_all(conn)
+        .await?;
+    rows.iter().map(decode::history).collect()
+}
+
+#[async_trait]
+impl HistoryStore for PostgresBackend {
+    async fn history_page(
+        &self,
+        filter: &HistoryFilter,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<HistoryRecord>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        page(&mut conn, filter, before_id, limit).await
+    }
+
+    async fn append_history(
+        &self,
+        key: &ConsumerKey,
+        events: &[HistoryEvent],
+        ctx: &CallContext,
+    ) -> Result<(), StoreError> {
+        let columns = EventColumns::new(events);
+        sqlx::query(APPEND_HISTORY)
+            .bind(key.table.as_str())
+            .bind(key.branch.as_str())
+            .bind(key.consumer_id.as_str())
+            .bind(&ctx.principal)
+            .bind(&ctx.request_id)
+            .bind(columns.event)
+            .bind(columns.old_next)
+            .bind(columns.new_next)
+            .bind(columns.epoch)
+            .bind(columns.lease_id)
+            .bind(columns.batch_id)
+            .bind(columns.holder)
+            .bind(columns.detail)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn prune(&self, older_than: Duration, limit: i64) -> Result<Pruned, StoreError> {
+        let history = sqlx::query(PRUNE_HISTORY)
+            .bind(duration_micros(older_than))
+            .bind(limit)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let grants = sqlx::query(PRUNE_GRANTS)
+            .bind(duration_micros(older_than))
+            .bind(limit)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(Pruned { history, grants })
+    }
+}

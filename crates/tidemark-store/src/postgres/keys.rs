@@ -1,0 +1,472 @@
+//! `consumer_keys` on Postgres: reads of one key, of a listing and of a
+//! branch's fence, and the compare-and-set writes.
+//!
+//! A read is one statement (the row plus `tidemark_now()`); a write is one
+//! statement whose CTEs lock and compare-and-set the row, record a lease
+//! grant and append the history. Parameters come in a fixed order — the key
+//! (`$1`–`$3`), then what the statement needs, then the row's columns, whose
+//! placeholders [`KeyRow`] writes — so no statement counts columns.
+
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use sqlx::Row;
+use sqlx::postgres::{PgPool, PgRow};
+use tidemark_core::time::duration_micros;
+use tidemark_core::{BranchName, ConsumerKey, TableName, Timestamp};
+
+use super::group_commit::{Applied, OneEventWrite, Outcome};
+use super::{LIVE_LEASE, OPTION_COLUMNS, PostgresBackend, UNEXPIRED, from_ts, ts};
+use crate::backend::{
+    BranchView, Change, ESTIMATED_NOW_TOLERANCE, FindKey, HistoryRecord, KeyFilter, KeyStore, Listed, Loaded,
+};
+use crate::decode::{self, EventColumns};
+use crate::error::StoreError;
+use crate::row::{KeyRow, PgQuery, Placeholders::Dollar, decode_pg};
+
+static LOAD_BY_KEY: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT tidemark_now() AS db_now, {row}, {OPTION_COLUMNS}
+         FROM (SELECT 1) AS one
+         LEFT JOIN consumer_keys k ON k.table_name = $1 AND k.branch = $2 AND k.consumer_id = $3
+         LEFT JOIN table_options o ON o.table_name = $1",
+        row = KeyRow::select_list("k")
+    )
+});
+
+// Through lease_grants, so a superseded lease still finds its key.
+static LOAD_BY_LEASE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT tidemark_now() AS db_now, {row}, {OPTION_COLUMNS}
+         FROM (SELECT 1) AS one
+         LEFT JOIN lease_grants g ON g.lease_id = $1
+         LEFT JOIN consumer_keys k
+           ON k.table_name = g.table_name AND k.branch = g.branch AND k.consumer_id = g.consumer_id
+         LEFT JOIN table_options o ON o.table_name = g.table_name",
+        row = KeyRow::select_list("k")
+    )
+});
+
+static LIST_KEYS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT tidemark_now() AS db_now, {row}, {OPTION_COLUMNS}
+         FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
+         WHERE ($1::text IS NULL OR k.table_name = $1) AND ($2::text IS NULL OR k.branch = $2)
+           AND ($3::text IS NULL OR left(k.consumer_id, length($3)) = $3)
+           AND ($4::text IS NULL OR (k.table_name, k.branch, k.consumer_id) > ($4::text, $5::text, $6::text))
+           AND (k.next_snapshot IS NOT NULL OR {LIVE_LEASE})
+         ORDER BY k.table_name, k.branch, k.consumer_id LIMIT $7",
+        row = KeyRow::select_list("k")
+    )
+});
+
+/// The query behind retention fences: the lowest unexpired consumers of a
+/// branch (`$1` table, `$2` branch, `$3` limit). Public so benchmarks and
+/// tests can check its plan walks the position index.
+pub static BRANCH_CONSUMERS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {row}
+         FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
+         WHERE k.table_name = $1 AND k.branch = $2 AND k.next_snapshot IS NOT NULL AND {UNEXPIRED}
+         ORDER BY k.next_snapshot, k.consumer_id LIMIT $3",
+        row = KeyRow::select_list("k")
+    )
+});
+
+/// A branch's options, lowest consumers and lowest live full-scan pins in
+/// one statement, so one snapshot (SPEC §8): read apart, a scan completing
+/// in between (its pin gone, its consumer not yet seen) showed no fence.
+/// One row per consumer (`kind` 0) and pin (`kind` 1), each carrying the
+/// clock and the options; one row with a NULL `kind` when there are none.
+static BRANCH_VIEW: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH head AS (
+           SELECT tidemark_now() AS db_now, {OPTION_COLUMNS}
+           FROM (SELECT 1) AS one LEFT JOIN table_options o ON o.table_name = $1),
+         holders AS (
+           (SELECT 0 AS kind, {row}
+            FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
+            WHERE k.table_name = $1 AND k.branch = $2 AND k.next_snapshot IS NOT NULL AND {UNEXPIRED}
+            ORDER BY k.next_snapshot, k.consumer_id LIMIT $3)
+           UNION ALL
+           (SELECT 1 AS kind, {row}
+            FROM consumer_keys k
+            WHERE k.table_name = $1 AND k.branch = $2 AND k.full_scan_pin IS NOT NULL AND {LIVE_LEASE}
+            ORDER BY k.full_scan_pin, k.consumer_id LIMIT $3))
+         SELECT head.*, holders.* FROM head LEFT JOIN holders ON true",
+        row = KeyRow::select_list("k")
+    )
+});
+
+static EXPIRED_KEYS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT k.table_name, k.branch, k.consumer_id
+         FROM table_options o JOIN consumer_keys k ON k.table_name = o.table_name
+         WHERE o.expiration_us IS NOT NULL AND ($1::text IS NULL OR k.table_name = $1)
+           AND ($2::text IS NULL OR k.branch = $2) AND k.next_snapshot IS NOT NULL
+           AND k.consumer_updated_at < tidemark_now() - o.expiration_us * interval '1 microsecond'
+           AND NOT coalesce({LIVE_LEASE}, false)
+         ORDER BY k.consumer_updated_at LIMIT $3"
+    )
+});
+
+/// The row's lock, then the clock (SPEC §1): deadlines are judged, and the
+/// write stamped, by one reading of the database clock taken once the row is
+/// locked, so a write that waited on a lock is judged by when it lands.
+/// Every update below starts with these CTEs and joins `clock`: the join
+/// reads the clock (so takes the lock) before the row is updated; read only
+/// afterwards, the lock would skip the row this very statement updated.
+const LOCK_THEN_CLOCK: &str = "WITH locked AS (
+      SELECT 1 FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 FOR UPDATE),
+    clock AS (SELECT tidemark_write_now() AS t FROM locked)";
+
+/// The compare-and-set update: the row's columns from `$row` on, checked
+/// against its version, the lease's liveness and the estimated time
+/// (`$checks` to `$checks+3`, bound by [`bind_checks`]).
+fn update_key_row(checks: usize, row: usize) -> String {
+    let (version, live, estimate, tolerance) = (checks, checks + 1, checks + 2, checks + 3);
+    format!(
+        "UPDATE consumer_keys SET version = version + 1, {set}
+         FROM clock
+         WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND version = ${version}
+           AND (NOT ${live} OR (lease_status = 1 AND lease_deadline > clock.t))
+           AND (${estimate}::timestamptz IS NULL
+                OR (clock.t >= ${estimate} AND clock.t < ${estimate} + ${tolerance} * interval '1 microsecond'))",
+        set = KeyRow::assignments(Dollar, row)
+    )
+}
+
+/// The grant and the history of a general write (`$4`–`$14`, bound by
+/// [`bind_grant_and_history`]) from the `written` CTE.
+const GRANT_AND_HISTORY: &str = ",
+    grant_row AS (
+      INSERT INTO lease_grants (lease_id, table_name, branch, consumer_id, epoch, holder, granted_at)
+      SELECT w.lease_id, w.table_name, w.branch, w.consumer_id, w.lease_epoch, w.lease_holder, w.lease_acquired_at
+      FROM written w WHERE $4),
+    events AS (
+      INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, lease_id,
+                           batch_id, holder, principal, request_id, detail)
+      SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, e.event, e.old_next, e.new_next,
+             e.epoch, e.lease_id, e.batch_id, e.holder, $5, $6, e.detail
+      FROM written w,
+           unnest($7::text[], $8::int8[], $9::int8[], $10::int8[], $11::uuid[], $12::int8[], $13::text[], $14::text[])
+             AS e(event, old_next, new_next, epoch, lease_id, batch_id, holder, detail))
+    SELECT count(*), (SELECT t FROM clock) FROM written";
+
+const WRITTEN_COLUMNS: &str = "table_name, branch, consumer_id, lease_id, lease_epoch, lease_holder, lease_acquired_at";
+
+/// A general update: the grant and history, the checks (`$15`–`$18`), the
+/// row (`$19`…).
+static UPDATE_ROW: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING {WRITTEN_COLUMNS}){GRANT_AND_HISTORY}",
+        update = update_key_row(15, 19)
+    )
+});
+
+/// A new row: the grant and history, the row (`$15`…).
+static INSERT_ROW: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH clock AS (SELECT tidemark_write_now() AS t),
+         written AS (
+           INSERT INTO consumer_keys (table_name, branch, consumer_id, version, {columns})
+           VALUES ($1, $2, $3, 1, {values})
+           ON CONFLICT DO NOTHING RETURNING {WRITTEN_COLUMNS}){GRANT_AND_HISTORY}",
+        columns = KeyRow::column_list(),
+        values = KeyRow::placeholders(Dollar, 15)
+    )
+});
+
+/// The commonest writes, without arrays or the grant step: an update with
+/// no history row (a renewal: the checks `$4`–`$7`, the row `$8`…) ...
+static UPDATE_ROW_NO_EVENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING 1) SELECT (SELECT t FROM clock) FROM written",
+        update = update_key_row(4, 8)
+    )
+});
+
+/// One history row's values (`$8`–`$17`, bound by [`bind_event`]).
+const ONE_EVENT: &str = "INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch,
+                         lease_id, batch_id, holder, principal, request_id, detail)
+    SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id,
+           $8, $9, $10, $11, $12, $13, $14, $15, $16, $17
+    FROM written w";
+
+/// ... and an update with exactly one history row (a commit: the checks
+/// `$4`–`$7`, the event `$8`–`$17`, the row `$18`…) ...
+static UPDATE_ROW_ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING table_name, branch, consumer_id)
+         {ONE_EVENT} RETURNING at",
+        update = update_key_row(4, 18)
+    )
+});
+
+/// ... and the same, unless another transaction holds the row's lock (then
+/// nothing is written and `locked` is false): group commit's batch of one.
+static UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH locked AS (
+           SELECT 1 FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3
+           FOR UPDATE SKIP LOCKED),
+         clock AS (SELECT tidemark_write_now() AS t FROM locked),
+         written AS ({update} AND EXISTS (SELECT 1 FROM locked) RETURNING table_name, branch, consumer_id),
+         logged AS ({ONE_EVENT})
+         SELECT EXISTS (SELECT 1 FROM locked) AS locked, EXISTS (SELECT 1 FROM written) AS written,
+                coalesce((SELECT t FROM clock), tidemark_write_now()) AS at",
+        update = update_key_row(4, 18)
+    )
+});
+
+fn bind_key<'q>(query: PgQuery<'q>, key: &ConsumerKey) -> PgQuery<'q> {
+    query
+        .bind(key.table.as_str().to_owned())
+        .bind(key.branch.as_str().to_owned())
+        .bind(key.consumer_id.as_str().to_owned())
+}
+
+/// The version, whether the lease must be live, and the estimated time
+/// with its tolerance.
+fn bind_checks<'q>(
+    query: PgQuery<'q>,
+    version: i64,
+    requires_live_lease: bool,
+    estimated_now: Option<Timestamp>,
+) -> PgQuery<'q> {
+    query
+        .bind(version)
+        .bind(requires_live_lease)
+        .bind(estimated_now.map(ts))
+        .bind(duration_micros(ESTIMATED_NOW_TOLERANCE))
+}
+
+fn bind_grant_and_history<'q>(query: PgQuery<'q>, change: &Change<'_>) -> PgQuery<'q> {
+    let events = EventColumns::new(change.events);
+    query
+        .bind(change.new_grant.is_some())
+        .bind(change.ctx.principal.clone())
+        .bind(change.ctx.request_id.clone())
+        .bind(events.event)
+        .bind(events.old_next)
+        .bind(events.new_next)
+        .bind(events.epoch)
+        .bind(events.lease_id)
+        .bind(events.batch_id)
+        .bind(events.holder)
+        .bind(events.detail)
+}
+
+fn bind_event<'q>(query: PgQuery<'q>, write: &'q OneEventWrite) -> PgQuery<'q> {
+    let event = &write.event;
+    query
+        .bind(event.kind.as_str())
+        .bind(event.old_next)
+        .bind(event.new_next)
+        .bind(event.epoch)
+        .bind(event.lease_id)
+        .bind(event.batch_id)
+        .bind(event.holder.clone())
+        .bind(write.principal.clone())
+        .bind(write.request_id.clone())
+        .bind(event.detail.clone())
+}
+
+fn bind_one_event<'q>(sql: &'static str, write: &'q OneEventWrite) -> PgQuery<'q> {
+    let query = bind_key(sqlx::query(sql), &write.key);
+    let query = bind_checks(query, write.version, write.requires_live_lease, write.estimated_now);
+    write.row.clone().bind_pg(bind_event(query, write))
+}
+
+/// A compare-and-set update with one history row, as its own statement.
+pub(crate) async fn write_one_event(pool: &PgPool, write: &OneEventWrite) -> Outcome {
+    let written = bind_one_event(&UPDATE_ROW_ONE_EVENT, write)
+        .fetch_optional(pool)
+        .await?;
+    written
+        .map(|row| Ok(from_ts(row.try_get(0)?)))
+        .transpose()
+        .map_err(|e: sqlx::Error| e.into())
+}
+
+/// The same, unless another transaction holds the row's lock.
+pub(crate) async fn write_one_event_unless_locked(pool: &PgPool, write: &OneEventWrite) -> Result<Applied, StoreError> {
+    let row = bind_one_event(&UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED, write)
+        .fetch_one(pool)
+        .await?;
+    Ok(Applied::decode(&row)?)
+}
+
+/// A row read with [`LOAD_BY_KEY`] or [`LOAD_BY_LEASE`].
+fn decode_loaded(row: &PgRow) -> Result<Loaded, StoreError> {
+    let now = from_ts(row.try_get("db_now")?);
+    let options = decode::options(row)?;
+    // The LEFT JOIN yields NULL key columns when the key has no row.
+    if row.try_get::<Option<String>, _>("table_name")?.is_none() {
+        return Ok(Loaded {
+            state: None,
+            version: None,
+            now,
+            options,
+        });
+    }
+    let (state, version) = decode_pg(row)?;
+    Ok(Loaded {
+        state: Some(state),
+        version: Some(version),
+        now,
+        options,
+    })
+}
+
+#[async_trait]
+impl KeyStore for PostgresBackend {
+    async fn load(&self, find: FindKey<'_>) -> Result<Loaded, StoreError> {
+        let row = match find {
+            FindKey::Key(key) => {
+                bind_key(sqlx::query(LOAD_BY_KEY.as_str()), key)
+                    .fetch_one(&self.pool)
+                    .await?
+            }
+            FindKey::Lease(lease_id) => {
+                sqlx::query(LOAD_BY_LEASE.as_str())
+                    .bind(lease_id)
+                    .fetch_one(&self.pool)
+                    .await?
+            }
+        };
+        decode_loaded(&row)
+    }
+
+    async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<Option<Timestamp>, StoreError> {
+        let key = &change.state.key;
+        let row = KeyRow::from_state(change.state);
+        if let (Some(version), None) = (loaded.version, change.new_grant) {
+            match change.events {
+                [] => {
+                    let query = bind_key(sqlx::query(UPDATE_ROW_NO_EVENT.as_str()), key);
+                    let query = bind_checks(query, version, change.requires_live_lease, change.estimated_now);
+                    let written = row.bind_pg(query).fetch_optional(&self.pool).await?;
+                    return written
+                        .map(|row| Ok(from_ts(row.try_get(0)?)))
+                        .transpose()
+                        .map_err(|e: sqlx::Error| e.into());
+                }
+                [event] => {
+                    let write = OneEventWrite {
+                        key: key.clone(),
+                        row,
+                        version,
+                        requires_live_lease: change.requires_live_lease,
+                        estimated_now: change.estimated_now,
+                        event: event.clone(),
+                        principal: change.ctx.principal.clone(),
+                        request_id: change.ctx.request_id.clone(),
+                    };
+                    return match &self.group {
+                        Some(group) => group.write(write).await,
+                        None => write_one_event(&self.pool, &write).await,
+                    };
+                }
+                _ => {}
+            }
+        }
+        let query = match loaded.version {
+            Some(version) => {
+                let query = bind_grant_and_history(bind_key(sqlx::query(UPDATE_ROW.as_str()), key), change);
+                bind_checks(query, version, change.requires_live_lease, change.estimated_now)
+            }
+            None => bind_grant_and_history(bind_key(sqlx::query(INSERT_ROW.as_str()), key), change),
+        };
+        let answer = row.bind_pg(query).fetch_one(&self.pool).await?;
+        let written: i64 = answer.try_get(0)?;
+        if written != 1 {
+            return Ok(None);
+        }
+        Ok(Some(from_ts(answer.try_get(1)?)))
+    }
+
+    async fn load_with_history(
+        &self,
+        key: &ConsumerKey,
+        limit: i64,
+    ) -> Result<(Loaded, Vec<HistoryRecord>), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        let row = bind_key(sqlx::query(LOAD_BY_KEY.as_str()), key)
+            .fetch_one(&mut *tx)
+            .await?;
+        let history = super::history::page(&mut tx, &crate::HistoryFilter::key(key), None, limit).await?;
+        tx.commit().await?;
+        Ok((decode_loaded(&row)?, history))
+    }
+
+    async fn list_keys(
+        &self,
+        filter: &KeyFilter,
+        after: Option<&ConsumerKey>,
+        limit: i64,
+    ) -> Result<Listed, StoreError> {
+        let rows = sqlx::query(LIST_KEYS.as_str())
+            .bind(filter.table.as_ref().map(TableName::as_str))
+            .bind(filter.branch.as_ref().map(BranchName::as_str))
+            .bind(filter.consumer_id_prefix.as_deref())
+            .bind(after.map(|k| k.table.as_str()))
+            .bind(after.map(|k| k.branch.as_str()))
+            .bind(after.map(|k| k.consumer_id.as_str()))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        let now = match rows.first() {
+            Some(row) => from_ts(row.try_get("db_now")?),
+            None => Timestamp::default(),
+        };
+        let rows = rows
+            .iter()
+            .map(|row| Ok((decode_pg(row)?.0, decode::options(row)?)))
+            .collect::<Result<_, StoreError>>()?;
+        Ok(Listed { now, rows })
+    }
+
+    async fn branch_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError> {
+        let rows = sqlx::query(BRANCH_VIEW.as_str())
+            .bind(table.as_str())
+            .bind(branch.as_str())
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        let head = rows.first().ok_or(StoreError::Contention)?;
+        let mut view = BranchView {
+            now: from_ts(head.try_get("db_now")?),
+            options: decode::options(head)?,
+            consumers: Vec::new(),
+            pins: Vec::new(),
+        };
+        for row in &rows {
+            match row.try_get::<Option<i32>, _>("kind")? {
+                Some(0) => view.consumers.push(decode_pg(row)?.0),
+                Some(_) => view.pins.push(decode_pg(row)?.0),
+                None => {}
+            }
+        }
+        view.sort();
+        Ok(view)
+    }
+
+    async fn expired_keys(
+        &self,
+        table: Option<&TableName>,
+        branch: Option<&BranchName>,
+        limit: i64,
+    ) -> Result<Vec<ConsumerKey>, StoreError> {
+        let rows = sqlx::query(EXPIRED_KEYS.as_str())
+            .bind(table.map(TableName::as_str))
+            .bind(branch.map(BranchName::as_str))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(|row| Ok(decode::key_of(row)?)).collect()
+    }
+}

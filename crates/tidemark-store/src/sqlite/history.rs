@@ -1,0 +1,121 @@
+//! The audit trail on SQLite.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tidemark_core::time::duration_micros;
+use tidemark_core::{BranchName, ConsumerId, ConsumerKey, HistoryEvent, Timestamp};
+
+use super::SqliteBackend;
+use crate::backend::{CallContext, HistoryFilter, HistoryRecord, HistoryStore, Pruned};
+use crate::decode::{self, EventColumns};
+use crate::error::StoreError;
+
+const HISTORY_PAGE: &str = "SELECT id, at, table_name, branch, consumer_id, event, old_next, new_next, epoch, \
+    lease_id, batch_id, holder, principal, request_id, detail FROM history \
+    WHERE table_name = ?1 AND (?2 IS NULL OR branch = ?2) AND (?3 IS NULL OR consumer_id = ?3) \
+    AND (?4 IS NULL OR id < ?4) ORDER BY id DESC LIMIT ?5";
+
+const INSERT_HISTORY: &str = "INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, \
+    epoch, lease_id, batch_id, holder, principal, request_id, detail) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+
+const PRUNE_HISTORY: &str = "DELETE FROM history WHERE id IN (SELECT id FROM history WHERE at < ?1 \
+    ORDER BY at LIMIT ?2)";
+
+const PRUNE_GRANTS: &str = "DELETE FROM lease_grants WHERE lease_id IN (SELECT g.lease_id FROM lease_grants g \
+    WHERE g.granted_at < ?1 AND NOT EXISTS (SELECT 1 FROM consumer_keys k WHERE k.table_name = g.table_name \
+    AND k.branch = g.branch AND k.consumer_id = g.consumer_id AND k.lease_id = g.lease_id) LIMIT ?2)";
+
+/// Appends a key's history rows inside a write transaction, stamped `now`.
+pub(super) async fn insert_history(
+    tx: &mut sqlx::SqliteConnection,
+    now: Timestamp,
+    key: &ConsumerKey,
+    events: &[HistoryEvent],
+    ctx: &CallContext,
+) -> Result<(), StoreError> {
+    let columns = EventColumns::new(events);
+    for i in 0..events.len() {
+        sqlx::query(INSERT_HISTORY)
+            .bind(now.as_micros())
+            .bind(key.table.as_str())
+            .bind(key.branch.as_str())
+            .bind(key.consumer_id.as_str())
+            .bind(&columns.event[i])
+            .bind(columns.old_next[i])
+            .bind(columns.new_next[i])
+            .bind(columns.epoch[i])
+            .bind(columns.lease_id[i])
+            .bind(columns.batch_id[i])
+            .bind(&columns.holder[i])
+            .bind(&ctx.principal)
+            .bind(&ctx.request_id)
+            .bind(&columns.detail[i])
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// A page of history on `conn` (a pool connection or a snapshot's
+/// transaction).
+pub(super) async fn page(
+    conn: &mut sqlx::SqliteConnection,
+    filter: &HistoryFilter,
+    before_id: Option<i64>,
+    limit: i64,
+) -> Result<Vec<HistoryRecord>, StoreError> {
+    let rows = sqlx::query(HISTORY_PAGE)
+        .bind(filter.table.as_str())
+        .bind(filter.branch.as_ref().map(BranchName::as_str))
+        .bind(filter.consumer_id.as_ref().map(ConsumerId::as_str))
+        .bind(before_id)
+        .bind(limit)
+        .fetch_all(conn)
+        .await?;
+    rows.iter().map(decode::history).collect()
+}
+
+#[async_trait]
+impl HistoryStore for SqliteBackend {
+    async fn history_page(
+        &self,
+        filter: &HistoryFilter,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<HistoryRecord>, StoreError> {
+        let mut conn = self.readers.acquire().await?;
+        page(&mut conn, filter, before_id, limit).await
+    }
+
+    async fn append_history(
+        &self,
+        key: &ConsumerKey,
+        events: &[HistoryEvent],
+        ctx: &CallContext,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        let now = self.clock.now();
+        insert_history(&mut tx, now, key, events, ctx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn prune(&self, older_than: Duration, limit: i64) -> Result<Pruned, StoreError> {
+        let cutoff = self.clock.now().as_micros() - duration_micros(older_than);
+        let history = sqlx::query(PRUNE_HISTORY)
+            .bind(cutoff)
+            .bind(limit)
+            .execute(&self.writer)
+            .await?
+            .rows_affected();
+        let grants = sqlx::query(PRUNE_GRANTS)
+            .bind(cutoff)
+            .bind(limit)
+            .execute(&self.writer)
+            .await?
+            .rows_affected();
+        Ok(Pruned { history, grants })
+    }
+}

@@ -1,0 +1,177 @@
+//! The Paimon registry and the mirror's bookkeeping on SQLite.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tidemark_core::time::duration_micros;
+use tidemark_core::{ConsumerKey, TableName, Timestamp};
+
+use super::SqliteBackend;
+use crate::backend::{CallContext, MirrorEntry, MirrorState, MirrorTask, PaimonStore, RegisteredTable};
+use crate::decode;
+use crate::error::StoreError;
+
+const FORGET_MOVED_MIRRORS: &str = "DELETE FROM consumer_mirrors WHERE table_name = ?1 \
+    AND EXISTS (SELECT 1 FROM paimon_tables WHERE table_name = ?1 AND location <> ?2)";
+
+const REGISTER_TABLE: &str = "INSERT INTO paimon_tables (table_name, location, registered_at, registered_by, \
+    identity) VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (table_name) DO UPDATE SET location = excluded.location, \
+    registered_at = excluded.registered_at, registered_by = excluded.registered_by, identity = excluded.identity";
+
+const SET_IDENTITY: &str =
+    "UPDATE paimon_tables SET identity = ?3 WHERE table_name = ?1 AND location = ?2 AND identity IS NULL";
+
+/// See the Postgres backend's `MIRROR_INVENTORY`; `?1` is the clock.
+const MIRROR_INVENTORY: &str = "SELECT k.table_name, k.branch, k.consumer_id, t.location, k.next_snapshot, \
+    k.consumer_updated_at, k.lease_id, m.mirrored_next, coalesce(k.next_snapshot IS NOT NULL AND (o.expiration_us IS NULL \
+    OR k.consumer_updated_at >= ?1 - o.expiration_us OR (k.lease_status = 1 AND k.lease_deadline > ?1)), 0) AS kept, \
+    CASE WHEN k.full_scan_pin IS NOT NULL AND k.lease_status = 1 AND k.lease_deadline > ?1 THEN k.lease_id END \
+    AS pin_lease, \
+    CASE WHEN k.full_scan_pin IS NOT NULL AND k.lease_status = 1 AND k.lease_deadline > ?1 THEN k.full_scan_pin END \
+    AS pin_snapshot \
+    FROM paimon_tables t JOIN consumer_keys k ON k.table_name = t.table_name \
+    LEFT JOIN table_options o ON o.table_name = k.table_name \
+    LEFT JOIN consumer_mirrors m ON m.table_name = k.table_name AND m.branch = k.branch \
+    AND m.consumer_id = k.consumer_id \
+    WHERE k.next_snapshot IS NOT NULL OR (k.full_scan_pin IS NOT NULL AND k.lease_status = 1 AND k.lease_deadline > ?1) \
+    ORDER BY k.table_name, k.branch, k.consumer_id";
+
+const UNREGISTER_MIRRORS: &str = "DELETE FROM consumer_mirrors WHERE table_name = ?1";
+const UNREGISTER_TABLE: &str = "DELETE FROM paimon_tables WHERE table_name = ?1";
+
+const REGISTERED_TABLES: &str =
+    "SELECT table_name, location, registered_at, registered_by, identity FROM paimon_tables ORDER BY table_name";
+
+/// See the Postgres backend's `MIRROR_TASKS`.
+const MIRROR_TASKS: &str = "SELECT * FROM ( \
+    SELECT k.table_name, k.branch, k.consumer_id, t.location, k.next_snapshot, k.consumer_updated_at, \
+    coalesce(m.failures, 0) AS failures \
+    FROM paimon_tables t JOIN consumer_keys k ON k.table_name = t.table_name \
+    LEFT JOIN consumer_mirrors m ON m.table_name = k.table_name AND m.branch = k.branch AND m.consumer_id = k.consumer_id \
+    WHERE (k.next_snapshot IS NOT NULL AND (m.mirrored_next IS NOT k.next_snapshot \
+    OR m.mirrored_updated_at IS NULL OR k.consumer_updated_at > m.mirrored_updated_at + ?1)) \
+    OR (k.next_snapshot IS NULL AND m.mirrored_next IS NOT NULL) \
+    UNION ALL \
+    SELECT m.table_name, m.branch, m.consumer_id, t.location, NULL, NULL, m.failures \
+    FROM consumer_mirrors m JOIN paimon_tables t ON t.table_name = m.table_name \
+    WHERE m.mirrored_next IS NOT NULL AND NOT EXISTS (SELECT 1 FROM consumer_keys k WHERE k.table_name = m.table_name \
+    AND k.branch = m.branch AND k.consumer_id = m.consumer_id)) \
+    ORDER BY failures, table_name, branch, consumer_id LIMIT ?2";
+
+const MIRROR_DONE: &str = "INSERT INTO consumer_mirrors (table_name, branch, consumer_id, mirrored_next, \
+    mirrored_updated_at, mirrored_at, failures, last_error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, NULL) \
+    ON CONFLICT (table_name, branch, consumer_id) DO UPDATE SET mirrored_next = excluded.mirrored_next, \
+    mirrored_updated_at = excluded.mirrored_updated_at, mirrored_at = excluded.mirrored_at, failures = 0, \
+    last_error = NULL";
+
+const MIRROR_FAILED: &str = "INSERT INTO consumer_mirrors (table_name, branch, consumer_id, failures, last_error) \
+    VALUES (?1, ?2, ?3, 1, ?4) ON CONFLICT (table_name, branch, consumer_id) DO UPDATE \
+    SET failures = consumer_mirrors.failures + 1, last_error = excluded.last_error";
+
+const MIRROR_STATE: &str = "SELECT mirrored_next, mirrored_updated_at, mirrored_at, failures, last_error \
+    FROM consumer_mirrors WHERE table_name = ?1 AND branch = ?2 AND consumer_id = ?3";
+
+#[async_trait]
+impl PaimonStore for SqliteBackend {
+    async fn register_table(
+        &self,
+        table: &TableName,
+        location: &str,
+        identity: Option<&str>,
+        ctx: &CallContext,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query(FORGET_MOVED_MIRRORS)
+            .bind(table.as_str())
+            .bind(location)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(REGISTER_TABLE)
+            .bind(table.as_str())
+            .bind(location)
+            .bind(self.clock.now().as_micros())
+            .bind(ctx.principal.clone())
+            .bind(identity)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn set_table_identity(&self, table: &TableName, location: &str, identity: &str) -> Result<(), StoreError> {
+        sqlx::query(SET_IDENTITY)
+            .bind(table.as_str())
+            .bind(location)
+            .bind(identity)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn unregister_table(&self, table: &TableName) -> Result<bool, StoreError> {
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query(UNREGISTER_MIRRORS)
+            .bind(table.as_str())
+            .execute(&mut *tx)
+            .await?;
+        let deleted = sqlx::query(UNREGISTER_TABLE)
+            .bind(table.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(deleted > 0)
+    }
+
+    async fn registered_tables(&self) -> Result<Vec<RegisteredTable>, StoreError> {
+        let rows = sqlx::query(REGISTERED_TABLES).fetch_all(&self.readers).await?;
+        rows.iter().map(decode::registered).collect()
+    }
+
+    async fn mirror_inventory(&self) -> Result<Vec<MirrorEntry>, StoreError> {
+        let rows = sqlx::query(MIRROR_INVENTORY)
+            .bind(self.clock.now().as_micros())
+            .fetch_all(&self.readers)
+            .await?;
+        rows.iter().map(decode::mirror_entry).collect()
+    }
+
+    async fn mirror_tasks(&self, refresh: Duration, limit: i64) -> Result<Vec<MirrorTask>, StoreError> {
+        let rows = sqlx::query(MIRROR_TASKS)
+            .bind(duration_micros(refresh))
+            .bind(limit)
+            .fetch_all(&self.readers)
+            .await?;
+        rows.iter().map(decode::mirror_task).collect()
+    }
+
+    async fn mirror_done(&self, task: &MirrorTask, error: Option<&str>) -> Result<(), StoreError> {
+        let key = &task.key;
+        let query = match error {
+            None => sqlx::query(MIRROR_DONE)
+                .bind(key.table.as_str().to_owned())
+                .bind(key.branch.as_str().to_owned())
+                .bind(key.consumer_id.as_str().to_owned())
+                .bind(task.next_snapshot)
+                .bind(task.updated_at.map(Timestamp::as_micros))
+                .bind(self.clock.now().as_micros()),
+            Some(error) => sqlx::query(MIRROR_FAILED)
+                .bind(key.table.as_str().to_owned())
+                .bind(key.branch.as_str().to_owned())
+                .bind(key.consumer_id.as_str().to_owned())
+                .bind(error.to_owned()),
+        };
+        query.execute(&self.writer).await?;
+        Ok(())
+    }
+
+    async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError> {
+        let row = sqlx::query(MIRROR_STATE)
+            .bind(key.table.as_str().to_owned())
+            .bind(key.branch.as_str().to_owned())
+            .bind(key.consumer_id.as_str().to_owned())
+            .fetch_optional(&self.readers)
+            .await?;
+        row.as_ref().map(decode::mirror_state).transpose()
+    }
+}
