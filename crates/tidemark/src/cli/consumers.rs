@@ -1,0 +1,451 @@
+//! `tidemark consumers ...`: list, describe, reset, delete, clear, revoke,
+//! expire.
+
+// Printing to stdout is what these commands are for.
+#![allow(clippy::print_stdout)]
+
+use std::collections::BTreeMap;
+
+use clap::{Args, Subcommand};
+use tidemark_client::{AdminClient, AuthChannel};
+use tidemark_proto::v1 as pb;
+
+use super::render::{Table, duration, history_table, opt, plan_banner, show, timestamp};
+use super::{Connection, Output, call_error};
+
+/// `tidemark consumers ...`
+#[derive(Debug, Subcommand)]
+pub enum ConsumersCommand {
+    /// List consumers (and keys with a live lease), with lease and idle info.
+    List {
+        /// Only this table.
+        #[arg(long)]
+        table: Option<String>,
+        /// Only this branch.
+        #[arg(long)]
+        branch: Option<String>,
+        /// Only consumer ids starting with this.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Rows per page.
+        #[arg(long, default_value_t = 100)]
+        page_size: i32,
+        /// Follow every page (default: the first page only).
+        #[arg(long)]
+        all: bool,
+    },
+    /// Show one consumer: record, lease, options, expiry, recent history.
+    Describe {
+        #[command(flatten)]
+        key: KeyArgs,
+        /// Recent history rows to show.
+        #[arg(long, default_value_t = 10)]
+        history: i32,
+    },
+    /// Set a consumer's next snapshot (creates it if absent).
+    Reset {
+        #[command(flatten)]
+        key: KeyArgs,
+        /// The new next snapshot.
+        next_snapshot: i64,
+        #[command(flatten)]
+        change: ChangeArgs,
+    },
+    /// Delete a consumer.
+    Delete {
+        #[command(flatten)]
+        key: KeyArgs,
+        #[command(flatten)]
+        change: ChangeArgs,
+    },
+    /// Delete every consumer of a branch whose id fully matches --including
+    /// and not --excluding.
+    Clear {
+        /// Table identifier "database.table".
+        table: String,
+        /// Branch.
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// Regex (full match) of ids to clear; default all.
+        #[arg(long, default_value = "")]
+        including: String,
+        /// Regex (full match) of ids to keep.
+        #[arg(long, default_value = "")]
+        excluding: String,
+        /// Revoke live leases of selected consumers instead of skipping them.
+        #[arg(long)]
+        force: bool,
+        /// Apply (default: show the plan).
+        #[arg(long)]
+        execute: bool,
+    },
+    /// Revoke a consumer's live lease (its query is fenced).
+    Revoke {
+        #[command(flatten)]
+        key: KeyArgs,
+        /// Why (kept in history).
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// Apply (default: show the plan).
+        #[arg(long)]
+        execute: bool,
+    },
+    /// Delete expired consumers now (what the sweeper does).
+    Expire {
+        /// Only this table.
+        #[arg(long)]
+        table: Option<String>,
+        /// Only this branch.
+        #[arg(long)]
+        branch: Option<String>,
+        /// Most consumers to expire.
+        #[arg(long, default_value_t = 1000)]
+        limit: i32,
+        /// Apply (default: show the plan).
+        #[arg(long)]
+        execute: bool,
+    },
+}
+
+/// A consumer key on the command line.
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    /// Table identifier "database.table".
+    table: String,
+    /// Consumer id.
+    consumer_id: String,
+    /// Branch.
+    #[arg(long, default_value = "main")]
+    branch: String,
+}
+
+impl KeyArgs {
+    fn key(&self) -> pb::ConsumerKey {
+        pb::ConsumerKey {
+            table: self.table.clone(),
+            branch: self.branch.clone(),
+            consumer_id: self.consumer_id.clone(),
+        }
+    }
+}
+
+/// Options of a change to one consumer.
+#[derive(Debug, Args)]
+pub struct ChangeArgs {
+    /// Only change it if it is at this next snapshot now.
+    #[arg(long)]
+    expected: Option<i64>,
+    /// Revoke a live lease (fencing its query) instead of refusing.
+    #[arg(long)]
+    force: bool,
+    /// Apply (default: show the plan).
+    #[arg(long)]
+    execute: bool,
+}
+
+fn consumer_row(c: &pb::ConsumerInfo) -> Vec<String> {
+    let key = c.key.clone().unwrap_or_default();
+    let lease = c.lease.as_ref();
+    let live = lease.filter(|l| l.state == "active");
+    vec![
+        key.table,
+        key.branch,
+        key.consumer_id,
+        opt(c.consumer.as_ref().map(|c| c.next_snapshot)),
+        opt(c.consumer.as_ref().and_then(|c| c.lag)),
+        duration(c.idle.as_ref()),
+        if c.expired {
+            "expired".to_owned()
+        } else {
+            duration(c.expires_in.as_ref())
+        },
+        live.map_or_else(|| "-".to_owned(), |l| format!("{} (epoch {})", l.holder, l.epoch)),
+    ]
+}
+
+fn change_row(c: &pb::ConsumerChange) -> Vec<String> {
+    let key = c.consumer.clone().unwrap_or_default();
+    vec![
+        key.consumer_id,
+        opt(c.old_next_snapshot),
+        opt(c.new_next_snapshot),
+        c.revoked_lease
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |l| format!("{} (epoch {})", l.holder, l.epoch)),
+    ]
+}
+
+/// Runs `tidemark consumers ...`.
+pub async fn consumers(conn: &Connection, command: ConsumersCommand) -> anyhow::Result<()> {
+    let mut admin = conn.admin().await?;
+    let output = conn.output;
+    match command {
+        ConsumersCommand::List {
+            table,
+            branch,
+            prefix,
+            page_size,
+            all,
+        } => {
+            let request = pb::ListConsumersRequest {
+                table: table.unwrap_or_default(),
+                branch: branch.unwrap_or_default(),
+                consumer_id_prefix: prefix.unwrap_or_default(),
+                page_size,
+                page_token: String::new(),
+            };
+            list(&mut admin, output, request, all).await
+        }
+        ConsumersCommand::Describe { key, history } => {
+            let request = pb::DescribeConsumerRequest {
+                consumer: Some(key.key()),
+                history_limit: history,
+            };
+            let response = admin.describe_consumer(request).await.map_err(call_error)?.into_inner();
+            show(
+                output,
+                &response,
+                "tidemark.v1.DescribeConsumerResponse",
+                print_described,
+            )
+        }
+        ConsumersCommand::Reset {
+            key,
+            next_snapshot,
+            change,
+        } => {
+            let request = pb::ResetConsumerRequest {
+                consumer: Some(key.key()),
+                next_snapshot,
+                expected_next_snapshot: change.expected,
+                force: change.force,
+                execute: change.execute,
+            };
+            let response = admin.reset_consumer(request).await.map_err(call_error)?.into_inner();
+            show(output, &response, "tidemark.v1.ResetConsumerResponse", |r| {
+                print_changes(r.executed, &[r.change.clone().unwrap_or_default()]);
+            })
+        }
+        ConsumersCommand::Delete { key, change } => {
+            let request = pb::DeleteConsumerRequest {
+                consumer: Some(key.key()),
+                expected_next_snapshot: change.expected,
+                force: change.force,
+                execute: change.execute,
+            };
+            let response = admin.delete_consumer(request).await.map_err(call_error)?.into_inner();
+            show(output, &response, "tidemark.v1.DeleteConsumerResponse", |r| {
+                print_changes(r.executed, &[r.change.clone().unwrap_or_default()]);
+            })
+        }
+        ConsumersCommand::Clear {
+            table,
+            branch,
+            including,
+            excluding,
+            force,
+            execute,
+        } => {
+            let request = pb::ClearConsumersRequest {
+                table,
+                branch,
+                including,
+                excluding,
+                force,
+                execute,
+            };
+            let response = admin.clear_consumers(request).await.map_err(call_error)?.into_inner();
+            show(output, &response, "tidemark.v1.ClearConsumersResponse", print_cleared)
+        }
+        ConsumersCommand::Revoke { key, reason, execute } => {
+            let request = pb::RevokeLeaseRequest {
+                consumer: Some(key.key()),
+                reason,
+                execute,
+            };
+            let response = admin.revoke_lease(request).await.map_err(call_error)?.into_inner();
+            show(output, &response, "tidemark.v1.RevokeLeaseResponse", |r| {
+                plan_banner(r.executed);
+                match &r.lease {
+                    Some(l) => println!(
+                        "revoked lease of {} (epoch {}); the key's epoch is now {}",
+                        l.holder, l.epoch, r.epoch
+                    ),
+                    None => println!("no live lease to revoke (epoch {})", r.epoch),
+                }
+            })
+        }
+        ConsumersCommand::Expire {
+            table,
+            branch,
+            limit,
+            execute,
+        } => {
+            let request = pb::ExpireConsumersRequest {
+                table: table.unwrap_or_default(),
+                branch: branch.unwrap_or_default(),
+                limit,
+                execute,
+            };
+            let response = admin.expire_consumers(request).await.map_err(call_error)?.into_inner();
+            show(output, &response, "tidemark.v1.ExpireConsumersResponse", print_expired)
+        }
+    }
+}
+
+/// Lists consumers: the first page, or with `all` every page.
+async fn list(
+    admin: &mut AdminClient<AuthChannel>,
+    output: Output,
+    mut request: pb::ListConsumersRequest,
+    all: bool,
+) -> anyhow::Result<()> {
+    let mut consumers = Vec::new();
+    let mut next_page_token;
+    loop {
+        let page = admin
+            .list_consumers(request.clone())
+            .await
+            .map_err(call_error)?
+            .into_inner();
+        consumers.extend(page.consumers);
+        next_page_token = page.next_page_token;
+        if !all || next_page_token.is_empty() {
+            break;
+        }
+        request.page_token = next_page_token.clone();
+    }
+    let response = pb::ListConsumersResponse {
+        consumers,
+        next_page_token,
+    };
+    show(output, &response, "tidemark.v1.ListConsumersResponse", |r| {
+        let mut t = Table::new(vec![
+            "TABLE",
+            "BRANCH",
+            "CONSUMER",
+            "NEXT",
+            "LAG",
+            "IDLE",
+            "EXPIRES IN",
+            "LEASE",
+        ]);
+        for c in &r.consumers {
+            t.row(consumer_row(c));
+        }
+        t.print();
+        if !r.next_page_token.is_empty() {
+            println!("(more: --all, or narrow with --table/--branch/--prefix)");
+        }
+    })
+}
+
+fn print_described(response: &pb::DescribeConsumerResponse) {
+    let info = response.info.clone().unwrap_or_default();
+    let k = info.key.clone().unwrap_or_default();
+    println!("consumer      {}@{}/{}", k.table, k.branch, k.consumer_id);
+    match &info.consumer {
+        Some(c) => {
+            println!("next snapshot {}", c.next_snapshot);
+            println!("lag           {}", opt(c.lag));
+            println!("created       {}", timestamp(c.created_at.as_ref()));
+            println!("updated       {}", timestamp(c.updated_at.as_ref()));
+        }
+        None => println!("next snapshot - (no consumer record)"),
+    }
+    println!("idle          {}", duration(info.idle.as_ref()));
+    println!(
+        "expires in    {}",
+        if info.expired {
+            "expired".to_owned()
+        } else {
+            duration(info.expires_in.as_ref())
+        }
+    );
+    println!("epoch         {}", info.epoch);
+    match &info.lease {
+        Some(l) => println!(
+            "lease         {} holder {} epoch {} (remaining {}){}",
+            l.state,
+            l.holder,
+            l.epoch,
+            duration(l.remaining.as_ref()),
+            l.full_scan_pin
+                .map(|p| format!(", pins snapshot {p}"))
+                .unwrap_or_default()
+        ),
+        None => println!("lease         -"),
+    }
+    let options: BTreeMap<_, _> = response.table_options.iter().collect();
+    println!(
+        "table options {}",
+        if options.is_empty() {
+            "-".to_owned()
+        } else {
+            format!("{options:?}")
+        }
+    );
+    if let Some(m) = &response.mirror {
+        // The file as read from storage for this answer.
+        let file = match m.file_state.as_str() {
+            "PRESENT" => format!("shows {}", opt(m.file_next_snapshot)),
+            "MISSING" => "is missing".to_owned(),
+            "UNREADABLE" => format!("is unreadable ({})", m.file_error),
+            "BRANCH_MISSING" => "cannot exist: the branch's directory is gone".to_owned(),
+            "STORAGE_ERROR" => format!("cannot be read now ({})", m.file_error),
+            other => format!("is in state {other}"),
+        };
+        println!(
+            "paimon file   {} {} ({}; tidemark last wrote {}){}",
+            m.path,
+            file,
+            if m.in_sync { "in sync" } else { "not in sync" },
+            opt(m.mirrored_next_snapshot),
+            if m.failures > 0 {
+                format!(", {} failed attempts: {}", m.failures, m.last_error)
+            } else {
+                String::new()
+            }
+        );
+    }
+    println!();
+    history_table(&response.recent_history).print();
+}
+
+/// The plan banner and the consumers a change touched.
+fn print_changes(executed: bool, changes: &[pb::ConsumerChange]) {
+    plan_banner(executed);
+    let mut t = Table::new(vec!["CONSUMER", "OLD", "NEW", "REVOKED LEASE"]);
+    for c in changes {
+        t.row(change_row(c));
+    }
+    t.print();
+}
+
+fn print_cleared(response: &pb::ClearConsumersResponse) {
+    print_changes(response.executed, &response.cleared);
+    if !response.skipped.is_empty() {
+        println!();
+        let mut s = Table::new(vec!["SKIPPED", "REASON", "WHY"]);
+        for k in &response.skipped {
+            s.row(vec![k.consumer_id.clone(), k.reason.clone(), k.message.clone()]);
+        }
+        s.print();
+    }
+}
+
+fn print_expired(response: &pb::ExpireConsumersResponse) {
+    plan_banner(response.executed);
+    let mut t = Table::new(vec!["TABLE", "BRANCH", "CONSUMER", "LAST NEXT", "IDLE"]);
+    for e in &response.expired {
+        let k = e.consumer.clone().unwrap_or_default();
+        t.row(vec![
+            k.table,
+            k.branch,
+            k.consumer_id,
+            e.next_snapshot.to_string(),
+            duration(e.idle.as_ref()),
+        ]);
+    }
+    t.print();
+}

@@ -1,0 +1,75 @@
+//! `tidemark history ...`: the history of a consumer or a table.
+
+// Printing to stdout is what these commands are for.
+#![allow(clippy::print_stdout)]
+
+use clap::Args;
+use tidemark_proto::v1 as pb;
+
+use super::render::{history_table, show};
+use super::{Connection, call_error};
+
+/// `tidemark history ...`
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Table identifier "database.table".
+    table: String,
+    /// Only this consumer.
+    consumer_id: Option<String>,
+    /// Branch (with a consumer id: default main; without: all branches).
+    #[arg(long)]
+    branch: Option<String>,
+    /// Rows per page.
+    #[arg(long, default_value_t = 50)]
+    page_size: i32,
+    /// Follow every page.
+    #[arg(long)]
+    all: bool,
+}
+
+/// Runs `tidemark history ...`.
+pub async fn history(conn: &Connection, args: HistoryArgs) -> anyhow::Result<()> {
+    let mut admin = conn.admin().await?;
+    let mut request = match &args.consumer_id {
+        Some(id) => pb::ListHistoryRequest {
+            consumer: Some(pb::ConsumerKey {
+                table: args.table.clone(),
+                branch: args.branch.clone().unwrap_or_else(|| "main".to_owned()),
+                consumer_id: id.clone(),
+            }),
+            page_size: args.page_size,
+            ..Default::default()
+        },
+        None => pb::ListHistoryRequest {
+            table: args.table.clone(),
+            branch: args.branch.clone().unwrap_or_default(),
+            page_size: args.page_size,
+            ..Default::default()
+        },
+    };
+    let mut entries = Vec::new();
+    let mut next_page_token;
+    loop {
+        let page = admin
+            .list_history(request.clone())
+            .await
+            .map_err(call_error)?
+            .into_inner();
+        entries.extend(page.entries);
+        next_page_token = page.next_page_token;
+        if !args.all || next_page_token.is_empty() {
+            break;
+        }
+        request.page_token = next_page_token.clone();
+    }
+    let response = pb::ListHistoryResponse {
+        entries,
+        next_page_token,
+    };
+    show(conn.output, &response, "tidemark.v1.ListHistoryResponse", |response| {
+        history_table(&response.entries).print();
+        if !response.next_page_token.is_empty() {
+            println!("(more: --all)");
+        }
+    })
+}

@@ -1,0 +1,86 @@
+//! The database flags (`serve` and `migrate`), opening the store and
+//! applying migrations.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use tidemark_store::{DEFAULT_DATABASE_URL, PostgresOptions, open_backend, redact};
+
+use crate::flags::HumanDuration;
+
+#[derive(Debug, Args)]
+pub(crate) struct DatabaseArgs {
+    /// Database URL: postgres://user:pass@host/db, or sqlite://path/to/file.db.
+    /// Defaults to an SQLite file in the working directory.
+    #[arg(long, env = "TIDEMARK_DATABASE_URL", default_value = DEFAULT_DATABASE_URL, hide_env_values = true)]
+    pub(crate) database_url: String,
+    /// Most Postgres connections this process opens.
+    #[arg(long, env = "TIDEMARK_DB_MAX_CONNECTIONS", default_value_t = PostgresOptions::default().max_connections)]
+    db_max_connections: u32,
+    /// How long a call waits for a free database connection before failing
+    /// with UNAVAILABLE.
+    #[arg(long, env = "TIDEMARK_DB_ACQUIRE_TIMEOUT", default_value_t = HumanDuration(PostgresOptions::default().acquire_timeout))]
+    db_acquire_timeout: HumanDuration,
+    /// Server-side limit on one database statement.
+    #[arg(long, env = "TIDEMARK_DB_STATEMENT_TIMEOUT", default_value_t = HumanDuration(PostgresOptions::default().statement_timeout.unwrap_or_default()))]
+    db_statement_timeout: HumanDuration,
+    /// Group commit on Postgres: concurrent commits share at most this many
+    /// statements in flight, each carrying every commit that queued while
+    /// the others ran (0: one statement per commit).
+    #[arg(long, env = "TIDEMARK_DB_GROUP_COMMIT", default_value_t = PostgresOptions::default().group_commit)]
+    db_group_commit: usize,
+    /// At start-up, keep retrying an unreachable database (and the
+    /// migrations) this long before giving up; 0 fails at once.
+    #[arg(long, env = "TIDEMARK_WAIT_FOR_DATABASE", default_value_t = HumanDuration(Duration::from_secs(60)))]
+    wait_for_database: HumanDuration,
+}
+
+impl DatabaseArgs {
+    /// The Postgres settings from the command line.
+    pub(crate) fn postgres_options(&self) -> PostgresOptions {
+        PostgresOptions {
+            max_connections: self.db_max_connections,
+            acquire_timeout: self.db_acquire_timeout.0,
+            statement_timeout: Some(self.db_statement_timeout.0),
+            schema: None,
+            group_commit: self.db_group_commit,
+        }
+    }
+
+    pub(crate) async fn store_backend(&self) -> anyhow::Result<std::sync::Arc<dyn tidemark_store::Backend>> {
+        open_backend(&self.database_url, &self.postgres_options())
+            .await
+            .with_context(|| format!("cannot open the database {}", redact(&self.database_url)))
+    }
+
+    /// Applies the migrations, retrying with backoff while the database is
+    /// unreachable for up to --wait-for-database (a pod may start before its
+    /// database). Concurrent runs are safe: the migrator takes a lock.
+    pub(crate) async fn migrate(&self, backend: &dyn tidemark_store::Backend) -> anyhow::Result<()> {
+        let started = std::time::Instant::now();
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            match backend.migrate().await {
+                Ok(()) => return Ok(()),
+                Err(error) if started.elapsed() + backoff < self.wait_for_database.0 => {
+                    tracing::warn!(
+                        database = %redact(&self.database_url),
+                        retry_in = ?backoff,
+                        "migrations failed ({error}); waiting for the database"
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+                Err(error) => {
+                    return Err(anyhow::Error::new(error)).with_context(|| {
+                        format!(
+                            "migration failed (gave up after {:?}; see --wait-for-database)",
+                            self.wait_for_database.0
+                        )
+                    });
+                }
+            }
+        }
+    }
+}
