@@ -1,24 +1,18 @@
 //! The `tidemark.v1.Admin` service: the operator API. Every mutating call is
-//! plan-only unless `execute: true`.
+//! plan-only unless `execute: true`. Each handler parses (the `request`
+//! module), calls the store or the registry, and builds the reply.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tidemark_core::admin::{ConsumerSelector, Imported};
-use tidemark_core::validate::Violations;
-use tidemark_core::{ConsumerKey, TableName};
-use tidemark_paimon::{FileState, PaimonTable};
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::admin_server::Admin;
-use tidemark_store::{HistoryFilter, KeyFilter, MAX_BATCH, MAX_PAGE, RegisteredTable, Store, StoreError};
+use tidemark_store::{CallContext, RegisteredTable, Store, StoreError};
 use tonic::{Request, Response, Status};
 
-use crate::call::{self, invalid};
-use crate::context::call_context;
+use crate::call;
 use crate::convert;
-
-/// Longest revoke reason kept in history.
-const MAX_REASON: usize = 512;
+use crate::registry::{self, ImportOutcome};
+use crate::request::{self, Parse, Scoped};
 
 /// The operator API over a [`Store`].
 #[derive(Debug, Clone)]
@@ -44,78 +38,20 @@ impl AdminService {
         self.mirror_refresh = mirror_refresh;
         self
     }
-}
 
-impl AdminService {
-    /// The registration of `table`, if any.
-    async fn registration(&self, table: &TableName) -> Result<Option<RegisteredTable>, StoreError> {
-        let tables = self.store.paimon().registered_tables().await?;
-        Ok(tables.into_iter().find(|t| &t.table == table))
-    }
-
-    /// The consumer's Paimon file as read from storage now, and what the
-    /// mirror last wrote there.
-    async fn mirror_info(
+    /// Runs `body` as `Admin/method` on the parsed request.
+    async fn call<Req, T, Fut>(
         &self,
-        key: &ConsumerKey,
-        table: Option<&PaimonTable>,
-        next: Option<i64>,
-    ) -> Result<pb::MirrorInfo, StoreError> {
-        let (branch, id) = (key.branch.as_str(), key.consumer_id.as_str());
-        let path = table.map(|t| t.consumer_location(branch, id)).unwrap_or_default();
-        let state = self.store.paimon().mirror_state(key).await?.unwrap_or_default();
-        let mut info = pb::MirrorInfo {
-            path,
-            mirrored_next_snapshot: state.mirrored_next,
-            mirrored_at: state.mirrored_at.map(convert::timestamp),
-            in_sync: false,
-            failures: state.failures,
-            last_error: state.last_error.unwrap_or_default(),
-            ..Default::default()
-        };
-        let Some(table) = table else {
-            info.file_state = "STORAGE_ERROR".into();
-            info.file_error = "the registered location cannot be opened".into();
-            return Ok(info);
-        };
-        match table.branch_exists(branch).await {
-            Ok(false) => {
-                info.file_state = "BRANCH_MISSING".into();
-                return Ok(info);
-            }
-            Err(e) => {
-                info.file_state = "STORAGE_ERROR".into();
-                info.file_error = e.to_string();
-                return Ok(info);
-            }
-            Ok(true) => {}
-        }
-        match table.consumer_file(branch, id).await {
-            Ok(FileState::Position(n)) => {
-                info.file_state = "PRESENT".into();
-                info.file_next_snapshot = Some(n);
-                info.in_sync = Some(n) == next;
-                info.file_modified_at = table
-                    .stat_consumer(branch, id)
-                    .await
-                    .ok()
-                    .flatten()
-                    .map(|f| prost_types::Timestamp::from(f.modified));
-            }
-            Ok(FileState::Missing) => {
-                info.file_state = "MISSING".into();
-                info.in_sync = next.is_none();
-            }
-            Ok(FileState::Unreadable(why)) => {
-                info.file_state = "UNREADABLE".into();
-                info.file_error = why;
-            }
-            Err(e) => {
-                info.file_state = "STORAGE_ERROR".into();
-                info.file_error = e.to_string();
-            }
-        }
-        Ok(info)
+        method: &'static str,
+        request: Request<Req>,
+        body: impl FnOnce(CallContext, Req::Parsed) -> Fut,
+    ) -> Result<Response<T>, Status>
+    where
+        Req: Parse,
+        Req::Parsed: Scoped,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        call::handle("Admin", method, self.request_timeout, request, body).await
     }
 }
 
@@ -129,9 +65,6 @@ fn registered_to_pb(t: &RegisteredTable) -> pb::RegisteredTable {
     }
 }
 
-/// Longest table location accepted.
-const MAX_LOCATION: usize = 2048;
-
 fn options_map(options: &tidemark_core::TableOptions) -> std::collections::HashMap<String, String> {
     options.to_map().into_iter().collect()
 }
@@ -142,32 +75,11 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::ListConsumersRequest>,
     ) -> Result<Response<pb::ListConsumersResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run("Admin", "ListConsumers", self.request_timeout, ctx.clone(), async {
-            let mut v = Violations::new();
-            let table = convert::optional(&mut v, &req.table, "table", convert::table_name);
-            let branch = convert::optional(&mut v, &req.branch, "branch", convert::branch_name);
-            if req.consumer_id_prefix.len() > 128 {
-                v.add("consumer_id_prefix", "must be at most 128 characters");
-            }
-            let page_size = convert::page_size(&mut v, req.page_size, 100, MAX_PAGE, "page_size");
-            let after = convert::parse_consumer_page_token(&mut v, &req.page_token);
-            let (Some(table), Some(branch), Some(page_size), Some(after), true) =
-                (table, branch, page_size, after, v.is_empty())
-            else {
-                return Err(invalid(v));
-            };
-            match &table {
-                Some(table) => call::in_scope(&ctx, table)?,
-                None => call::all_tables(&ctx, "list consumers")?,
-            }
-            let filter = KeyFilter {
-                table,
-                branch,
-                consumer_id_prefix: Some(req.consumer_id_prefix).filter(|p| !p.is_empty()),
-            };
-            let page = self.store.list_consumers(&filter, after.as_ref(), page_size).await?;
+        self.call("ListConsumers", request, |_, req| async move {
+            let page = self
+                .store
+                .list_consumers(&req.filter, req.after.as_ref(), req.page_size)
+                .await?;
             Ok(pb::ListConsumersResponse {
                 consumers: page.consumers.iter().map(convert::consumer_info).collect(),
                 next_page_token: page.next.as_ref().map(convert::consumer_page_token).unwrap_or_default(),
@@ -180,33 +92,20 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::DescribeConsumerRequest>,
     ) -> Result<Response<pb::DescribeConsumerResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run("Admin", "DescribeConsumer", self.request_timeout, ctx.clone(), async {
-            let mut v = Violations::new();
-            let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
-            let limit = convert::page_size(&mut v, req.history_limit, 20, MAX_PAGE, "history_limit");
-            let (Some(key), Some(limit)) = (key, limit) else {
-                return Err(invalid(v));
-            };
-            call::in_scope(&ctx, &key.table)?;
-            let (view, history) = self.store.describe(&key, limit).await?;
+        self.call("DescribeConsumer", request, |_, req| async move {
+            let key = &req.key;
+            let (view, history) = self.store.describe(key, req.history_limit).await?;
             let mut info = convert::consumer_info(&view);
             let mut mirror = None;
-            if let Some(registered) = self.registration(&key.table).await? {
-                let table = PaimonTable::open(&registered.location).ok();
-                mirror = Some(
-                    self.mirror_info(&key, table.as_ref(), view.state.next_snapshot())
-                        .await?,
-                );
+            if let Some(registered) = registry::registration(&self.store, &key.table).await? {
+                let found = registry::mirror_view(&self.store, &registered, key, view.state.next_snapshot()).await?;
                 // A registered table's latest snapshot comes from its
                 // directory, not from what the last worker reported.
-                if let (Some(consumer), Some(table)) = (info.consumer.as_mut(), &table)
-                    && let Ok(Some(range)) = table.snapshot_range(key.branch.as_str()).await
-                {
-                    consumer.latest_snapshot = Some(range.latest);
-                    consumer.lag = tidemark_core::state::lag(consumer.next_snapshot, range.latest);
+                if let (Some(consumer), Some(latest)) = (info.consumer.as_mut(), found.directory_latest) {
+                    consumer.latest_snapshot = Some(latest);
+                    consumer.lag = crate::tables::registered_lag(consumer.next_snapshot, latest, None);
                 }
+                mirror = Some(found.info);
             }
             Ok(pb::DescribeConsumerResponse {
                 info: Some(info),
@@ -222,31 +121,13 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::ResetConsumerRequest>,
     ) -> Result<Response<pb::ResetConsumerResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run("Admin", "ResetConsumer", self.request_timeout, ctx.clone(), async {
-            let mut v = Violations::new();
-            let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
-            if req.next_snapshot < 1 {
-                v.add("next_snapshot", format!("must be >= 1 (got {})", req.next_snapshot));
-            }
-            if let Some(expected) = req.expected_next_snapshot
-                && expected < 1
-            {
-                v.add(
-                    "expected_next_snapshot",
-                    format!("must be >= 1 when present (got {expected})"),
-                );
-            }
-            let (Some(key), true) = (key, v.is_empty()) else {
-                return Err(invalid(v));
-            };
-            call::in_scope(&ctx, &key.table)?;
+        self.call("ResetConsumer", request, |ctx, req| async move {
+            let key = &req.key;
             let planned = self
                 .store
                 .reset_consumer(
                     &ctx,
-                    &key,
+                    key,
                     req.next_snapshot,
                     req.expected_next_snapshot,
                     req.force,
@@ -258,7 +139,7 @@ impl Admin for AdminService {
                     forced = planned.change.revoked.is_some(), "consumer reset");
             }
             Ok(pb::ResetConsumerResponse {
-                change: Some(convert::consumer_change(&key, &planned.change)),
+                change: Some(convert::consumer_change(key, &planned.change)),
                 executed: planned.applied,
             })
         })
@@ -269,33 +150,18 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::DeleteConsumerRequest>,
     ) -> Result<Response<pb::DeleteConsumerResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run("Admin", "DeleteConsumer", self.request_timeout, ctx.clone(), async {
-            let mut v = Violations::new();
-            let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
-            if let Some(expected) = req.expected_next_snapshot
-                && expected < 1
-            {
-                v.add(
-                    "expected_next_snapshot",
-                    format!("must be >= 1 when present (got {expected})"),
-                );
-            }
-            let (Some(key), true) = (key, v.is_empty()) else {
-                return Err(invalid(v));
-            };
-            call::in_scope(&ctx, &key.table)?;
+        self.call("DeleteConsumer", request, |ctx, req| async move {
+            let key = &req.key;
             let planned = self
                 .store
-                .delete_consumer(&ctx, &key, req.expected_next_snapshot, req.force, req.execute)
+                .delete_consumer(&ctx, key, req.expected_next_snapshot, req.force, req.execute)
                 .await?;
             if planned.applied && planned.change.changes_anything() {
                 tracing::info!(consumer = %key, old = planned.change.old_next,
                     forced = planned.change.revoked.is_some(), "consumer deleted");
             }
             Ok(pb::DeleteConsumerResponse {
-                change: Some(convert::consumer_change(&key, &planned.change)),
+                change: Some(convert::consumer_change(key, &planned.change)),
                 executed: planned.applied,
             })
         })
@@ -306,20 +172,10 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::ClearConsumersRequest>,
     ) -> Result<Response<pb::ClearConsumersResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run("Admin", "ClearConsumers", self.request_timeout, ctx.clone(), async {
-            let mut v = Violations::new();
-            let table = convert::table_name(&mut v, &req.table, "table");
-            let branch = convert::branch_name(&mut v, &req.branch, "branch");
-            let selector = v.check(ConsumerSelector::parse(&req.including, &req.excluding));
-            let (Some(table), Some(branch), Some(selector)) = (table, branch, selector) else {
-                return Err(invalid(v));
-            };
-            call::in_scope(&ctx, &table)?;
+        self.call("ClearConsumers", request, |ctx, req| async move {
             let cleared = self
                 .store
-                .clear_consumers(&ctx, &table, &branch, &selector, req.force, req.execute)
+                .clear_consumers(&ctx, &req.table, &req.branch, &req.selector, req.force, req.execute)
                 .await?;
             let mut response = pb::ClearConsumersResponse {
                 executed: req.execute,
@@ -336,8 +192,8 @@ impl Admin for AdminService {
                 }
             }
             if req.execute {
-                tracing::info!(table = %table.as_str(), branch = %branch.as_str(), cleared = response.cleared.len(),
-                    skipped = response.skipped.len(), "consumers cleared");
+                tracing::info!(table = %req.table.as_str(), branch = %req.branch.as_str(),
+                    cleared = response.cleared.len(), skipped = response.skipped.len(), "consumers cleared");
             }
             Ok(response)
         })
@@ -348,25 +204,10 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::RevokeLeaseRequest>,
     ) -> Result<Response<pb::RevokeLeaseResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run("Admin", "RevokeLease", self.request_timeout, ctx.clone(), async {
-            let mut v = Violations::new();
-            let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
-            if req.reason.chars().count() > MAX_REASON {
-                v.add("reason", format!("must be at most {MAX_REASON} characters"));
-            }
-            let (Some(key), true) = (key, v.is_empty()) else {
-                return Err(invalid(v));
-            };
-            let reason = if req.reason.is_empty() {
-                "revoked by an operator"
-            } else {
-                &req.reason
-            };
-            let planned = self.store.revoke(&ctx, &key, reason, req.execute).await?;
+        self.call("RevokeLease", request, |ctx, req| async move {
+            let planned = self.store.revoke(&ctx, &req.key, &req.reason, req.execute).await?;
             if planned.applied && planned.change.lease.is_some() {
-                tracing::info!(consumer = %key, epoch = planned.change.epoch, reason, "lease revoked");
+                tracing::info!(consumer = %req.key, epoch = planned.change.epoch, reason = req.reason, "lease revoked");
             }
             Ok(pb::RevokeLeaseResponse {
                 // The lease as the revocation leaves it (state "revoked").
@@ -386,35 +227,9 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::ListHistoryRequest>,
     ) -> Result<Response<pb::ListHistoryResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run("Admin", "ListHistory", self.request_timeout, ctx.clone(), async {
-            let mut v = Violations::new();
-            let filter = match &req.consumer {
-                Some(key) => {
-                    if !req.table.is_empty() || !req.branch.is_empty() {
-                        v.add("table", "give either consumer or table (and branch), not both");
-                    }
-                    convert::consumer_key(&mut v, Some(key), "consumer").map(|k| HistoryFilter::key(&k))
-                }
-                None => {
-                    let table = convert::table_name(&mut v, &req.table, "table");
-                    let branch = convert::optional(&mut v, &req.branch, "branch", convert::branch_name);
-                    table.zip(branch).map(|(table, branch)| HistoryFilter {
-                        table,
-                        branch,
-                        consumer_id: None,
-                    })
-                }
-            };
-            let page_size = convert::page_size(&mut v, req.page_size, 100, MAX_PAGE, "page_size");
-            let before = convert::parse_history_page_token(&mut v, &req.page_token);
-            let (Some(filter), Some(page_size), Some(before), true) = (filter, page_size, before, v.is_empty()) else {
-                return Err(invalid(v));
-            };
-            call::in_scope(&ctx, &filter.table)?;
-            let entries = self.store.list_history(&filter, before, page_size).await?;
-            let full = i64::try_from(entries.len()).unwrap_or(0) == page_size;
+        self.call("ListHistory", request, |_, req| async move {
+            let entries = self.store.list_history(&req.filter, req.before, req.page_size).await?;
+            let full = i64::try_from(entries.len()).unwrap_or(0) == req.page_size;
             Ok(pb::ListHistoryResponse {
                 next_page_token: entries
                     .last()
@@ -431,18 +246,11 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::GetTableOptionsRequest>,
     ) -> Result<Response<pb::GetTableOptionsResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run("Admin", "GetTableOptions", self.request_timeout, ctx.clone(), async {
-            let mut v = Violations::new();
-            let Some(table) = convert::table_name(&mut v, &req.table, "table") else {
-                return Err(invalid(v));
-            };
-            call::in_scope(&ctx, &table)?;
-            let stored = self.store.table_options(&table).await?;
+        self.call("GetTableOptions", request, |_, req| async move {
+            let stored = self.store.table_options(&req.table).await?;
             let options = stored.options;
             Ok(pb::GetTableOptionsResponse {
-                table: table.as_str().to_owned(),
+                table: req.table.as_str().to_owned(),
                 options: options_map(&options),
                 expiration_time: options.expiration.map(convert::duration_to_pb),
                 changelog_only: options.changelog_only,
@@ -462,25 +270,13 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::SetTableOptionsRequest>,
     ) -> Result<Response<pb::SetTableOptionsResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run("Admin", "SetTableOptions", self.request_timeout, ctx.clone(), async {
-            let mut v = Violations::new();
-            let table = convert::table_name(&mut v, &req.table, "table");
-            let set: BTreeMap<String, String> = req.options.into_iter().collect();
-            // Validate the change before reading anything: bad keys or values
-            // never reach the database.
-            v.check(tidemark_core::TableOptions::default().apply(&set, &req.unset));
-            let (Some(table), true) = (table, v.is_empty()) else {
-                return Err(invalid(v));
-            };
-            call::in_scope(&ctx, &table)?;
+        self.call("SetTableOptions", request, |ctx, req| async move {
             let planned = self
                 .store
-                .set_table_options(&ctx, &table, &set, &req.unset, req.execute)
+                .set_table_options(&ctx, &req.table, &req.set, &req.unset, req.execute)
                 .await?;
             if planned.applied {
-                tracing::info!(table = %table.as_str(), options = ?planned.change.after.to_map(), "table options set");
+                tracing::info!(table = %req.table.as_str(), options = ?planned.change.after.to_map(), "table options set");
             }
             Ok(pb::SetTableOptionsResponse {
                 before: options_map(&planned.change.before.options),
@@ -495,23 +291,10 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::ExpireConsumersRequest>,
     ) -> Result<Response<pb::ExpireConsumersResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run("Admin", "ExpireConsumers", self.request_timeout, ctx.clone(), async {
-            let mut v = Violations::new();
-            let table = convert::optional(&mut v, &req.table, "table", convert::table_name);
-            let branch = convert::optional(&mut v, &req.branch, "branch", convert::branch_name);
-            let limit = convert::page_size(&mut v, req.limit, 1000, MAX_BATCH, "limit");
-            let (Some(table), Some(branch), Some(limit)) = (table, branch, limit) else {
-                return Err(invalid(v));
-            };
-            match &table {
-                Some(table) => call::in_scope(&ctx, table)?,
-                None => call::all_tables(&ctx, "expire consumers")?,
-            }
+        self.call("ExpireConsumers", request, |ctx, req| async move {
             let expired = self
                 .store
-                .expire_consumers(&ctx, table.as_ref(), branch.as_ref(), limit, req.execute)
+                .expire_consumers(&ctx, req.table.as_ref(), req.branch.as_ref(), req.limit, req.execute)
                 .await?;
             if req.execute && !expired.is_empty() {
                 tracing::info!(expired = expired.len(), "consumers expired on request");
@@ -535,66 +318,24 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::RegisterTableRequest>,
     ) -> Result<Response<pb::RegisterTableResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run("Admin", "RegisterTable", self.request_timeout, ctx.clone(), async {
-            let mut v = Violations::new();
-            let table = convert::table_name(&mut v, &req.table, "table");
-            let location = if req.location.len() > MAX_LOCATION {
-                v.add("location", format!("must be at most {MAX_LOCATION} bytes"));
-                None
-            } else {
-                match PaimonTable::open(&req.location) {
-                    Ok(opened) => Some(opened),
-                    Err(e) => {
-                        v.add("location", e.to_string());
-                        None
-                    }
-                }
-            };
-            let (Some(table), Some(location), true) = (table, location, v.is_empty()) else {
-                return Err(invalid(v));
-            };
-            call::in_scope(&ctx, &table)?;
-            let previous = self.registration(&table).await?;
-            // Reading the range shows the location is the table's.
-            let (range, probe_error) = match location.snapshot_range(tidemark_paimon::MAIN_BRANCH).await {
-                Ok(range) => (range, String::new()),
-                Err(e) => (None, e.to_string()),
-            };
-            // The identity binds the registration to this table (SPEC §9);
-            // registering again accepts a recreated one.
-            let identity = location.identity().await.ok().flatten();
-            let mut warnings = Vec::new();
-            match location.consumer_expiration().await {
-                Ok(Some(expiration)) if expiration < 3 * self.mirror_refresh => {
-                    let warning = format!(
-                        "MIRROR_REFRESH_TOO_SLOW: the table's consumer.expiration-time ({}) is shorter than three \
-                         times this server's --mirror-refresh ({}): Paimon could expire the file of a consumer \
-                         tidemark keeps; set --mirror-refresh to at most a third of it",
-                        humantime::format_duration(expiration),
-                        humantime::format_duration(self.mirror_refresh)
-                    );
-                    tracing::warn!(table = %table.as_str(), "{warning}");
-                    warnings.push(warning);
-                }
-                Ok(_) => {}
-                Err(e) => warnings.push(format!("cannot read the table's schema options: {e}")),
-            }
+        self.call("RegisterTable", request, |ctx, req| async move {
+            let (table, location) = (&req.table, &req.location);
+            let previous = registry::registration(&self.store, table).await?;
+            let probe = registry::probe(table, location, self.mirror_refresh).await;
             if req.execute {
                 self.store
                     .paimon()
-                    .register_table(&table, location.location(), identity.as_deref(), &ctx)
+                    .register_table(table, location.location(), probe.identity.as_deref(), &ctx)
                     .await?;
             }
-            let registered = match self.registration(&table).await? {
+            let registered = match registry::registration(&self.store, table).await? {
                 Some(now) if req.execute => now,
                 _ => RegisteredTable {
                     table: table.clone(),
                     location: location.location().to_owned(),
                     registered_at: tidemark_core::Timestamp::from_micros(0),
                     registered_by: ctx.principal.clone(),
-                    identity,
+                    identity: probe.identity,
                 },
             };
             Ok(pb::RegisterTableResponse {
@@ -603,11 +344,11 @@ impl Admin for AdminService {
                     .map(|p| p.location)
                     .filter(|l| l != location.location())
                     .unwrap_or_default(),
-                earliest_snapshot: range.map(|r| r.earliest),
-                latest_snapshot: range.map(|r| r.latest),
+                earliest_snapshot: probe.range.map(|r| r.earliest),
+                latest_snapshot: probe.range.map(|r| r.latest),
                 executed: req.execute,
-                probe_error,
-                warnings,
+                probe_error: probe.error,
+                warnings: probe.warnings,
             })
         })
         .await
@@ -617,18 +358,11 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::UnregisterTableRequest>,
     ) -> Result<Response<pb::UnregisterTableResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run("Admin", "UnregisterTable", self.request_timeout, ctx.clone(), async {
-            let mut v = Violations::new();
-            let Some(table) = convert::table_name(&mut v, &req.table, "table") else {
-                return Err(invalid(v));
-            };
-            call::in_scope(&ctx, &table)?;
+        self.call("UnregisterTable", request, |_, req| async move {
             let was_registered = if req.execute {
-                self.store.paimon().unregister_table(&table).await?
+                self.store.paimon().unregister_table(&req.table).await?
             } else {
-                self.registration(&table).await?.is_some()
+                registry::registration(&self.store, &req.table).await?.is_some()
             };
             Ok(pb::UnregisterTableResponse {
                 was_registered,
@@ -642,13 +376,12 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::ListTablesRequest>,
     ) -> Result<Response<pb::ListTablesResponse>, Status> {
-        let ctx = call_context(&request);
-        call::run("Admin", "ListTables", self.request_timeout, ctx.clone(), async {
+        self.call("ListTables", request, |ctx, _| async move {
             let tables = self.store.paimon().registered_tables().await?;
             Ok(pb::ListTablesResponse {
                 tables: tables
                     .iter()
-                    .filter(|t| call::in_scope(&ctx, &t.table).is_ok())
+                    .filter(|t| ctx.access().table(&t.table).is_ok())
                     .map(registered_to_pb)
                     .collect(),
             })
@@ -660,89 +393,27 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::ImportConsumersRequest>,
     ) -> Result<Response<pb::ImportConsumersResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run("Admin", "ImportConsumers", self.request_timeout, ctx.clone(), async {
-            let mut v = Violations::new();
-            let Some(table) = convert::table_name(&mut v, &req.table, "table") else {
-                return Err(invalid(v));
-            };
-            call::in_scope(&ctx, &table)?;
-            let Some(registered) = self.registration(&table).await? else {
+        self.call("ImportConsumers", request, |ctx, req| async move {
+            let Some(registered) = registry::registration(&self.store, &req.table).await? else {
+                let mut v = tidemark_core::validate::Violations::new();
                 v.add("table", "is not registered (RegisterTable first)");
-                return Err(invalid(v));
+                return Err(request::invalid(v));
             };
-            let paimon = PaimonTable::open(&registered.location)
-                .map_err(|e| StoreError::Internal(format!("stored location: {e}")))?;
-            let found = paimon
-                .list_consumers()
-                .await
-                .map_err(|e| StoreError::Unavailable(format!("cannot read the table's consumer files: {e}")))?;
-            let mut imported = Vec::new();
-            let mut skipped = Vec::new();
-            let skip = |f: &tidemark_paimon::FoundConsumer, reason: &str, message: String| pb::ImportSkipped {
-                branch: f.branch.clone(),
-                consumer_id: f.consumer_id.clone(),
-                reason: reason.to_owned(),
-                message,
-            };
-            for f in &found {
-                if f.consumer_id.starts_with(tidemark_paimon::PIN_PREFIX) {
-                    skipped.push(skip(f, "PIN_FILE", "tidemark's own full-scan pin file".to_owned()));
-                    continue;
-                }
-                let next = match &f.next_snapshot {
-                    Ok(n) if *n >= 1 => *n,
-                    Ok(n) => {
-                        skipped.push(skip(f, "UNREADABLE", format!("nextSnapshot {n} is not a snapshot id")));
-                        continue;
-                    }
-                    Err(e) => {
-                        skipped.push(skip(f, "UNREADABLE", e.clone()));
-                        continue;
-                    }
-                };
-                let key = match ConsumerKey::parse(table.as_str(), &f.branch, &f.consumer_id, "") {
-                    Ok(key) => key,
-                    Err(violations) => {
-                        let why = violations.iter().map(|v| v.description.clone()).collect::<Vec<_>>();
-                        skipped.push(skip(f, "INVALID_ID", why.join("; ")));
-                        continue;
-                    }
-                };
-                let exists =
-                    |existing: i64| format!("tidemark already has this consumer at {existing}; the file shows {next}");
-                if !req.execute {
-                    if let Some(existing) = self.store.key_state(&key).await?.and_then(|s| s.next_snapshot()) {
-                        skipped.push(skip(f, "EXISTS", exists(existing)));
-                        continue;
-                    }
-                } else {
-                    // Created only while still absent (compare-and-set): a
-                    // consumer created meanwhile wins.
-                    match self.store.import_consumer(&ctx, &key, next).await {
-                        Ok(Imported::Created) => {}
-                        Ok(Imported::Exists { next_snapshot }) => {
-                            skipped.push(skip(f, "EXISTS", exists(next_snapshot)));
-                            continue;
-                        }
-                        Err(StoreError::Rule(rule)) => {
-                            skipped.push(skip(f, rule.reason(), rule.to_string()));
-                            continue;
-                        }
-                        Err(other) => return Err(other),
-                    }
-                }
-                imported.push(pb::ImportedConsumer {
-                    consumer: Some(convert::key_to_pb(&key)),
-                    next_snapshot: next,
-                });
-            }
-            Ok(pb::ImportConsumersResponse {
-                imported,
-                skipped,
+            let outcomes = registry::import_consumers(&self.store, &ctx, &req.table, &registered, req.execute).await?;
+            let mut response = pb::ImportConsumersResponse {
                 executed: req.execute,
-            })
+                ..Default::default()
+            };
+            for outcome in outcomes {
+                match outcome {
+                    ImportOutcome::Imported { key, next_snapshot } => response.imported.push(pb::ImportedConsumer {
+                        consumer: Some(convert::key_to_pb(&key)),
+                        next_snapshot,
+                    }),
+                    ImportOutcome::Skipped(skipped) => response.skipped.push(skipped),
+                }
+            }
+            Ok(response)
         })
         .await
     }

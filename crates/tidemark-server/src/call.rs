@@ -5,13 +5,13 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use tidemark_core::CoreError;
-use tidemark_core::validate::Violations;
 use tidemark_store::{CallContext, StoreError};
-use tonic::{Response, Status};
+use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use crate::context::{respond, with_request_id};
+use crate::context::{call_context, respond, with_request_id};
 use crate::metrics;
+use crate::request::{Parse, Scoped, Touches};
 use crate::status::{store_status, timeout_status};
 
 /// Runs `body` as the RPC `service/method`: bounded by `timeout`
@@ -62,17 +62,32 @@ where
     answer
 }
 
-/// The violations collected while parsing a request, as its error.
-pub(crate) fn invalid(v: Violations) -> StoreError {
-    StoreError::Rule(CoreError::InvalidArgument(v.into_vec()))
-}
-
-/// Refuses a table outside the caller's scope, before any database work.
-pub(crate) fn in_scope(ctx: &CallContext, table: &tidemark_core::TableName) -> Result<(), StoreError> {
-    Ok(ctx.access().table(table)?)
-}
-
-/// Refuses a call spanning every table to a caller scoped to some.
-pub(crate) fn all_tables(ctx: &CallContext, what: &str) -> Result<(), StoreError> {
-    Ok(ctx.access().every_table(what)?)
+/// A handler's prologue: the call context, the request parsed, the
+/// caller's scope checked against what it touches before any work — then
+/// `body` on the parsed request, run as the RPC `service/method` by [`run`].
+pub(crate) async fn handle<Req, T, Fut>(
+    service: &'static str,
+    method: &'static str,
+    timeout: Duration,
+    request: Request<Req>,
+    body: impl FnOnce(CallContext, Req::Parsed) -> Fut,
+) -> Result<Response<T>, Status>
+where
+    Req: Parse,
+    Req::Parsed: Scoped,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    let ctx = call_context(&request);
+    let req = request.into_inner();
+    run(service, method, timeout, ctx.clone(), async move {
+        let parsed = req.parse()?;
+        let access = ctx.access();
+        match parsed.touches() {
+            Touches::Table(table) | Touches::TableOrAll(Some(table), _) => access.table(table)?,
+            Touches::TableOrAll(None, what) => access.every_table(what)?,
+            Touches::Lease | Touches::Filtered => {}
+        }
+        body(ctx, parsed).await
+    })
+    .await
 }

@@ -2,17 +2,16 @@
 
 use std::time::Duration;
 
-use tidemark_core::validate::Violations;
-use tidemark_core::{CommitBatch, RecoveryRequest};
+use tidemark_core::RecoveryRequest;
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::coordinator_server::Coordinator;
 use tidemark_store::{CallContext, Store, StoreError};
 use tonic::{Request, Response, Status};
 
-use crate::call::{self, invalid};
-use crate::context::call_context;
+use crate::call;
 use crate::convert;
 use crate::metrics;
+use crate::request::{Parse, Scoped};
 
 /// The worker protocol over a [`Store`].
 #[derive(Debug, Clone)]
@@ -33,11 +32,19 @@ impl CoordinatorService {
         }
     }
 
-    async fn rpc<T, F>(&self, method: &'static str, ctx: CallContext, body: F) -> Result<Response<T>, Status>
+    /// Runs `body` as `Coordinator/method` on the parsed request.
+    async fn call<Req, T, Fut>(
+        &self,
+        method: &'static str,
+        request: Request<Req>,
+        body: impl FnOnce(CallContext, Req::Parsed) -> Fut,
+    ) -> Result<Response<T>, Status>
     where
-        F: Future<Output = Result<T, StoreError>>,
+        Req: Parse,
+        Req::Parsed: Scoped,
+        Fut: Future<Output = Result<T, StoreError>>,
     {
-        call::run("Coordinator", method, self.request_timeout, ctx, body).await
+        call::handle("Coordinator", method, self.request_timeout, request, body).await
     }
 }
 
@@ -47,21 +54,9 @@ impl Coordinator for CoordinatorService {
         &self,
         request: Request<pb::AcquireLeaseRequest>,
     ) -> Result<Response<pb::AcquireLeaseResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        self.rpc("AcquireLease", ctx.clone(), async {
-            let mut v = Violations::new();
-            let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
-            let holder = v.check(tidemark_core::ids::parse_holder(&req.holder, "holder").map_err(|e| vec![e]));
-            let ttl = convert::duration(&mut v, req.ttl.as_ref(), "ttl");
-            let (Some(key), Some(holder)) = (key, holder) else {
-                return Err(invalid(v));
-            };
-            if !v.is_empty() {
-                return Err(invalid(v));
-            }
-            call::in_scope(&ctx, &key.table)?;
-            let acquired = self.store.acquire_lease(&ctx, &key, &holder, ttl).await?;
+        self.call("AcquireLease", request, |ctx, req| async move {
+            let (key, holder) = (&req.key, &req.holder);
+            let acquired = self.store.acquire_lease(&ctx, key, holder, req.ttl).await?;
             let lease = &acquired.lease;
             metrics::lease_acquired(acquired.takeover);
             if acquired.takeover {
@@ -79,12 +74,12 @@ impl Coordinator for CoordinatorService {
                     epoch: lease.epoch,
                     ttl: Some(convert::duration_to_pb(lease.ttl)),
                     holder: lease.holder.clone(),
-                    consumer: Some(convert::key_to_pb(&key)),
+                    consumer: Some(convert::key_to_pb(key)),
                 }),
                 consumer: acquired
                     .consumer
                     .as_ref()
-                    .map(|c| convert::consumer_to_pb(&key, c, None)),
+                    .map(|c| convert::consumer_to_pb(key, c, None)),
                 takeover: acquired.takeover,
                 previous_epoch: acquired.previous_epoch,
             })
@@ -96,17 +91,9 @@ impl Coordinator for CoordinatorService {
         &self,
         request: Request<pb::RenewLeaseRequest>,
     ) -> Result<Response<pb::RenewLeaseResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        self.rpc("RenewLease", ctx.clone(), async {
-            let mut v = Violations::new();
-            let lease_id = convert::lease_id(&mut v, &req.lease_id, "lease_id");
-            let epoch = convert::epoch(&mut v, req.epoch, "epoch");
-            let ttl = convert::duration(&mut v, req.ttl.as_ref(), "ttl");
-            let (Some(lease_id), Some(epoch), true) = (lease_id, epoch, v.is_empty()) else {
-                return Err(invalid(v));
-            };
-            let ttl = self.store.renew_lease(&ctx, lease_id, epoch, ttl).await?;
+        self.call("RenewLease", request, |ctx, req| async move {
+            let (lease_id, epoch) = (req.lease_id, req.epoch);
+            let ttl = self.store.renew_lease(&ctx, lease_id, epoch, req.ttl).await?;
             tracing::debug!(%lease_id, epoch, "lease renewed");
             Ok(pb::RenewLeaseResponse {
                 ttl: Some(convert::duration_to_pb(ttl)),
@@ -119,15 +106,8 @@ impl Coordinator for CoordinatorService {
         &self,
         request: Request<pb::ReleaseLeaseRequest>,
     ) -> Result<Response<pb::ReleaseLeaseResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        self.rpc("ReleaseLease", ctx.clone(), async {
-            let mut v = Violations::new();
-            let lease_id = convert::lease_id(&mut v, &req.lease_id, "lease_id");
-            let epoch = convert::epoch(&mut v, req.epoch, "epoch");
-            let (Some(lease_id), Some(epoch)) = (lease_id, epoch) else {
-                return Err(invalid(v));
-            };
+        self.call("ReleaseLease", request, |ctx, req| async move {
+            let (lease_id, epoch) = (req.lease_id, req.epoch);
             let released = self.store.release_lease(&ctx, lease_id, epoch).await?;
             tracing::debug!(%lease_id, epoch, released, "lease release");
             Ok(pb::ReleaseLeaseResponse { released })
@@ -139,54 +119,28 @@ impl Coordinator for CoordinatorService {
         &self,
         request: Request<pb::CommitBatchRequest>,
     ) -> Result<Response<pb::CommitBatchResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        self.rpc("CommitBatch", ctx.clone(), async {
-            let mut v = Violations::new();
-            let lease_id = convert::lease_id(&mut v, &req.lease_id, "lease_id");
-            let epoch = convert::epoch(&mut v, req.epoch, "epoch");
-            if req.batch_id < 0 {
-                v.add("batch_id", format!("must be >= 0 (got {})", req.batch_id));
-            }
-            if let Some(latest) = req.latest_snapshot
-                && latest < 0
-            {
-                v.add("latest_snapshot", format!("must be >= 0 when present (got {latest})"));
-            }
-            let (Some(lease_id), Some(epoch), true) = (lease_id, epoch, v.is_empty()) else {
-                return Err(invalid(v));
-            };
-            // The end offset is validated by the rule, after the lease check
-            // (C1 before C2).
-            let commit = CommitBatch {
-                lease_id,
-                epoch,
-                batch_id: req.batch_id,
-                end: req.end.as_ref().map(convert::offset),
-                latest_snapshot: req.latest_snapshot,
-            };
+        self.call("CommitBatch", request, |ctx, commit| async move {
+            let (lease_id, epoch) = (commit.lease_id, commit.epoch);
             let done = self.store.commit_batch(&ctx, &commit).await?;
             if done.log_legacy_warning {
                 tracing::warn!(
-                    request_id = %ctx.request_id, %lease_id, epoch, batch_id = req.batch_id,
+                    request_id = %ctx.request_id, %lease_id, epoch, batch_id = commit.batch_id,
                     snapshot_id = commit.end.map(|e| e.snapshot_id),
                     "cannot advance the consumer: the end offset has no total_splits (an offset from an older \
                      checkpoint); the consumer stays unchanged and the snapshot may be replayed"
                 );
             }
             tracing::debug!(
-                %lease_id, epoch, batch_id = req.batch_id, outcome = done.outcome.as_str(),
+                %lease_id, epoch, batch_id = commit.batch_id, outcome = done.outcome.as_str(),
                 next_snapshot = done.next_snapshot, "batch committed"
             );
             metrics::commit(done.outcome);
             // For a registered table the lag counts up to the latest snapshot
             // in its directory (read in the background), not only to what
             // the worker reported.
-            let stored_latest = self.tables.cached_latest(&done.key.table, done.key.branch.as_str());
-            let lag = match (done.next_snapshot, stored_latest) {
-                (Some(next), Some(latest)) => {
-                    tidemark_core::state::lag(next, latest.max(req.latest_snapshot.unwrap_or(0)))
-                }
+            let directory_latest = self.tables.last_known_latest(&done.key.table, done.key.branch.as_str());
+            let lag = match (done.next_snapshot, directory_latest) {
+                (Some(next), Some(latest)) => crate::tables::registered_lag(next, latest, commit.latest_snapshot),
                 _ => done.lag,
             };
             if let Some(lag) = lag {
@@ -208,48 +162,29 @@ impl Coordinator for CoordinatorService {
         &self,
         request: Request<pb::GetRecoveryPositionRequest>,
     ) -> Result<Response<pb::GetRecoveryPositionResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        self.rpc("GetRecoveryPosition", ctx.clone(), async {
-            let mut v = Violations::new();
-            let key = convert::consumer_key(&mut v, req.consumer.as_ref(), "consumer");
-            let startup = convert::startup(&mut v, req.startup.as_ref());
-            let range = convert::snapshot_range(&mut v, req.table.as_ref());
-            let checkpoint = convert::logged_batch(&mut v, req.checkpoint.as_ref());
-            let on_expired = convert::on_expired(&mut v, req.on_expired);
-            let lease_id = req
-                .lease_id
-                .as_deref()
-                .filter(|id| !id.is_empty())
-                .map(|id| convert::lease_id(&mut v, id, "lease_id"));
-            if let Some(range) = &range {
-                v.check(range.validate("table"));
-            }
-            if let Some(Some(checkpoint)) = &checkpoint {
-                v.check(checkpoint.validate("checkpoint"));
-            }
-            let (Some(key), Some(startup), Some(range), Some(checkpoint), Some(on_expired), true) =
-                (key, startup, range, checkpoint, on_expired, v.is_empty())
-            else {
-                return Err(invalid(v));
-            };
-            call::in_scope(&ctx, &key.table)?;
+        self.call("GetRecoveryPosition", request, |ctx, req| async move {
+            let key = &req.key;
             // A registered table's range comes from its own directory.
             let mut range_warnings = Vec::new();
             let registered = self.tables.table(&key.table).await;
             let directory = registered.as_ref().map(|r| r.directory.clone());
-            let range =
-                crate::tables::recovery_range(&self.store, registered, key.branch.as_str(), range, &mut range_warnings)
-                    .await?;
+            let range = crate::tables::recovery_range(
+                &self.store,
+                registered,
+                key.branch.as_str(),
+                req.range,
+                &mut range_warnings,
+            )
+            .await?;
             let recovery = RecoveryRequest {
-                startup,
+                startup: req.startup,
                 ignore_progress: req.ignore_progress,
                 range,
-                checkpoint,
-                on_expired,
+                checkpoint: req.checkpoint,
+                on_expired: req.on_expired,
             };
-            let lease_id = lease_id.flatten();
-            let recovered = self.store.recovery_position(&ctx, &key, &recovery, lease_id).await?;
+            let lease_id = req.lease_id;
+            let recovered = self.store.recovery_position(&ctx, key, &recovery, lease_id).await?;
             let plan = &recovered.plan;
             // SPEC §9: Paimon's own expiration honours the pin only once its
             // file is there; a pin it cannot see is not promised.
@@ -278,7 +213,7 @@ impl Coordinator for CoordinatorService {
                 consumer: recovered
                     .consumer
                     .as_ref()
-                    .map(|c| convert::consumer_to_pb(&key, c, Some(range.latest_snapshot))),
+                    .map(|c| convert::consumer_to_pb(key, c, Some(range.latest_snapshot))),
                 warnings: range_warnings
                     .into_iter()
                     .chain(plan.warnings.iter().cloned())

@@ -14,6 +14,8 @@ pub mod convert;
 mod coordinator;
 pub mod metrics;
 mod mirror;
+mod registry;
+mod request;
 mod retention;
 mod server;
 pub mod status;

@@ -2,19 +2,14 @@
 
 use std::time::Duration;
 
-use tidemark_core::validate::Violations;
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::retention_server::Retention;
 use tidemark_store::{FenceReport, Store};
 use tonic::{Request, Response, Status};
 
-use crate::call::{self, invalid};
-use crate::context::call_context;
+use crate::call;
 use crate::convert;
 use crate::metrics;
-
-/// Most holders listed at each fence.
-const FENCE_HOLDERS: i64 = 100;
 
 /// Retention fences over a [`Store`].
 #[derive(Debug, Clone)]
@@ -41,24 +36,16 @@ impl Retention for RetentionService {
         &self,
         request: Request<pb::GetRetentionFenceRequest>,
     ) -> Result<Response<pb::GetRetentionFenceResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run(
+        call::handle(
             "Retention",
             "GetRetentionFence",
             self.request_timeout,
-            ctx.clone(),
-            async {
-                let mut v = Violations::new();
-                let table = convert::table_name(&mut v, &req.table, "table");
-                let branch = convert::branch_name(&mut v, &req.branch, "branch");
-                let (Some(table), Some(branch)) = (table, branch) else {
-                    return Err(invalid(v));
-                };
-                call::in_scope(&ctx, &table)?;
+            request,
+            |_, req| async move {
+                let (table, branch) = (&req.table, &req.branch);
                 let report = self
                     .store
-                    .fence(&table, &branch, req.changelog_decoupled, FENCE_HOLDERS)
+                    .fence(table, branch, req.changelog_decoupled, req.limit)
                     .await?;
                 record(table.as_str(), branch.as_str(), &report);
                 Ok(pb::GetRetentionFenceResponse {
@@ -78,25 +65,16 @@ impl Retention for RetentionService {
         &self,
         request: Request<pb::ExplainRetentionRequest>,
     ) -> Result<Response<pb::ExplainRetentionResponse>, Status> {
-        let ctx = call_context(&request);
-        let req = request.into_inner();
-        call::run(
+        call::handle(
             "Retention",
             "ExplainRetention",
             self.request_timeout,
-            ctx.clone(),
-            async {
-                let mut v = Violations::new();
-                let table = convert::table_name(&mut v, &req.table, "table");
-                let branch = convert::branch_name(&mut v, &req.branch, "branch");
-                let limit = convert::page_size(&mut v, req.limit, 100, tidemark_store::MAX_PAGE, "limit");
-                let (Some(table), Some(branch), Some(limit)) = (table, branch, limit) else {
-                    return Err(invalid(v));
-                };
-                call::in_scope(&ctx, &table)?;
+            request,
+            |_, req| async move {
+                let (table, branch) = (&req.table, &req.branch);
                 let explained = self
                     .store
-                    .explain(&table, &branch, req.changelog_decoupled, limit)
+                    .explain(table, branch, req.changelog_decoupled, req.limit)
                     .await?;
                 let report = &explained.fences;
                 record(table.as_str(), branch.as_str(), report);

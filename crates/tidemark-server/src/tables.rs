@@ -47,7 +47,7 @@ impl Registrations {
     /// directory, without waiting: when that read is older than a few
     /// seconds (or missing) a fresh one starts in the background, and this
     /// call answers with what it has. `None` for unregistered tables.
-    pub(crate) fn cached_latest(self: &Arc<Self>, table: &TableName, branch: &str) -> Option<i64> {
+    pub(crate) fn last_known_latest(self: &Arc<Self>, table: &TableName, branch: &str) -> Option<i64> {
         // The common case on the commit path: no registration for this
         // table, known from a fresh read. Nothing to look up or refresh.
         if self
@@ -125,6 +125,14 @@ impl Registrations {
         };
         tables.get(table.as_str()).cloned()
     }
+}
+
+/// A consumer's lag on a registered table: up to the latest snapshot in
+/// the table's directory, or what the worker reported when that is newer
+/// (SPEC §9: a registered table's snapshots come from its directory, not
+/// only from what the last worker saw).
+pub(crate) fn registered_lag(next_snapshot: i64, directory_latest: i64, reported: Option<i64>) -> Option<i64> {
+    tidemark_core::state::lag(next_snapshot, directory_latest.max(reported.unwrap_or(0)))
 }
 
 /// The range to plan a recovery with: for a registered table, the one its

@@ -1,0 +1,241 @@
+//! The Paimon side of the operator API (SPEC §9): what a registered table's
+//! directory says about a consumer, the checks a registration makes, and
+//! importing the consumer files a table already has. The Admin handlers
+//! call these; they hold no orchestration themselves.
+
+use std::time::Duration;
+
+use tidemark_core::admin::Imported;
+use tidemark_core::{ConsumerKey, TableName};
+use tidemark_paimon::{FileState, FoundConsumer, PaimonTable, SnapshotRange};
+use tidemark_proto::v1 as pb;
+use tidemark_store::{CallContext, RegisteredTable, Store, StoreError};
+
+use crate::convert;
+
+/// The registration of `table`, if any.
+pub(crate) async fn registration(store: &Store, table: &TableName) -> Result<Option<RegisteredTable>, StoreError> {
+    let tables = store.paimon().registered_tables().await?;
+    Ok(tables.into_iter().find(|t| &t.table == table))
+}
+
+/// A consumer's Paimon file as read from storage now, what the mirror last
+/// wrote there, and the branch's latest snapshot in the directory.
+pub(crate) struct MirrorView {
+    pub info: pb::MirrorInfo,
+    pub directory_latest: Option<i64>,
+}
+
+/// What a registered table's directory shows for `key` (whose position in
+/// tidemark is `next`).
+pub(crate) async fn mirror_view(
+    store: &Store,
+    registered: &RegisteredTable,
+    key: &ConsumerKey,
+    next: Option<i64>,
+) -> Result<MirrorView, StoreError> {
+    let table = PaimonTable::open(&registered.location).ok();
+    let info = mirror_info(store, key, table.as_ref(), next).await?;
+    let directory_latest = match &table {
+        Some(table) => table
+            .snapshot_range(key.branch.as_str())
+            .await
+            .ok()
+            .flatten()
+            .map(|range| range.latest),
+        None => None,
+    };
+    Ok(MirrorView { info, directory_latest })
+}
+
+async fn mirror_info(
+    store: &Store,
+    key: &ConsumerKey,
+    table: Option<&PaimonTable>,
+    next: Option<i64>,
+) -> Result<pb::MirrorInfo, StoreError> {
+    let (branch, id) = (key.branch.as_str(), key.consumer_id.as_str());
+    let path = table.map(|t| t.consumer_location(branch, id)).unwrap_or_default();
+    let state = store.paimon().mirror_state(key).await?.unwrap_or_default();
+    let mut info = pb::MirrorInfo {
+        path,
+        mirrored_next_snapshot: state.mirrored_next,
+        mirrored_at: state.mirrored_at.map(convert::timestamp),
+        in_sync: false,
+        failures: state.failures,
+        last_error: state.last_error.unwrap_or_default(),
+        ..Default::default()
+    };
+    let Some(table) = table else {
+        info.file_state = "STORAGE_ERROR".into();
+        info.file_error = "the registered location cannot be opened".into();
+        return Ok(info);
+    };
+    match table.branch_exists(branch).await {
+        Ok(false) => {
+            info.file_state = "BRANCH_MISSING".into();
+            return Ok(info);
+        }
+        Err(e) => {
+            info.file_state = "STORAGE_ERROR".into();
+            info.file_error = e.to_string();
+            return Ok(info);
+        }
+        Ok(true) => {}
+    }
+    match table.consumer_file(branch, id).await {
+        Ok(FileState::Position(n)) => {
+            info.file_state = "PRESENT".into();
+            info.file_next_snapshot = Some(n);
+            info.in_sync = Some(n) == next;
+            info.file_modified_at = table
+                .stat_consumer(branch, id)
+                .await
+                .ok()
+                .flatten()
+                .map(|f| prost_types::Timestamp::from(f.modified));
+        }
+        Ok(FileState::Missing) => {
+            info.file_state = "MISSING".into();
+            info.in_sync = next.is_none();
+        }
+        Ok(FileState::Unreadable(why)) => {
+            info.file_state = "UNREADABLE".into();
+            info.file_error = why;
+        }
+        Err(e) => {
+            info.file_state = "STORAGE_ERROR".into();
+            info.file_error = e.to_string();
+        }
+    }
+    Ok(info)
+}
+
+/// What registering a table's directory found there.
+pub(crate) struct Probe {
+    /// Its main branch's snapshots, if it has any.
+    pub range: Option<SnapshotRange>,
+    /// Why the range could not be read ("" when it was).
+    pub error: String,
+    /// The table's identity (SPEC §9), when it has a schema to tell.
+    pub identity: Option<String>,
+    /// What an operator should know (say, Paimon would expire kept files).
+    pub warnings: Vec<String>,
+}
+
+/// Reads what a registration needs from the table's directory: its range
+/// (which shows the location is the table's), its identity (which binds the
+/// registration to this table; registering again accepts a recreated one),
+/// and whether Paimon's own consumer expiration is too short for the
+/// mirror's refresh interval.
+pub(crate) async fn probe(table: &TableName, location: &PaimonTable, mirror_refresh: Duration) -> Probe {
+    let (range, error) = match location.snapshot_range(tidemark_paimon::MAIN_BRANCH).await {
+        Ok(range) => (range, String::new()),
+        Err(e) => (None, e.to_string()),
+    };
+    let identity = location.identity().await.ok().flatten();
+    let mut warnings = Vec::new();
+    match location.consumer_expiration().await {
+        Ok(Some(expiration)) if expiration < 3 * mirror_refresh => {
+            let warning = format!(
+                "MIRROR_REFRESH_TOO_SLOW: the table's consumer.expiration-time ({}) is shorter than three times this \
+                 server's --mirror-refresh ({}): Paimon could expire the file of a consumer tidemark keeps; set \
+                 --mirror-refresh to at most a third of it",
+                humantime::format_duration(expiration),
+                humantime::format_duration(mirror_refresh)
+            );
+            tracing::warn!(table = %table.as_str(), "{warning}");
+            warnings.push(warning);
+        }
+        Ok(_) => {}
+        Err(e) => warnings.push(format!("cannot read the table's schema options: {e}")),
+    }
+    Probe {
+        range,
+        error,
+        identity,
+        warnings,
+    }
+}
+
+/// The outcome of importing one consumer file.
+pub(crate) enum ImportOutcome {
+    /// Imported (or, in a plan, would be).
+    Imported { key: ConsumerKey, next_snapshot: i64 },
+    /// Left alone, and why.
+    Skipped(pb::ImportSkipped),
+}
+
+/// Imports the consumer files a registered table already has: each file a
+/// consumer tidemark does not have yet becomes one (only while still
+/// absent: a consumer created meanwhile wins); tidemark's own pin files,
+/// unreadable files and invalid ids are skipped with the reason. A plan
+/// (`execute: false`) changes nothing.
+pub(crate) async fn import_consumers(
+    store: &Store,
+    ctx: &CallContext,
+    table: &TableName,
+    registered: &RegisteredTable,
+    execute: bool,
+) -> Result<Vec<ImportOutcome>, StoreError> {
+    let paimon =
+        PaimonTable::open(&registered.location).map_err(|e| StoreError::Internal(format!("stored location: {e}")))?;
+    let found = paimon
+        .list_consumers()
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("cannot read the table's consumer files: {e}")))?;
+    let mut outcomes = Vec::with_capacity(found.len());
+    for file in &found {
+        outcomes.push(import_one(store, ctx, table, file, execute).await?);
+    }
+    Ok(outcomes)
+}
+
+async fn import_one(
+    store: &Store,
+    ctx: &CallContext,
+    table: &TableName,
+    file: &FoundConsumer,
+    execute: bool,
+) -> Result<ImportOutcome, StoreError> {
+    let skip = |reason: &str, message: String| {
+        ImportOutcome::Skipped(pb::ImportSkipped {
+            branch: file.branch.clone(),
+            consumer_id: file.consumer_id.clone(),
+            reason: reason.to_owned(),
+            message,
+        })
+    };
+    if file.consumer_id.starts_with(tidemark_paimon::PIN_PREFIX) {
+        return Ok(skip("PIN_FILE", "tidemark's own full-scan pin file".to_owned()));
+    }
+    let next = match &file.next_snapshot {
+        Ok(n) if *n >= 1 => *n,
+        Ok(n) => return Ok(skip("UNREADABLE", format!("nextSnapshot {n} is not a snapshot id"))),
+        Err(e) => return Ok(skip("UNREADABLE", e.clone())),
+    };
+    let key = match ConsumerKey::parse(table.as_str(), &file.branch, &file.consumer_id, "") {
+        Ok(key) => key,
+        Err(violations) => {
+            let why = violations.iter().map(|v| v.description.clone()).collect::<Vec<_>>();
+            return Ok(skip("INVALID_ID", why.join("; ")));
+        }
+    };
+    let exists = |existing: i64| format!("tidemark already has this consumer at {existing}; the file shows {next}");
+    if !execute {
+        if let Some(existing) = store.key_state(&key).await?.and_then(|s| s.next_snapshot()) {
+            return Ok(skip("EXISTS", exists(existing)));
+        }
+    } else {
+        match store.import_consumer(ctx, &key, next).await {
+            Ok(Imported::Created) => {}
+            Ok(Imported::Exists { next_snapshot }) => return Ok(skip("EXISTS", exists(next_snapshot))),
+            Err(StoreError::Rule(rule)) => return Ok(skip(rule.reason(), rule.to_string())),
+            Err(other) => return Err(other),
+        }
+    }
+    Ok(ImportOutcome::Imported {
+        key,
+        next_snapshot: next,
+    })
+}
