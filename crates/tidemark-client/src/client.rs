@@ -168,16 +168,10 @@ impl Client {
 
 /// A proto duration as a std one (negative as zero).
 pub fn duration_from_pb(d: prost_types::Duration) -> Duration {
-    Duration::new(
-        u64::try_from(d.seconds).unwrap_or(0),
-        u32::try_from(d.nanos).unwrap_or(0),
-    )
+    tidemark_proto::duration::from_pb(&d)
 }
 
 /// A std duration as a proto one.
 pub fn duration_to_pb(d: Duration) -> prost_types::Duration {
-    prost_types::Duration {
-        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
-    }
+    tidemark_proto::duration::to_pb(d)
 }

@@ -1,8 +1,6 @@
 //! Domain -> proto conversions: how answers are built (requests are parsed
 //! in the `request` module).
 
-use std::time::Duration;
-
 use tidemark_core::{ConsumerKey, ConsumerRecord, Offset, RecoverySource, Timestamp};
 use tidemark_proto::v1 as pb;
 
@@ -36,13 +34,7 @@ pub fn timestamp(t: Timestamp) -> prost_types::Timestamp {
     }
 }
 
-/// A domain duration as a proto duration.
-pub fn duration_to_pb(d: Duration) -> prost_types::Duration {
-    prost_types::Duration {
-        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
-    }
-}
+pub use tidemark_proto::duration::to_pb as duration_to_pb;
 
 /// A domain key as a proto key.
 pub fn key_to_pb(key: &ConsumerKey) -> pb::ConsumerKey {

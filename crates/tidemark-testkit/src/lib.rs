@@ -7,6 +7,8 @@
 //! them on purpose.
 
 mod cluster;
+pub mod load;
+pub mod postgres;
 pub mod process;
 pub mod raw;
 

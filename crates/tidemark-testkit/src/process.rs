@@ -1,12 +1,13 @@
 //! `tidemark serve` as a real child process, for harnesses that kill,
-//! pause and restart it (benchmarks, the history checker, the fuzzer).
+//! pause and restart it (the binary's own tests, benchmarks, the history
+//! checker, the fuzzer): the one process harness.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A running `tidemark serve`. Killed when dropped.
 #[derive(Debug)]
@@ -14,6 +15,8 @@ pub struct ServerProcess {
     child: Child,
     /// Where it serves gRPC.
     pub addr: SocketAddr,
+    /// The plaintext health port, when started with `--health-listen`.
+    pub health_addr: Option<SocketAddr>,
     log: Arc<Mutex<Vec<String>>>,
 }
 
@@ -28,6 +31,8 @@ impl ServerProcess {
             .args(args)
             .current_dir(dir)
             .env("RUST_BACKTRACE", "1")
+            // The start-up lines below are read from the text format.
+            .env("TIDEMARK_LOG_FORMAT", "text")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -35,13 +40,18 @@ impl ServerProcess {
         let stderr = child.stderr.take().expect("piped");
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = std::sync::mpsc::channel();
+        let (health_tx, health_rx) = std::sync::mpsc::channel();
         let kept = Arc::clone(&log);
         let label = label.to_owned();
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !sent && let Some(addr) = line.split("listening on ").nth(1) {
-                    let _ = tx.send(addr.trim().to_owned());
+                let address = line.split("listening on ").nth(1).map(|a| a.trim().to_owned());
+                if let Some(addr) = address.clone().filter(|_| line.contains("health (plaintext)")) {
+                    let _ = health_tx.send(addr);
+                } else if !sent && let Some(addr) = address {
+                    // The main port is logged last, once every port is bound.
+                    let _ = tx.send(addr);
                     sent = true;
                 } else if line.contains("ERROR") || line.contains("WARN") || line.contains("panicked") {
                     eprintln!("{label}: {line}");
@@ -56,14 +66,21 @@ impl ServerProcess {
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
+                let lines = log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).join("\n");
                 return Err(std::io::Error::other(format!(
-                    "{} did not start listening",
+                    "{} did not start listening:\n{lines}",
                     binary.display()
                 )));
             }
         };
         let addr = addr.parse().map_err(std::io::Error::other)?;
-        Ok(Self { child, addr, log })
+        let health_addr = health_rx.try_recv().ok().and_then(|a| a.parse().ok());
+        Ok(Self {
+            child,
+            addr,
+            health_addr,
+            log,
+        })
     }
 
     /// The process id.
@@ -84,14 +101,42 @@ impl ServerProcess {
             .clone()
     }
 
+    /// Every log line so far, as one text.
+    pub fn logs(&self) -> String {
+        self.log_lines().join("\n")
+    }
+
     /// Whether the process has exited.
     pub fn exited(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(Some(_)))
+        self.exit_status().is_some()
+    }
+
+    /// How the process exited, once it has.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 
     /// Sends `signal` (e.g. "STOP", "CONT", "TERM") with `kill(1)`.
     pub fn signal(&self, signal: &str) {
         signal_pid(self.pid(), signal);
+    }
+
+    /// Waits for the process to exit; returns its success and the time taken.
+    /// Async, so the test's own client connections keep being driven (and
+    /// can close when the server says GOAWAY).
+    pub async fn wait_exit(&mut self, limit: Duration) -> (bool, Duration) {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.exit_status() {
+                return (status.success(), started.elapsed());
+            }
+            assert!(
+                started.elapsed() < limit,
+                "did not exit within {limit:?}:\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// SIGKILL, and waits for the exit.
@@ -151,4 +196,23 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
+}
+
+/// A health check against `url` (`None` when the server does not answer).
+pub async fn health(url: String, service: &str) -> Option<tonic_health::pb::health_check_response::ServingStatus> {
+    let channel = tonic::transport::Endpoint::from_shared(url)
+        .ok()?
+        .connect_timeout(Duration::from_secs(1))
+        .timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .ok()?;
+    let mut client = tonic_health::pb::health_client::HealthClient::new(channel);
+    let response = client
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: service.into(),
+        })
+        .await
+        .ok()?;
+    Some(response.into_inner().status())
 }

@@ -8,7 +8,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{BIN, FreshDatabase, Served, health};
+use support::{BIN, Served};
+use tidemark_testkit::postgres::FreshDatabase;
+use tidemark_testkit::process::health;
 
 use tidemark_proto::v1 as pb;
 
@@ -92,7 +94,7 @@ async fn sigterm_turns_health_not_serving_drains_and_exits_cleanly() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(saw_not_serving, "health never went NOT_SERVING:\n{}", served.logs());
-    let (ok, took) = served.wait(Duration::from_secs(10)).await;
+    let (ok, took) = served.wait_exit(Duration::from_secs(10)).await;
     assert!(ok, "exit status:\n{}", served.logs());
     assert!(took < Duration::from_secs(5), "took {took:?}");
     assert!(served.logs().contains("SIGTERM received"));
@@ -221,7 +223,7 @@ async fn in_flight_rpcs_finish_during_shutdown() {
     blocker.rollback().await.unwrap();
     let response = commit.await.unwrap().expect("the in-flight commit succeeds");
     assert_eq!(response.into_inner().next_snapshot, Some(10));
-    let (ok, _) = served.wait(Duration::from_secs(10)).await;
+    let (ok, _) = served.wait_exit(Duration::from_secs(10)).await;
     assert!(ok, "{}", served.logs());
     pool.close().await;
     db.drop_now().await;
@@ -514,7 +516,7 @@ async fn a_pin_file_left_by_a_killed_server_goes_once_its_lease_lapses() {
     let pin = table_dir.join(format!("consumer/consumer-tidemark~pin~{}", lease.lease_id));
     assert_eq!(std::fs::read_to_string(&pin).unwrap(), r#"{"nextSnapshot":3}"#);
     first.signal("KILL");
-    first.wait(Duration::from_secs(5)).await;
+    first.wait_exit(Duration::from_secs(5)).await;
     assert!(pin.exists(), "a killed server deletes nothing");
 
     // Another replica on the same database: the pin holds while the lease

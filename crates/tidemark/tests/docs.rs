@@ -11,7 +11,8 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::{FreshDatabase, Served};
+use support::Served;
+use tidemark_testkit::postgres::FreshDatabase;
 
 /// A runnable block of the document and the output shown under it.
 struct Step {

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use support::load::{is_transport_failure, run_worker};
-use support::{Served, health};
+use support::Served;
+use tidemark_testkit::load::{is_transport_failure, run_worker};
+use tidemark_testkit::process::health;
 use tidemark_testkit::{PgCluster, StopMode};
 use tonic::Code;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -64,7 +65,7 @@ async fn postgres_restart_under_load_loses_nothing_and_recovers_by_itself() {
             )
         })
         .collect();
-    let urls: Vec<String> = replicas.iter().map(Served::url).collect();
+    let urls: Vec<String> = replicas.iter().map(|r| r.url()).collect();
     wait_readiness(&replicas, ServingStatus::Serving, Duration::from_secs(10)).await;
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -113,7 +114,9 @@ async fn postgres_restart_under_load_loses_nothing_and_recovers_by_itself() {
         first_ok_after.push((first_ok.at + first_ok.latency).duration_since(up_at));
         // No acknowledged commit was lost in the crash.
         let acked = report.acked_next_snapshot.expect("committed");
-        let stored = support::load::position(&urls[i % 2], &format!("w{i}")).await.unwrap();
+        let stored = tidemark_testkit::load::position(&urls[i % 2], &format!("w{i}"))
+            .await
+            .unwrap();
         assert!(stored >= acked, "worker {i}: acknowledged {acked}, stored {stored}");
     }
     assert!(failures > 0, "the outage was seen by the workers");

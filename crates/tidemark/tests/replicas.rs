@@ -9,10 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use support::load::{self, coordinator, is_transport_failure, key, run_worker};
-use support::{FreshDatabase, Served, health};
+use support::Served;
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::coordinator_client::CoordinatorClient;
+use tidemark_testkit::load::{self, coordinator, is_transport_failure, key, run_worker};
+use tidemark_testkit::postgres::FreshDatabase;
+use tidemark_testkit::process::health;
 use tonic::Code;
 use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -138,7 +140,7 @@ async fn load_goes_on_when_a_replica_is_killed() {
     };
     let dir = tempfile::tempdir().unwrap();
     let mut replicas = start_replicas(3, &db.url, dir.path(), &[]);
-    let urls: Vec<String> = replicas.iter().map(Served::url).collect();
+    let urls: Vec<String> = replicas.iter().map(|r| r.url()).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..12)
         .map(|i| {
@@ -154,8 +156,7 @@ async fn load_goes_on_when_a_replica_is_killed() {
 
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let killed_at = Instant::now();
-    replicas[0].child.kill().unwrap();
-    replicas[0].child.wait().unwrap();
+    replicas[0].kill();
     tokio::time::sleep(Duration::from_millis(2000)).await;
     stop.store(true, Ordering::Relaxed);
 
@@ -242,7 +243,7 @@ async fn a_sigtermed_replica_drains_and_finishes_in_flight_rpcs() {
             .unwrap_or_else(|s| panic!("in-flight commit {i} failed: {s:?}"));
         assert_eq!(done.into_inner().next_snapshot, Some(2));
     }
-    let (clean, _) = replicas[0].wait(Duration::from_secs(10)).await;
+    let (clean, _) = replicas[0].wait_exit(Duration::from_secs(10)).await;
     let drained_in = sigterm.elapsed();
     assert!(clean, "exit status:\n{}", replicas[0].logs());
     assert!(drained_in < Duration::from_secs(5), "drained in {drained_in:?}");

@@ -67,10 +67,7 @@ pub(crate) fn duration(v: &mut Violations, value: Option<&prost_types::Duration>
         );
         return None;
     }
-    let duration = Duration::new(
-        u64::try_from(d.seconds).unwrap_or(0),
-        u32::try_from(d.nanos).unwrap_or(0),
-    );
+    let duration = tidemark_proto::duration::from_pb(d);
     if duration > MAX_REQUEST_DURATION {
         v.add(field, "must be at most a year");
         return None;

@@ -4,8 +4,6 @@
 //! Cases use real time with short lease ttls; both backends take `now` from
 //! their clock (the database's for Postgres).
 
-#![allow(dead_code)]
-
 pub mod admin;
 pub mod mirror;
 pub mod model;

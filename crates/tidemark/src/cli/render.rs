@@ -4,7 +4,6 @@
 #![allow(clippy::print_stdout)]
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use anyhow::Context;
 use prost::Message;
@@ -99,13 +98,7 @@ pub(crate) fn opt<T: ToString>(value: Option<T>) -> String {
 pub(crate) fn duration(d: Option<&prost_types::Duration>) -> String {
     d.map_or_else(
         || "-".to_owned(),
-        |d| {
-            let d = Duration::new(
-                u64::try_from(d.seconds).unwrap_or(0),
-                u32::try_from(d.nanos).unwrap_or(0),
-            );
-            tidemark_core::options::Human(d).to_string()
-        },
+        |d| tidemark_core::options::Human(tidemark_proto::duration::from_pb(d)).to_string(),
     )
 }
 

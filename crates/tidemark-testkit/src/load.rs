@@ -81,7 +81,7 @@ pub async fn run_worker(
             .acquire_lease(pb::AcquireLeaseRequest {
                 consumer: Some(key(&id)),
                 holder: format!("worker-{id}"),
-                ttl: Some(prost_types::Duration { seconds: 120, nanos: 0 }),
+                ttl: Some(tidemark_proto::prost_types::Duration { seconds: 120, nanos: 0 }),
             })
             .await
         {
