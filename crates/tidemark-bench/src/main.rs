@@ -19,7 +19,14 @@
 #![allow(clippy::print_stdout)] // a report is the point
 
 mod etcd {
-    #![allow(clippy::all, missing_debug_implementations, unused_qualifications)]
+    // Generated code.
+    #![allow(
+        clippy::all,
+        missing_debug_implementations,
+        missing_docs,
+        unreachable_pub,
+        unused_qualifications
+    )]
     tonic::include_proto!("etcdserverpb");
     pub use kv_client::KvClient;
 }

@@ -11,7 +11,7 @@ use tidemark_testkit::process::ServerProcess;
 const TICKS_PER_SECOND: f64 = 100.0;
 
 /// CPU seconds (user + system) a process has used, from /proc.
-pub fn cpu_seconds(pid: u32) -> Option<f64> {
+pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which is in parentheses.
     let rest = &stat[stat.rfind(')')? + 2..];
@@ -23,7 +23,7 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
 
 /// CPU seconds of a process and all its direct children (Postgres: the
 /// postmaster and its backends and workers).
-pub fn cpu_seconds_with_children(pid: u32) -> Option<f64> {
+pub(crate) fn cpu_seconds_with_children(pid: u32) -> Option<f64> {
     let mut total = cpu_seconds(pid)?;
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
@@ -43,7 +43,7 @@ fn parent_of(pid: u32) -> Option<u32> {
 }
 
 /// Resident and peak resident memory (KiB) of a process.
-pub fn memory_kib(pid: u32) -> Option<(u64, u64)> {
+pub(crate) fn memory_kib(pid: u32) -> Option<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| {
         status
@@ -58,15 +58,15 @@ pub fn memory_kib(pid: u32) -> Option<(u64, u64)> {
 /// A `tidemark serve` process for the benchmark: sweeper off, long leases,
 /// no metrics port.
 #[derive(Debug)]
-pub struct Tidemark(ServerProcess);
+pub(crate) struct Tidemark(ServerProcess);
 
 impl Tidemark {
-    pub fn start(binary: &Path, database_url: &str, db_connections: u32, dir: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn start(binary: &Path, database_url: &str, db_connections: u32, dir: &Path) -> anyhow::Result<Self> {
         Self::start_with(binary, database_url, db_connections, dir, "warn,tidemark=info", &[])
     }
 
     /// The same, with another log filter and more flags.
-    pub fn start_with(
+    pub(crate) fn start_with(
         binary: &Path,
         database_url: &str,
         db_connections: u32,
@@ -98,30 +98,30 @@ impl Tidemark {
         Ok(Self(process))
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.0.pid()
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         self.0.url()
     }
 
     /// Every log line so far.
-    pub fn log_lines(&self) -> Vec<String> {
+    pub(crate) fn log_lines(&self) -> Vec<String> {
         self.0.log_lines()
     }
 }
 
 /// An etcd server (single member, data on disk with etcd's default fsync).
 #[derive(Debug)]
-pub struct Etcd {
+pub(crate) struct Etcd {
     child: Child,
     pub url: String,
     _dir: tempfile::TempDir,
 }
 
 impl Etcd {
-    pub fn start(binary: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn start(binary: &Path) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let client = free_port()?;
         let peer = free_port()?;
@@ -154,7 +154,7 @@ impl Etcd {
         Ok(Self { child, url, _dir: dir })
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 }
@@ -171,7 +171,7 @@ fn free_port() -> anyhow::Result<u16> {
 }
 
 /// A binary next to this one (target/<profile>/), or on PATH.
-pub fn sibling_binary(name: &str) -> Option<PathBuf> {
+pub(crate) fn sibling_binary(name: &str) -> Option<PathBuf> {
     let here = std::env::current_exe().ok()?;
     let sibling = here.parent()?.join(name);
     if sibling.exists() {
@@ -180,7 +180,7 @@ pub fn sibling_binary(name: &str) -> Option<PathBuf> {
     which(name)
 }
 
-pub fn which(name: &str) -> Option<PathBuf> {
+pub(crate) fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|p| p.join(name))

@@ -14,13 +14,13 @@ use crate::etcd::{self, KvClient};
 /// Operations are timed from `measure_from` until `until`; before that is
 /// warm-up (connections, prepared statements, caches).
 #[derive(Debug, Clone, Copy)]
-pub struct Window {
+pub(crate) struct Window {
     pub measure_from: Instant,
     pub until: Instant,
 }
 
 impl Window {
-    pub fn starting_in(warmup: Duration, measure: Duration) -> Self {
+    pub(crate) fn starting_in(warmup: Duration, measure: Duration) -> Self {
         let measure_from = Instant::now() + warmup;
         Self {
             measure_from,
@@ -31,14 +31,14 @@ impl Window {
 
 /// What one worker saw in the window.
 #[derive(Debug, Default)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     pub latencies_us: Vec<u32>,
     pub errors: u64,
     pub first_error: Option<String>,
 }
 
 impl Recorder {
-    pub fn record(&mut self, window: &Window, started: Instant, result: anyhow::Result<()>) {
+    pub(crate) fn record(&mut self, window: &Window, started: Instant, result: anyhow::Result<()>) {
         if started < window.measure_from || started >= window.until {
             return;
         }
@@ -74,14 +74,14 @@ macro_rules! closed_loop {
 
 /// A gRPC channel of its own (one connection per worker, as separate
 /// queries would have).
-pub async fn channel(url: &str) -> anyhow::Result<Channel> {
+pub(crate) async fn channel(url: &str) -> anyhow::Result<Channel> {
     Ok(tonic::transport::Endpoint::from_shared(url.to_owned())?
         .tcp_nodelay(true)
         .connect()
         .await?)
 }
 
-pub fn key(table: &str, id: &str) -> pb::ConsumerKey {
+pub(crate) fn key(table: &str, id: &str) -> pb::ConsumerKey {
     pb::ConsumerKey {
         table: table.into(),
         branch: "main".into(),
@@ -93,16 +93,16 @@ pub fn key(table: &str, id: &str) -> pb::ConsumerKey {
 /// three commits end partway through a snapshot (the consumer stays) and one
 /// completes it (the consumer advances).
 #[derive(Debug, Clone, Copy)]
-pub struct Batches {
+pub(crate) struct Batches {
     pub snapshot: i64,
     pub index: i64,
     pub batch: i64,
 }
 
 impl Batches {
-    pub const SPLITS: i64 = 3;
+    pub(crate) const SPLITS: i64 = 3;
 
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             snapshot: 1,
             index: 0,
@@ -111,7 +111,7 @@ impl Batches {
     }
 
     /// The next batch end and the consumer position it implies.
-    pub fn next(&mut self) -> (pb::Offset, i64, i64) {
+    pub(crate) fn next(&mut self) -> (pb::Offset, i64, i64) {
         let end = pb::Offset {
             snapshot_id: self.snapshot,
             index: self.index,
@@ -136,7 +136,7 @@ impl Batches {
 
 // ---------------------------------------------------------------- tidemark
 
-pub async fn tidemark_lease(
+pub(crate) async fn tidemark_lease(
     client: &mut CoordinatorClient<Channel>,
     key: pb::ConsumerKey,
     holder: &str,
@@ -154,7 +154,7 @@ pub async fn tidemark_lease(
     response.into_inner().lease.ok_or_else(|| anyhow::anyhow!("no lease"))
 }
 
-pub async fn tidemark_commit(
+pub(crate) async fn tidemark_commit(
     client: &mut CoordinatorClient<Channel>,
     lease: &pb::Lease,
     batches: &mut Batches,
@@ -172,7 +172,10 @@ pub async fn tidemark_commit(
     Ok(())
 }
 
-pub async fn tidemark_recover(client: &mut CoordinatorClient<Channel>, key: &pb::ConsumerKey) -> anyhow::Result<()> {
+pub(crate) async fn tidemark_recover(
+    client: &mut CoordinatorClient<Channel>,
+    key: &pb::ConsumerKey,
+) -> anyhow::Result<()> {
     let response = client
         .get_recovery_position(pb::GetRecoveryPositionRequest {
             consumer: Some(key.clone()),
@@ -197,7 +200,7 @@ pub async fn tidemark_recover(client: &mut CoordinatorClient<Channel>, key: &pb:
 }
 
 /// Acquire, renew, release: one lease's life.
-pub async fn tidemark_churn(
+pub(crate) async fn tidemark_churn(
     client: &mut CoordinatorClient<Channel>,
     key: &pb::ConsumerKey,
     holder: &str,
@@ -219,7 +222,7 @@ pub async fn tidemark_churn(
     Ok(())
 }
 
-pub async fn tidemark_fence(client: &mut RetentionClient<Channel>, table: &str) -> anyhow::Result<()> {
+pub(crate) async fn tidemark_fence(client: &mut RetentionClient<Channel>, table: &str) -> anyhow::Result<()> {
     let fence = client
         .get_retention_fence(pb::GetRetentionFenceRequest {
             table: table.into(),
@@ -238,7 +241,7 @@ pub async fn tidemark_fence(client: &mut RetentionClient<Channel>, table: &str) 
 /// it can be while still correct (the lease epoch and deadline guard every
 /// write, a history row is appended in the same transaction, one statement
 /// per operation, prepared).
-pub const PEER_SCHEMA: &str = "
+pub(crate) const PEER_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS peer_consumers (
     table_name text NOT NULL, branch text NOT NULL, consumer_id text NOT NULL,
     epoch bigint NOT NULL, holder text, lease_deadline timestamptz,
@@ -280,7 +283,7 @@ const PEER_RELEASE: &str = "WITH u AS (UPDATE peer_consumers SET lease_deadline 
 const PEER_FENCE: &str = "SELECT min(next_snapshot) FROM peer_consumers WHERE table_name = $1 AND branch = $2";
 
 /// Creates (or resets) a peer consumer row holding a live lease at epoch 1.
-pub async fn peer_consumer(pool: &PgPool, table: &str, id: &str) -> anyhow::Result<()> {
+pub(crate) async fn peer_consumer(pool: &PgPool, table: &str, id: &str) -> anyhow::Result<()> {
     sqlx::query(
         "INSERT INTO peer_consumers (table_name, branch, consumer_id, epoch, holder, lease_deadline, next_snapshot, \
          updated_at) VALUES ($1, 'main', $2, 1, 'bench', now() + interval '1 hour', 1, now()) \
@@ -294,7 +297,7 @@ pub async fn peer_consumer(pool: &PgPool, table: &str, id: &str) -> anyhow::Resu
     Ok(())
 }
 
-pub async fn peer_commit(pool: &PgPool, table: &str, id: &str, batches: &mut Batches) -> anyhow::Result<()> {
+pub(crate) async fn peer_commit(pool: &PgPool, table: &str, id: &str, batches: &mut Batches) -> anyhow::Result<()> {
     let (_, position, batch) = batches.next();
     let written = sqlx::query(PEER_COMMIT)
         .bind(table)
@@ -310,7 +313,7 @@ pub async fn peer_commit(pool: &PgPool, table: &str, id: &str, batches: &mut Bat
     Ok(())
 }
 
-pub async fn peer_recover(pool: &PgPool, table: &str, id: &str) -> anyhow::Result<()> {
+pub(crate) async fn peer_recover(pool: &PgPool, table: &str, id: &str) -> anyhow::Result<()> {
     let row: (Option<i64>,) = sqlx::query_as(PEER_READ)
         .bind(table)
         .bind("main")
@@ -321,7 +324,7 @@ pub async fn peer_recover(pool: &PgPool, table: &str, id: &str) -> anyhow::Resul
     Ok(())
 }
 
-pub async fn peer_churn(pool: &PgPool, table: &str, id: &str, holder: &str) -> anyhow::Result<()> {
+pub(crate) async fn peer_churn(pool: &PgPool, table: &str, id: &str, holder: &str) -> anyhow::Result<()> {
     let (epoch,): (i64,) = sqlx::query_as(PEER_ACQUIRE)
         .bind(table)
         .bind("main")
@@ -350,7 +353,7 @@ pub async fn peer_churn(pool: &PgPool, table: &str, id: &str, holder: &str) -> a
     Ok(())
 }
 
-pub async fn peer_fence(pool: &PgPool, table: &str) -> anyhow::Result<()> {
+pub(crate) async fn peer_fence(pool: &PgPool, table: &str) -> anyhow::Result<()> {
     let (fence,): (Option<i64>,) = sqlx::query_as(PEER_FENCE)
         .bind(table)
         .bind("main")
@@ -364,7 +367,7 @@ pub async fn peer_fence(pool: &PgPool, table: &str) -> anyhow::Result<()> {
 
 /// etcd: the lease epoch lives at `lease/<key>`; a commit is a transaction
 /// that compares it and writes the position at `pos/<key>`.
-pub async fn etcd_consumer(client: &mut KvClient<Channel>, id: &str) -> anyhow::Result<()> {
+pub(crate) async fn etcd_consumer(client: &mut KvClient<Channel>, id: &str) -> anyhow::Result<()> {
     client
         .put(etcd::PutRequest {
             key: format!("lease/{id}").into_bytes(),
@@ -375,7 +378,7 @@ pub async fn etcd_consumer(client: &mut KvClient<Channel>, id: &str) -> anyhow::
     Ok(())
 }
 
-pub async fn etcd_commit(client: &mut KvClient<Channel>, id: &str, batches: &mut Batches) -> anyhow::Result<()> {
+pub(crate) async fn etcd_commit(client: &mut KvClient<Channel>, id: &str, batches: &mut Batches) -> anyhow::Result<()> {
     let (_, position, batch) = batches.next();
     let response = client
         .txn(etcd::TxnRequest {

@@ -20,13 +20,13 @@ use crate::record::{Fault, Record};
 const SLACK_US: i64 = 5_000;
 
 /// Each key's server history (by consumer id).
-pub type History = BTreeMap<String, Vec<pb::HistoryEntry>>;
+pub(crate) type History = BTreeMap<String, Vec<pb::HistoryEntry>>;
 /// Each key's stored position at the end.
-pub type Finals = BTreeMap<String, Option<i64>>;
+pub(crate) type Finals = BTreeMap<String, Option<i64>>;
 
 /// The verdict.
 #[derive(Debug, Default, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     /// Requests recorded, by operation and answer.
     pub operations: BTreeMap<String, u64>,
     pub operations_total: u64,
@@ -65,7 +65,7 @@ fn writes_position(outcome: &str) -> bool {
 const COMMIT_EVENTS: [&str; 4] = ["CREATE", "ADVANCE", "REFRESH", "REWIND"];
 
 /// Checks everything; `history` and `finals` are per consumer id.
-pub fn check(records: &[Record], faults: &[Fault], history: &History, finals: &Finals) -> Report {
+pub(crate) fn check(records: &[Record], faults: &[Fault], history: &History, finals: &Finals) -> Report {
     let mut report = Report::default();
     for r in records {
         let answer = if r.ok() {

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 /// A running proxy.
 #[derive(Debug)]
-pub struct Proxy {
+pub(crate) struct Proxy {
     /// Where clients connect.
     pub addr: SocketAddr,
     cuts: watch::Sender<u64>,
@@ -22,7 +22,7 @@ pub struct Proxy {
 
 impl Proxy {
     /// Listens on a free loopback port and forwards to `target`.
-    pub async fn start(target: SocketAddr) -> std::io::Result<Self> {
+    pub(crate) async fn start(target: SocketAddr) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (cuts, _) = watch::channel(0u64);
@@ -43,17 +43,17 @@ impl Proxy {
     }
 
     /// `http://addr`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Drops every open connection now.
-    pub fn cut(&self) {
+    pub(crate) fn cut(&self) {
         self.cuts.send_modify(|n| *n += 1);
     }
 
     /// Delays every chunk in both directions by `delay` (zero: off).
-    pub fn set_delay(&self, delay: Duration) {
+    pub(crate) fn set_delay(&self, delay: Duration) {
         self.delay_ms
             .store(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), Ordering::SeqCst);
     }

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Microseconds since the Unix epoch.
-pub fn now_us() -> i64 {
+pub(crate) fn now_us() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
@@ -13,7 +13,7 @@ pub fn now_us() -> i64 {
 
 /// One request and its answer.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// The worker.
     pub worker: u32,
     /// acquire, renew, release, commit or recover.
@@ -43,14 +43,14 @@ pub struct Record {
 
 impl Record {
     /// Whether the server answered OK.
-    pub fn ok(&self) -> bool {
+    pub(crate) fn ok(&self) -> bool {
         self.code == "Ok"
     }
 }
 
 /// A fault the orchestrator injected.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Fault {
+pub(crate) struct Fault {
     pub kind: String,
     pub target: String,
     pub t0: i64,

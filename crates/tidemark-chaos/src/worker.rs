@@ -16,13 +16,13 @@ use tonic_types::StatusExt;
 use crate::record::{Record, now_us};
 
 /// The table every worker reads.
-pub const TABLE: &str = "db.chaos";
+pub(crate) const TABLE: &str = "db.chaos";
 /// Splits per snapshot.
 const SPLITS: i64 = 3;
 
 /// A worker's settings.
 #[derive(Debug, Clone, clap::Args)]
-pub struct WorkerArgs {
+pub(crate) struct WorkerArgs {
     /// The worker's number (its holder is "w<id>").
     #[arg(long)]
     pub id: u32,
@@ -365,7 +365,7 @@ impl Worker {
 }
 
 /// Runs one worker until `until_us`.
-pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let mut clients = Vec::new();
     for url in &args.endpoints {
         let channel = Channel::from_shared(url.clone())?

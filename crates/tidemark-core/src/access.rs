@@ -13,22 +13,31 @@ pub enum Denied {
     /// The table is outside the caller's scope.
     #[error("{principal} may not access table {table} (its tables: {scope})")]
     TableNotInScope {
+        /// Who asked.
         principal: String,
+        /// The table.
         table: String,
+        /// The caller's tables.
         scope: String,
     },
     /// A call spanning every table from a caller scoped to some.
     #[error("{principal} is limited to tables {scope}: name a table to {what}")]
     EveryTable {
+        /// Who asked.
         principal: String,
+        /// The caller's tables.
         scope: String,
+        /// What the call would do.
         what: String,
     },
     /// A worker using a lease another principal acquired.
     #[error("lease {lease_id} was acquired by {owner}, not {principal}; a worker may only use its own leases")]
     LeaseNotOwned {
+        /// The lease.
         lease_id: Uuid,
+        /// Who acquired it.
         owner: String,
+        /// Who asked.
         principal: String,
     },
 }

@@ -9,7 +9,7 @@ use tidemark_proto::v1 as pb;
 /// Every unary method of the API, by full gRPC path, except RegisterTable:
 /// an executed registration makes the server write consumer files wherever
 /// the (mutated) location points, which a fuzzer must not do to its host.
-pub const METHODS: [&str; 20] = [
+pub(crate) const METHODS: [&str; 20] = [
     "/tidemark.v1.Coordinator/AcquireLease",
     "/tidemark.v1.Coordinator/RenewLease",
     "/tidemark.v1.Coordinator/ReleaseLease",
@@ -33,7 +33,7 @@ pub const METHODS: [&str; 20] = [
 ];
 
 /// The short name of a method path ("Coordinator.CommitBatch").
-pub fn short(path: &str) -> String {
+pub(crate) fn short(path: &str) -> String {
     path.trim_start_matches("/tidemark.v1.").replace('/', ".")
 }
 
@@ -62,7 +62,7 @@ fn ttl(seconds: i64) -> Option<prost_types::Duration> {
 /// recovery), `spare` on c2 (renewed and released by the seeds, so c1's
 /// lease survives them).
 #[derive(Debug, Clone)]
-pub struct Leases {
+pub(crate) struct Leases {
     pub committer: (String, i64),
     pub spare: (String, i64),
     /// A fresh batch id for commits, so mutated ends reach the decision
@@ -72,7 +72,7 @@ pub struct Leases {
 
 /// Valid encodings of each method's requests, using `leases` for the
 /// lease-bound calls.
-pub fn seeds(method: &str, leases: &Leases) -> Vec<Vec<u8>> {
+pub(crate) fn seeds(method: &str, leases: &Leases) -> Vec<Vec<u8>> {
     let (lease, epoch) = leases.committer.clone();
     let (spare, spare_epoch) = leases.spare.clone();
     let name = method.rsplit('/').next().unwrap_or_default();

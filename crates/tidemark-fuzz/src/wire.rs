@@ -6,16 +6,16 @@
 
 /// A small deterministic PRNG (splitmix64): runs replay from `--seed`.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
     /// Seeded.
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Self(seed)
     }
 
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -24,24 +24,24 @@ impl Rng {
     }
 
     /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 
     /// True with probability `1/n`.
-    pub fn one_in(&mut self, n: usize) -> bool {
+    pub(crate) fn one_in(&mut self, n: usize) -> bool {
         self.below(n) == 0
     }
 
     /// One of `items`.
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
     }
 }
 
 /// One field's value as it appears on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Value {
+pub(crate) enum Value {
     Varint(u64),
     Fixed64(u64),
     Bytes(Vec<u8>),
@@ -50,7 +50,7 @@ pub enum Value {
 
 /// A field: number and value.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Field {
+pub(crate) struct Field {
     pub number: u64,
     pub value: Value,
 }
@@ -81,7 +81,7 @@ fn write_varint(out: &mut Vec<u8>, mut value: u64) {
 
 /// Parses a message into its fields; `None` if it is not well-formed wire
 /// data (groups are not used by tidemark and count as malformed).
-pub fn parse(bytes: &[u8]) -> Option<Vec<Field>> {
+pub(crate) fn parse(bytes: &[u8]) -> Option<Vec<Field>> {
     let mut fields = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
@@ -117,7 +117,7 @@ pub fn parse(bytes: &[u8]) -> Option<Vec<Field>> {
 }
 
 /// Encodes fields back to wire bytes.
-pub fn encode(fields: &[Field]) -> Vec<u8> {
+pub(crate) fn encode(fields: &[Field]) -> Vec<u8> {
     let mut out = Vec::new();
     for f in fields {
         let wire_type = match f.value {
@@ -218,7 +218,7 @@ fn interesting_string(rng: &mut Rng) -> Vec<u8> {
 }
 
 /// Mutates an encoded message in place (`depth` bounds recursion).
-pub fn mutate(bytes: &[u8], rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
+pub(crate) fn mutate(bytes: &[u8], rng: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
     let mut out = match parse(bytes) {
         Some(mut fields) => {
             for _ in 0..=rng.below(2) {

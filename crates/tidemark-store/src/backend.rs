@@ -227,8 +227,9 @@ pub struct RegisteredTable {
     pub table: TableName,
     /// Its directory: an absolute path, `file://` or `s3://` URL.
     pub location: String,
-    /// When and by whom it was registered.
+    /// When it was registered.
     pub registered_at: Timestamp,
+    /// Who registered it.
     pub registered_by: String,
     /// The table's identity when it was registered (SPEC §9); `None` for
     /// registrations older than identities.
@@ -280,8 +281,9 @@ pub struct MirrorState {
     pub mirrored_updated_at: Option<Timestamp>,
     /// When the file was last written or deleted.
     pub mirrored_at: Option<Timestamp>,
-    /// Consecutive failed attempts and the last error.
+    /// Consecutive failed attempts.
     pub failures: i32,
+    /// The last attempt's error.
     pub last_error: Option<String>,
 }
 

@@ -26,7 +26,7 @@ pub(crate) struct EventColumns {
 }
 
 impl EventColumns {
-    pub fn new(events: &[HistoryEvent]) -> Self {
+    pub(crate) fn new(events: &[HistoryEvent]) -> Self {
         Self {
             event: events.iter().map(|e| e.kind.as_str().to_owned()).collect(),
             old_next: events.iter().map(|e| e.old_next).collect(),

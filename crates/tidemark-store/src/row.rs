@@ -102,24 +102,24 @@ macro_rules! key_row {
 
         impl KeyRow {
             /// The columns' names, in order.
-            pub const COLUMNS: &[&str] = &[$(stringify!($field)),*];
+            pub(crate) const COLUMNS: &[&str] = &[$(stringify!($field)),*];
             /// Their Postgres types, in order.
             const PG_TYPES: &[&str] = &[$(<$ty as Column>::PG_TYPE),*];
 
             /// Binds every column, in order.
-            pub fn bind_pg(self, query: PgQuery<'_>) -> PgQuery<'_> {
+            pub(crate) fn bind_pg(self, query: PgQuery<'_>) -> PgQuery<'_> {
                 $(let query = query.bind(Column::into_pg(self.$field));)*
                 query
             }
 
             /// Binds every column, in order.
-            pub fn bind_sqlite(self, query: SqliteQuery<'_>) -> SqliteQuery<'_> {
+            pub(crate) fn bind_sqlite(self, query: SqliteQuery<'_>) -> SqliteQuery<'_> {
                 $(let query = query.bind(Column::into_sqlite(self.$field));)*
                 query
             }
 
             /// Binds every column as an array over `rows` (for `unnest`).
-            pub fn bind_pg_arrays<'q, 'r>(
+            pub(crate) fn bind_pg_arrays<'q, 'r>(
                 rows: impl Iterator<Item = &'r KeyRow> + Clone,
                 query: PgQuery<'q>,
             ) -> PgQuery<'q> {
@@ -182,7 +182,7 @@ impl Placeholders {
 impl KeyRow {
     /// `alias.table_name, alias.branch, alias.consumer_id, alias.version,
     /// alias.epoch, ...`: a whole row, key and version first.
-    pub fn select_list(alias: &str) -> String {
+    pub(crate) fn select_list(alias: &str) -> String {
         ["table_name", "branch", "consumer_id", "version"]
             .iter()
             .chain(Self::COLUMNS)
@@ -192,12 +192,12 @@ impl KeyRow {
     }
 
     /// `epoch, next_snapshot, ...`.
-    pub fn column_list() -> String {
+    pub(crate) fn column_list() -> String {
         Self::COLUMNS.join(", ")
     }
 
     /// The placeholders of the columns bound from parameter `first` on.
-    pub fn placeholders(style: Placeholders, first: usize) -> String {
+    pub(crate) fn placeholders(style: Placeholders, first: usize) -> String {
         (0..Self::COLUMNS.len())
             .map(|i| style.nth(first + i))
             .collect::<Vec<_>>()
@@ -205,7 +205,7 @@ impl KeyRow {
     }
 
     /// `epoch = $first, next_snapshot = $first+1, ...`.
-    pub fn assignments(style: Placeholders, first: usize) -> String {
+    pub(crate) fn assignments(style: Placeholders, first: usize) -> String {
         Self::COLUMNS
             .iter()
             .enumerate()
@@ -215,7 +215,7 @@ impl KeyRow {
     }
 
     /// `epoch = alias.epoch, ...`.
-    pub fn assignments_from(alias: &str) -> String {
+    pub(crate) fn assignments_from(alias: &str) -> String {
         Self::COLUMNS
             .iter()
             .map(|c| format!("{c} = {alias}.{c}"))
@@ -224,7 +224,7 @@ impl KeyRow {
     }
 
     /// `$first::int8[], ...`: the columns' arrays, for `unnest`.
-    pub fn array_arguments(first: usize) -> String {
+    pub(crate) fn array_arguments(first: usize) -> String {
         Self::PG_TYPES
             .iter()
             .enumerate()
@@ -249,7 +249,7 @@ pub(crate) fn decode_sqlite(row: &SqliteRow) -> Result<(KeyState, i64), StoreErr
 
 impl KeyRow {
     /// The row that stores `state`.
-    pub fn from_state(state: &KeyState) -> Self {
+    pub(crate) fn from_state(state: &KeyState) -> Self {
         let consumer = state.consumer.as_ref();
         let lease = state.lease.as_ref();
         let last = lease.and_then(|l| l.last_batch);
@@ -279,7 +279,7 @@ impl KeyRow {
     }
 
     /// The state this row stores for `key`.
-    pub fn into_state(self, key: ConsumerKey) -> Result<KeyState, StoreError> {
+    pub(crate) fn into_state(self, key: ConsumerKey) -> Result<KeyState, StoreError> {
         let corrupt = |what: &str| StoreError::Internal(format!("corrupt row for {key}: {what}"));
         let consumer = match (self.next_snapshot, self.consumer_created_at, self.consumer_updated_at) {
             (Some(next_snapshot), Some(created_at), Some(updated_at)) => Some(ConsumerRecord {

@@ -12,6 +12,7 @@ use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tonic::Code;
 use tonic::transport::Channel;
 
+/// The key worker `id` owns.
 pub fn key(id: &str) -> pb::ConsumerKey {
     pb::ConsumerKey {
         table: "db.orders".into(),
@@ -56,9 +57,13 @@ pub struct WorkerReport {
 /// One commit attempt.
 #[derive(Debug, Clone, Copy)]
 pub struct Attempt {
+    /// When it was sent.
     pub at: Instant,
+    /// How long the answer took.
     pub latency: Duration,
+    /// Whether it was acknowledged.
     pub ok: bool,
+    /// The index of the replica it went to.
     pub replica: usize,
 }
 

@@ -92,7 +92,7 @@ pub struct GroupCommitStats {
 
 impl GroupCommit {
     /// Writes go through at most `in_flight` statements at a time.
-    pub fn new(pool: PgPool, in_flight: usize) -> Self {
+    pub(crate) fn new(pool: PgPool, in_flight: usize) -> Self {
         Self {
             pool,
             in_flight: in_flight.max(1),
@@ -102,7 +102,7 @@ impl GroupCommit {
     }
 
     /// The work done so far.
-    pub fn stats(&self) -> GroupCommitStats {
+    pub(crate) fn stats(&self) -> GroupCommitStats {
         GroupCommitStats {
             statements: self.counts.statements.load(Ordering::Relaxed),
             writes: self.counts.writes.load(Ordering::Relaxed),
@@ -111,7 +111,7 @@ impl GroupCommit {
     }
 
     /// Applies `write`, alone or with whatever else is waiting.
-    pub async fn write(&self, write: OneEventWrite) -> Outcome {
+    pub(crate) async fn write(&self, write: OneEventWrite) -> Outcome {
         let queue = self.queue.get_or_init(|| {
             let (sender, receiver) = mpsc::unbounded_channel();
             tokio::spawn(run(

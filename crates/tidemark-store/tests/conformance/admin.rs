@@ -167,7 +167,7 @@ async fn recovery_source(store: &Store, id: &str) -> RecoverySource {
         .source
 }
 
-pub async fn expiry_boundary_equal_is_kept_strictly_older_expires(kind: Kind) {
+pub(crate) async fn expiry_boundary_equal_is_kept_strictly_older_expires(kind: Kind) {
     let (db, store) = manual(kind).await;
     set_options(&store, &[("consumer.expiration-time", "1 h")]).await;
     consumer_at(&store, "idle", 5).await;
@@ -204,7 +204,7 @@ pub async fn expiry_boundary_equal_is_kept_strictly_older_expires(kind: Kind) {
     );
 }
 
-pub async fn a_renewed_lease_keeps_an_idle_consumer_alive_a_released_one_does_not(kind: Kind) {
+pub(crate) async fn a_renewed_lease_keeps_an_idle_consumer_alive_a_released_one_does_not(kind: Kind) {
     let (db, store) = manual(kind).await;
     set_options(&store, &[("consumer.expiration-time", "10 min")]).await;
     consumer_at(&store, "kept", 7).await;
@@ -236,7 +236,7 @@ pub async fn a_renewed_lease_keeps_an_idle_consumer_alive_a_released_one_does_no
     assert_eq!(plan.len(), 2);
 }
 
-pub async fn fences_ignore_expired_consumers_and_name_their_holders(kind: Kind) {
+pub(crate) async fn fences_ignore_expired_consumers_and_name_their_holders(kind: Kind) {
     let (db, store) = manual(kind).await;
     set_options(&store, &[("consumer.expiration-time", "1 h")]).await;
     consumer_at(&store, "old", 3).await;
@@ -265,7 +265,7 @@ pub async fn fences_ignore_expired_consumers_and_name_their_holders(kind: Kind) 
     );
 }
 
-pub async fn changelog_only_matters_only_when_the_lifecycle_is_decoupled(kind: Kind) {
+pub(crate) async fn changelog_only_matters_only_when_the_lifecycle_is_decoupled(kind: Kind) {
     let (_db, store) = manual(kind).await;
     consumer_at(&store, "c", 6).await;
     set_options(&store, &[("consumer.changelog-only", "true")]).await;
@@ -279,7 +279,7 @@ pub async fn changelog_only_matters_only_when_the_lifecycle_is_decoupled(kind: K
     assert_eq!(decoupled.changelog_holders.len(), 1);
 }
 
-pub async fn pin_protects_an_initial_full_scan_until_it_completes_or_the_lease_ends(kind: Kind) {
+pub(crate) async fn pin_protects_an_initial_full_scan_until_it_completes_or_the_lease_ends(kind: Kind) {
     let (db, store) = manual(kind).await;
     consumer_at(&store, "ahead", 40).await;
     let lease = store
@@ -363,7 +363,7 @@ pub async fn pin_protects_an_initial_full_scan_until_it_completes_or_the_lease_e
     );
 }
 
-pub async fn reset_is_plan_only_unless_executed_and_honours_expectations_and_leases(kind: Kind) {
+pub(crate) async fn reset_is_plan_only_unless_executed_and_honours_expectations_and_leases(kind: Kind) {
     let (_db, store) = manual(kind).await;
     consumer_at(&store, "r", 10).await;
     let plan = store
@@ -459,7 +459,7 @@ pub async fn reset_is_plan_only_unless_executed_and_honours_expectations_and_lea
     );
 }
 
-pub async fn delete_is_plan_only_unless_executed_and_honours_expectations_and_leases(kind: Kind) {
+pub(crate) async fn delete_is_plan_only_unless_executed_and_honours_expectations_and_leases(kind: Kind) {
     let (_db, store) = manual(kind).await;
     consumer_at(&store, "d", 10).await;
     let plan = store
@@ -515,7 +515,7 @@ pub async fn delete_is_plan_only_unless_executed_and_honours_expectations_and_le
     assert_eq!(next.epoch, lease.epoch + 2);
 }
 
-pub async fn clear_uses_full_match_patterns_and_reports_every_consumer(kind: Kind) {
+pub(crate) async fn clear_uses_full_match_patterns_and_reports_every_consumer(kind: Kind) {
     let (_db, store) = manual(kind).await;
     for (id, next) in [
         ("etl-1", 3),
@@ -592,7 +592,7 @@ pub async fn clear_uses_full_match_patterns_and_reports_every_consumer(kind: Kin
     assert!(forced[0].result.as_ref().unwrap().revoked.is_some());
 }
 
-pub async fn revoke_is_plan_only_unless_executed(kind: Kind) {
+pub(crate) async fn revoke_is_plan_only_unless_executed(kind: Kind) {
     let (_db, store) = manual(kind).await;
     let lease = store
         .acquire_lease(&ctx("a"), &key("v"), "q", None)
@@ -617,7 +617,7 @@ pub async fn revoke_is_plan_only_unless_executed(kind: Kind) {
     assert!(nothing.change.lease.is_none());
 }
 
-pub async fn every_change_leaves_history_with_principal_and_request_id(kind: Kind) {
+pub(crate) async fn every_change_leaves_history_with_principal_and_request_id(kind: Kind) {
     let (db, store) = manual(kind).await;
     set_options(&store, &[("consumer.expiration-time", "1 h")]).await;
     consumer_at(&store, "h", 5).await;
@@ -671,7 +671,7 @@ pub async fn every_change_leaves_history_with_principal_and_request_id(kind: Kin
     assert!(second[0].id < first[2].id);
 }
 
-pub async fn list_consumers_pages_and_filters(kind: Kind) {
+pub(crate) async fn list_consumers_pages_and_filters(kind: Kind) {
     let (_db, store) = manual(kind).await;
     for i in 0..7 {
         consumer_at(&store, &format!("c{i}"), 10 + i).await;
@@ -721,7 +721,7 @@ pub async fn list_consumers_pages_and_filters(kind: Kind) {
     );
 }
 
-pub async fn table_options_are_validated_and_compare_and_set(kind: Kind) {
+pub(crate) async fn table_options_are_validated_and_compare_and_set(kind: Kind) {
     let (_db, store) = manual(kind).await;
     assert_eq!(store.table_options(&table()).await.unwrap().version, None);
     let set: BTreeMap<String, String> = [("consumer.expiration-time".into(), "30 min".into())].into();
@@ -765,7 +765,7 @@ pub async fn table_options_are_validated_and_compare_and_set(kind: Kind) {
     assert_eq!((stored.version, stored.options.expiration), (Some(2), None));
 }
 
-pub async fn expire_consumers_once_even_from_two_replicas_at_once(kind: Kind) {
+pub(crate) async fn expire_consumers_once_even_from_two_replicas_at_once(kind: Kind) {
     let (db, store) = manual(kind).await;
     set_options(&store, &[("consumer.expiration-time", "1 min")]).await;
     for i in 0..12 {
@@ -798,7 +798,7 @@ pub async fn expire_consumers_once_even_from_two_replicas_at_once(kind: Kind) {
     }
 }
 
-pub async fn acquiring_a_key_expires_its_expired_consumer_first(kind: Kind) {
+pub(crate) async fn acquiring_a_key_expires_its_expired_consumer_first(kind: Kind) {
     let (db, store) = manual(kind).await;
     set_options(&store, &[("consumer.expiration-time", "1 h")]).await;
     consumer_at(&store, "stale", 4).await;
@@ -822,7 +822,7 @@ pub async fn acquiring_a_key_expires_its_expired_consumer_first(kind: Kind) {
     assert_eq!(kinds, [EventKind::Expire, EventKind::LeaseAcquire]);
 }
 
-pub async fn prune_removes_old_history_and_stale_grants_only(kind: Kind) {
+pub(crate) async fn prune_removes_old_history_and_stale_grants_only(kind: Kind) {
     let (db, store) = manual(kind).await;
     consumer_at(&store, "p", 5).await;
     let current = store
@@ -857,7 +857,7 @@ pub async fn prune_removes_old_history_and_stale_grants_only(kind: Kind) {
     assert_eq!(rule(unknown).reason(), "LEASE_NOT_HELD");
 }
 
-pub async fn explain_lists_holders_lowest_first_with_idle_and_expiry(kind: Kind) {
+pub(crate) async fn explain_lists_holders_lowest_first_with_idle_and_expiry(kind: Kind) {
     let (db, store) = manual(kind).await;
     set_options(&store, &[("consumer.expiration-time", "2 h")]).await;
     consumer_at(&store, "slow", 3).await;

@@ -80,7 +80,7 @@ fn positions(tasks: &[MirrorTask]) -> Vec<(String, Option<i64>)> {
         .collect()
 }
 
-pub async fn registered_tables_are_listed_and_moves_forget_the_mirror(kind: Kind) {
+pub(crate) async fn registered_tables_are_listed_and_moves_forget_the_mirror(kind: Kind) {
     let db = TestDb::new(kind).await.unwrap();
     let store = Store::new(db.backend().await, policy());
     let backend = store.paimon();
@@ -128,7 +128,7 @@ pub async fn registered_tables_are_listed_and_moves_forget_the_mirror(kind: Kind
     assert_eq!(backend.mirror_state(&key("c1")).await.unwrap(), None);
 }
 
-pub async fn stale_and_deleted_consumers_are_mirror_tasks_until_done(kind: Kind) {
+pub(crate) async fn stale_and_deleted_consumers_are_mirror_tasks_until_done(kind: Kind) {
     let db = TestDb::with_manual_clock(kind, Timestamp::from_micros(1_800_000_000_000_000))
         .await
         .unwrap();
@@ -197,7 +197,7 @@ pub async fn stale_and_deleted_consumers_are_mirror_tasks_until_done(kind: Kind)
 /// registered tables with what was mirrored and whether it is kept (E2);
 /// identities recorded once; repairs appended to history without touching
 /// the row; a row and its history read from one snapshot.
-pub async fn the_keepers_inventory_identities_and_repairs(kind: Kind) {
+pub(crate) async fn the_keepers_inventory_identities_and_repairs(kind: Kind) {
     let db = TestDb::with_manual_clock(kind, Timestamp::from_micros(1_800_000_000_000_000))
         .await
         .unwrap();

@@ -4,11 +4,11 @@
 //! Cases use real time with short lease ttls; both backends take `now` from
 //! their clock (the database's for Postgres).
 
-pub mod admin;
-pub mod mirror;
-pub mod model;
-pub mod remembered;
-pub mod seams;
+pub(crate) mod admin;
+pub(crate) mod mirror;
+pub(crate) mod model;
+pub(crate) mod remembered;
+pub(crate) mod seams;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,7 +117,7 @@ async fn snapshot(store: &Store, key: &ConsumerKey) -> (Option<KeyState>, usize)
     (state, history)
 }
 
-pub async fn lease_lifecycle_writes_history_with_principal_and_request_id(db: &TestDb) {
+pub(crate) async fn lease_lifecycle_writes_history_with_principal_and_request_id(db: &TestDb) {
     let store = store(db).await;
     let k = key("lifecycle");
     let acquired = store.acquire_lease(&ctx("r1"), &k, "query-1", None).await.unwrap();
@@ -158,7 +158,7 @@ pub async fn lease_lifecycle_writes_history_with_principal_and_request_id(db: &T
     );
 }
 
-pub async fn lease_held_by_another_holder_and_takeover_by_the_same_holder(db: &TestDb) {
+pub(crate) async fn lease_held_by_another_holder_and_takeover_by_the_same_holder(db: &TestDb) {
     let store = store(db).await;
     let k = key("held");
     let first = store.acquire_lease(&ctx("a"), &k, "q1", None).await.unwrap().lease;
@@ -196,7 +196,7 @@ pub async fn lease_held_by_another_holder_and_takeover_by_the_same_holder(db: &T
     assert_eq!(history[0].event.kind, EventKind::LeaseTakeover);
 }
 
-pub async fn expired_lease_is_fenced_and_the_key_can_be_taken(db: &TestDb) {
+pub(crate) async fn expired_lease_is_fenced_and_the_key_can_be_taken(db: &TestDb) {
     let store = store(db).await;
     let k = key("expiry");
     let lease = store
@@ -238,7 +238,7 @@ pub async fn expired_lease_is_fenced_and_the_key_can_be_taken(db: &TestDb) {
     assert_eq!(taken.consumer.map(|c| c.next_snapshot), Some(3));
 }
 
-pub async fn superseded_and_unknown_leases_are_not_held(db: &TestDb) {
+pub(crate) async fn superseded_and_unknown_leases_are_not_held(db: &TestDb) {
     let store = store(db).await;
     let k = key("superseded");
     let old = store.acquire_lease(&ctx("a"), &k, "q1", None).await.unwrap().lease;
@@ -265,7 +265,7 @@ pub async fn superseded_and_unknown_leases_are_not_held(db: &TestDb) {
     assert!(!store.release_lease(&ctx("e"), unknown, 1).await.unwrap());
 }
 
-pub async fn commit_decision_table_is_persisted(db: &TestDb) {
+pub(crate) async fn commit_decision_table_is_persisted(db: &TestDb) {
     let store = store(db).await;
     let k = key("table");
     let lease = store.acquire_lease(&ctx("a"), &k, "q", None).await.unwrap().lease;
@@ -327,7 +327,7 @@ pub async fn commit_decision_table_is_persisted(db: &TestDb) {
     );
 }
 
-pub async fn duplicates_and_batch_conflicts_survive_reloads(db: &TestDb) {
+pub(crate) async fn duplicates_and_batch_conflicts_survive_reloads(db: &TestDb) {
     let store = store(db).await;
     let k = key("dup");
     let lease = store.acquire_lease(&ctx("a"), &k, "q", None).await.unwrap().lease;
@@ -359,7 +359,7 @@ pub async fn duplicates_and_batch_conflicts_survive_reloads(db: &TestDb) {
     assert_eq!(snapshot(&store, &k).await.1, before, "duplicates add no history");
 }
 
-pub async fn regression_is_refused_and_first_write_rewinds(db: &TestDb) {
+pub(crate) async fn regression_is_refused_and_first_write_rewinds(db: &TestDb) {
     let store = store(db).await;
     let k = key("rewind");
     let first = store.acquire_lease(&ctx("a"), &k, "q1", None).await.unwrap().lease;
@@ -400,7 +400,7 @@ pub async fn regression_is_refused_and_first_write_rewinds(db: &TestDb) {
     );
 }
 
-pub async fn failed_operations_change_nothing(db: &TestDb) {
+pub(crate) async fn failed_operations_change_nothing(db: &TestDb) {
     let store = store(db).await;
     let k = key("nochange");
     let lease = store.acquire_lease(&ctx("a"), &k, "q", None).await.unwrap().lease;
@@ -424,7 +424,7 @@ pub async fn failed_operations_change_nothing(db: &TestDb) {
     assert_eq!(snapshot(&store, &k).await, before);
 }
 
-pub async fn revoke_burns_an_epoch_that_is_never_reused(db: &TestDb) {
+pub(crate) async fn revoke_burns_an_epoch_that_is_never_reused(db: &TestDb) {
     let store = store(db).await;
     let k = key("revoke");
     let lease = store.acquire_lease(&ctx("a"), &k, "q", None).await.unwrap().lease;
@@ -471,7 +471,7 @@ pub(crate) fn recovery(startup: StartupMode, earliest: i64, latest: i64) -> Reco
     }
 }
 
-pub async fn recovery_reads_the_consumer_and_pins_full_scans(db: &TestDb) {
+pub(crate) async fn recovery_reads_the_consumer_and_pins_full_scans(db: &TestDb) {
     let store = store(db).await;
     let k = key("recover");
     let req = recovery(StartupMode::LatestFull, 1, 9);
@@ -518,7 +518,7 @@ pub async fn recovery_reads_the_consumer_and_pins_full_scans(db: &TestDb) {
     assert_eq!(err.reason(), "LEASE_NOT_HELD");
 }
 
-pub async fn legacy_offsets_are_logged_once_per_snapshot(db: &TestDb) {
+pub(crate) async fn legacy_offsets_are_logged_once_per_snapshot(db: &TestDb) {
     let store = store(db).await;
     let k = key("legacy");
     let lease = store.acquire_lease(&ctx("a"), &k, "q", None).await.unwrap().lease;
@@ -538,7 +538,7 @@ pub async fn legacy_offsets_are_logged_once_per_snapshot(db: &TestDb) {
     assert_eq!(logged, [true, false, true]);
 }
 
-pub async fn concurrent_acquires_have_exactly_one_winner(db: &TestDb) {
+pub(crate) async fn concurrent_acquires_have_exactly_one_winner(db: &TestDb) {
     // Several replicas (own pools) racing for one fresh key.
     let mut stores = Vec::new();
     for _ in 0..4 {
@@ -567,7 +567,7 @@ pub async fn concurrent_acquires_have_exactly_one_winner(db: &TestDb) {
     assert_eq!(history.len(), 1, "exactly one acquisition recorded");
 }
 
-pub async fn concurrent_commits_on_one_lease_serialize(db: &TestDb) {
+pub(crate) async fn concurrent_commits_on_one_lease_serialize(db: &TestDb) {
     let mut stores = Vec::new();
     for _ in 0..4 {
         stores.push(store(db).await);
@@ -619,7 +619,7 @@ pub async fn concurrent_commits_on_one_lease_serialize(db: &TestDb) {
     }
 }
 
-pub async fn replicas_sharing_the_database_fence_each_other(db: &TestDb) {
+pub(crate) async fn replicas_sharing_the_database_fence_each_other(db: &TestDb) {
     let a = store(db).await;
     let b = store(db).await;
     let k = key("replicas");
@@ -639,7 +639,7 @@ pub async fn replicas_sharing_the_database_fence_each_other(db: &TestDb) {
     assert_eq!(ok.next_snapshot, Some(3));
 }
 
-pub async fn concurrent_migrations_are_safe(db: &TestDb) {
+pub(crate) async fn concurrent_migrations_are_safe(db: &TestDb) {
     let mut backends = Vec::new();
     for _ in 0..4 {
         backends.push(db.unmigrated_backend().await);
@@ -660,7 +660,7 @@ pub async fn concurrent_migrations_are_safe(db: &TestDb) {
         .unwrap();
 }
 
-pub async fn stale_version_save_is_rejected(db: &TestDb) {
+pub(crate) async fn stale_version_save_is_rejected(db: &TestDb) {
     let backend = db.backend().await;
     let store = Store::new(Arc::clone(&backend), policy());
     let k = key("cas");
@@ -702,7 +702,7 @@ pub async fn stale_version_save_is_rejected(db: &TestDb) {
     );
 }
 
-pub async fn save_requiring_a_live_lease_fails_after_its_deadline(db: &TestDb) {
+pub(crate) async fn save_requiring_a_live_lease_fails_after_its_deadline(db: &TestDb) {
     let backend = db.backend().await;
     let store = Store::new(Arc::clone(&backend), policy());
     let k = key("deadline");
@@ -727,7 +727,7 @@ pub async fn save_requiring_a_live_lease_fails_after_its_deadline(db: &TestDb) {
     );
 }
 
-pub async fn release_is_idempotent_and_frees_the_key(db: &TestDb) {
+pub(crate) async fn release_is_idempotent_and_frees_the_key(db: &TestDb) {
     let store = store(db).await;
     let k = key("release");
     let lease = store.acquire_lease(&ctx("a"), &k, "q1", None).await.unwrap().lease;

@@ -226,7 +226,7 @@ fn same<T: PartialEq + std::fmt::Debug>(
 }
 
 /// Runs the model test on `kind` (skipped when that database is absent).
-pub fn run(kind: Kind) {
+pub(crate) fn run(kind: Kind) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -233,7 +233,7 @@ async fn replicas(db: &TestDb) -> (Arc<Counting>, Store, Store) {
     (counting, first, second)
 }
 
-pub async fn a_lease_writes_in_one_round_trip_after_its_first(kind: Kind) {
+pub(crate) async fn a_lease_writes_in_one_round_trip_after_its_first(kind: Kind) {
     let db = TestDb::new(kind).await.unwrap();
     let (counting, store, _) = replicas(&db).await;
     let lease = store
@@ -281,7 +281,7 @@ pub async fn a_lease_writes_in_one_round_trip_after_its_first(kind: Kind) {
     assert_eq!(history.len(), 11, "acquire + 10 commits");
 }
 
-pub async fn a_key_changed_by_another_replica_is_decided_on_fresh_state(kind: Kind) {
+pub(crate) async fn a_key_changed_by_another_replica_is_decided_on_fresh_state(kind: Kind) {
     let db = TestDb::new(kind).await.unwrap();
     let (counting, first, second) = replicas(&db).await;
     let lease = first
@@ -323,7 +323,7 @@ pub async fn a_key_changed_by_another_replica_is_decided_on_fresh_state(kind: Ki
     assert_eq!(history.len(), 5, "acquire + batches 0..=3, each once");
 }
 
-pub async fn a_lease_revoked_or_taken_over_elsewhere_is_refused(kind: Kind) {
+pub(crate) async fn a_lease_revoked_or_taken_over_elsewhere_is_refused(kind: Kind) {
     let db = TestDb::new(kind).await.unwrap();
     let (_, first, second) = replicas(&db).await;
 
@@ -397,7 +397,7 @@ pub async fn a_lease_revoked_or_taken_over_elsewhere_is_refused(kind: Kind) {
     );
 }
 
-pub async fn a_jump_of_the_database_clock_is_never_extrapolated(kind: Kind) {
+pub(crate) async fn a_jump_of_the_database_clock_is_never_extrapolated(kind: Kind) {
     let t0 = Timestamp::from_micros(1_800_000_000_000_000);
     let Some(db) = TestDb::with_manual_clock(kind, t0).await else {
         return;

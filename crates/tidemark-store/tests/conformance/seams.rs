@@ -41,7 +41,7 @@ const READERS: usize = 4;
 /// never nothing and never more. Several readers poll the fence and the
 /// explanation of the branch being completed while a writer walks through
 /// fresh branches as fast as it can.
-pub async fn fences_never_vanish_while_full_scans_complete(db: &TestDb) {
+pub(crate) async fn fences_never_vanish_while_full_scans_complete(db: &TestDb) {
     let store = store(db).await;
     let table = TableName::parse("db.fence_seam", "table").unwrap();
     // The branch whose pin is written, as (index); -1 before the first.
@@ -142,7 +142,7 @@ pub async fn fences_never_vanish_while_full_scans_complete(db: &TestDb) {
 
 /// ImportConsumers creates a consumer only while none exists: a first
 /// commit that lands between its existence check and its write wins.
-pub async fn import_never_overwrites_a_consumer_created_meanwhile(db: &TestDb) {
+pub(crate) async fn import_never_overwrites_a_consumer_created_meanwhile(db: &TestDb) {
     let store: Store = store(db).await;
     // A consumer that exists (created by a first commit, its lease released
     // so no live lease refuses the import) is never overwritten.

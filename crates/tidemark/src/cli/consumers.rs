@@ -15,7 +15,7 @@ use super::{Connection, Output, call_error};
 
 /// `tidemark consumers ...`
 #[derive(Debug, Subcommand)]
-pub enum ConsumersCommand {
+pub(crate) enum ConsumersCommand {
     /// List consumers (and keys with a live lease), with lease and idle info.
     List {
         /// Only this table.
@@ -109,7 +109,7 @@ pub enum ConsumersCommand {
 
 /// A consumer key on the command line.
 #[derive(Debug, Args)]
-pub struct KeyArgs {
+pub(crate) struct KeyArgs {
     /// Table identifier "database.table".
     table: String,
     /// Consumer id.
@@ -131,7 +131,7 @@ impl KeyArgs {
 
 /// Options of a change to one consumer.
 #[derive(Debug, Args)]
-pub struct ChangeArgs {
+pub(crate) struct ChangeArgs {
     /// Only change it if it is at this next snapshot now.
     #[arg(long)]
     expected: Option<i64>,
@@ -176,7 +176,7 @@ fn change_row(c: &pb::ConsumerChange) -> Vec<String> {
 }
 
 /// Runs `tidemark consumers ...`.
-pub async fn consumers(conn: &Connection, command: ConsumersCommand) -> anyhow::Result<()> {
+pub(crate) async fn consumers(conn: &Connection, command: ConsumersCommand) -> anyhow::Result<()> {
     let mut admin = conn.admin().await?;
     let output = conn.output;
     match command {

@@ -11,7 +11,7 @@ use super::{Connection, call_error};
 
 /// `tidemark history ...`
 #[derive(Debug, Args)]
-pub struct HistoryArgs {
+pub(crate) struct HistoryArgs {
     /// Table identifier "database.table".
     table: String,
     /// Only this consumer.
@@ -28,7 +28,7 @@ pub struct HistoryArgs {
 }
 
 /// Runs `tidemark history ...`.
-pub async fn history(conn: &Connection, args: HistoryArgs) -> anyhow::Result<()> {
+pub(crate) async fn history(conn: &Connection, args: HistoryArgs) -> anyhow::Result<()> {
     let mut admin = conn.admin().await?;
     let mut request = match &args.consumer_id {
         Some(id) => pb::ListHistoryRequest {

@@ -17,15 +17,15 @@ mod render;
 mod retention;
 mod tables;
 
-pub use consumers::{ConsumersCommand, consumers};
-pub use history::{HistoryArgs, history};
-pub use options::{OptionsCommand, options};
-pub use retention::{FenceArgs, fence};
-pub use tables::{TablesCommand, tables};
+pub(crate) use consumers::{ConsumersCommand, consumers};
+pub(crate) use history::{HistoryArgs, history};
+pub(crate) use options::{OptionsCommand, options};
+pub(crate) use retention::{FenceArgs, fence};
+pub(crate) use tables::{TablesCommand, tables};
 
 /// Where the server is, how to authenticate, and how to print.
 #[derive(Debug, Args)]
-pub struct Connection {
+pub(crate) struct Connection {
     /// The tidemark server (`https://...` with TLS).
     #[arg(
         long,

@@ -14,7 +14,7 @@ use super::{Connection, call_error};
 
 /// `tidemark options ...`
 #[derive(Debug, Subcommand)]
-pub enum OptionsCommand {
+pub(crate) enum OptionsCommand {
     /// Show a table's consumer options.
     Get {
         /// Table identifier "database.table".
@@ -44,7 +44,7 @@ fn parse_pair(s: &str) -> Result<(String, String), String> {
 }
 
 /// Runs `tidemark options ...`.
-pub async fn options(conn: &Connection, command: OptionsCommand) -> anyhow::Result<()> {
+pub(crate) async fn options(conn: &Connection, command: OptionsCommand) -> anyhow::Result<()> {
     let mut admin = conn.admin().await?;
     let output = conn.output;
     match command {

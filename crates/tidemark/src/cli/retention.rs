@@ -11,7 +11,7 @@ use super::{Connection, call_error};
 
 /// `tidemark fence ...`
 #[derive(Debug, Args)]
-pub struct FenceArgs {
+pub(crate) struct FenceArgs {
     /// Table identifier "database.table".
     table: String,
     /// Branch.
@@ -60,7 +60,7 @@ fn holders_table(holders: &[pb::RetentionHolder]) -> Table {
 }
 
 /// Runs `tidemark fence ...`.
-pub async fn fence(conn: &Connection, args: FenceArgs) -> anyhow::Result<()> {
+pub(crate) async fn fence(conn: &Connection, args: FenceArgs) -> anyhow::Result<()> {
     let mut retention = conn.retention().await?;
     let output = conn.output;
     if args.explain {

@@ -11,7 +11,7 @@ use super::{Connection, call_error};
 
 /// `tidemark tables ...` (SPEC §9: Paimon tables tidemark mirrors into).
 #[derive(Debug, Subcommand)]
-pub enum TablesCommand {
+pub(crate) enum TablesCommand {
     /// Registered tables and their locations.
     List,
     /// Register a table's directory (absolute path, file:// or s3:// URL):
@@ -44,7 +44,7 @@ pub enum TablesCommand {
 }
 
 /// Runs `tidemark tables ...`.
-pub async fn tables(conn: &Connection, command: TablesCommand) -> anyhow::Result<()> {
+pub(crate) async fn tables(conn: &Connection, command: TablesCommand) -> anyhow::Result<()> {
     let mut admin = conn.admin().await?;
     let output = conn.output;
     match command {

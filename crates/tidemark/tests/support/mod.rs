@@ -5,11 +5,11 @@ use std::path::Path;
 
 use tidemark_testkit::process::ServerProcess;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_tidemark");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_tidemark");
 
 /// A running `tidemark serve` on a free loopback port (the testkit's
 /// process harness), without a metrics port unless the test asks for one.
-pub struct Served(ServerProcess);
+pub(crate) struct Served(ServerProcess);
 
 impl std::ops::Deref for Served {
     type Target = ServerProcess;
@@ -25,7 +25,7 @@ impl std::ops::DerefMut for Served {
 }
 
 impl Served {
-    pub fn start(args: &[&str], cwd: &Path) -> Self {
+    pub(crate) fn start(args: &[&str], cwd: &Path) -> Self {
         // Tests run in parallel: no metrics port unless the test asks for one.
         let metrics_off: &[&str] = if args.contains(&"--metrics-listen") {
             &[]
