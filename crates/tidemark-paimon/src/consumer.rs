@@ -1,0 +1,242 @@
+//! Consumer files: `consumer/consumer-<id>` holding `{"nextSnapshot": n}`,
+//! written durably, read as Paimon reads them.
+
+use std::time::SystemTime;
+
+use object_store::path::Path;
+use object_store::{ObjectStore, PutPayload};
+
+use crate::{
+    CONSUMER_PREFIX, FileState, FoundConsumer, ListedConsumer, MAIN_BRANCH, PaimonError, PaimonTable, blocking,
+    file_name,
+};
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ConsumerFile {
+    #[serde(rename = "nextSnapshot")]
+    next_snapshot: i64,
+}
+
+impl PaimonTable {
+    /// Writes `{"nextSnapshot": n}` atomically and durably (and so refreshes
+    /// the file's modification time, by which Paimon expires consumers).
+    /// Fails with [`PaimonError::Missing`] when the branch's directory is
+    /// gone, rather than creating it.
+    pub async fn write_consumer(&self, branch: &str, consumer_id: &str, next_snapshot: i64) -> Result<(), PaimonError> {
+        let body = serde_json::to_vec(&ConsumerFile { next_snapshot }).expect("serializes");
+        if let Some(dir) = self.local_dir(branch) {
+            let name = format!("{CONSUMER_PREFIX}{consumer_id}");
+            return blocking(consumer_id, move || write_durably(&dir, &name, &body)).await;
+        }
+        self.store
+            .put(&self.consumer_path(branch, consumer_id), PutPayload::from(body))
+            .await?;
+        Ok(())
+    }
+
+    /// What a consumer's file holds: missing, a position, or unreadable
+    /// (torn, empty, not Paimon's format). Errors only when the store
+    /// cannot be read.
+    pub async fn consumer_file(&self, branch: &str, consumer_id: &str) -> Result<FileState, PaimonError> {
+        match self.read_consumer(branch, consumer_id).await {
+            Ok(Some(n)) => Ok(FileState::Position(n)),
+            Ok(None) => Ok(FileState::Missing),
+            Err(PaimonError::Malformed { why, .. }) => Ok(FileState::Unreadable(why)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Refreshes a consumer file's modification time, by which Paimon
+    /// expires consumers, without changing its content: on a local disk the
+    /// time alone is set (no new data, so nothing to fsync: after a crash the
+    /// file holds the same position, only its time may be older); object
+    /// stores cannot set a time, so the same content is put again. Returns
+    /// the file's new time and size; `None` when it no longer exists.
+    pub async fn touch_consumer(
+        &self,
+        branch: &str,
+        consumer_id: &str,
+        next_snapshot: i64,
+    ) -> Result<Option<ListedConsumer>, PaimonError> {
+        if let Some(dir) = self.local_dir(branch) {
+            let path = dir.join("consumer").join(format!("{CONSUMER_PREFIX}{consumer_id}"));
+            let touched = blocking(consumer_id, move || {
+                let io = |source| PaimonError::Io {
+                    path: path.display().to_string(),
+                    source,
+                };
+                let file = match std::fs::OpenOptions::new().write(true).open(&path) {
+                    Ok(file) => file,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(io(e)),
+                };
+                file.set_modified(SystemTime::now()).map_err(io)?;
+                let metadata = file.metadata().map_err(io)?;
+                Ok(Some((metadata.modified().map_err(io)?, metadata.len())))
+            })
+            .await?;
+            return Ok(touched.map(|(modified, size)| ListedConsumer {
+                consumer_id: consumer_id.to_owned(),
+                modified,
+                size,
+            }));
+        }
+        self.write_consumer(branch, consumer_id, next_snapshot).await?;
+        self.stat_consumer(branch, consumer_id).await
+    }
+
+    /// A consumer file's modification time and size, if it exists.
+    pub async fn stat_consumer(&self, branch: &str, consumer_id: &str) -> Result<Option<ListedConsumer>, PaimonError> {
+        match self.store.head(&self.consumer_path(branch, consumer_id)).await {
+            Ok(meta) => Ok(Some(ListedConsumer {
+                consumer_id: consumer_id.to_owned(),
+                modified: meta.last_modified.into(),
+                size: meta.size,
+            })),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The consumer files of a branch, with their modification times (one
+    /// listing). Empty when the branch has no `consumer/` directory.
+    pub async fn list_consumer_files(&self, branch: &str) -> Result<Vec<ListedConsumer>, PaimonError> {
+        let dir = self.branch_root(branch).child("consumer");
+        let listed = match self.store.list_with_delimiter(Some(&dir)).await {
+            Ok(listed) => listed,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(listed
+            .objects
+            .into_iter()
+            .filter_map(|o| {
+                let id = file_name(&o.location)?.strip_prefix(CONSUMER_PREFIX)?.to_owned();
+                Some(ListedConsumer {
+                    consumer_id: id,
+                    modified: o.last_modified.into(),
+                    size: o.size,
+                })
+            })
+            .collect())
+    }
+
+    /// A consumer's position, if its file exists.
+    pub async fn read_consumer(&self, branch: &str, consumer_id: &str) -> Result<Option<i64>, PaimonError> {
+        self.read_consumer_at(&self.consumer_path(branch, consumer_id)).await
+    }
+
+    pub(crate) async fn read_consumer_at(&self, path: &Path) -> Result<Option<i64>, PaimonError> {
+        let bytes = match self.store.get(path).await {
+            Ok(found) => found.bytes().await?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let file: ConsumerFile = serde_json::from_slice(&bytes).map_err(|e| PaimonError::Malformed {
+            path: path.to_string(),
+            why: format!("not a Paimon consumer file: {e}"),
+        })?;
+        Ok(Some(file.next_snapshot))
+    }
+
+    /// Deletes a consumer's file (absent is fine).
+    pub async fn delete_consumer(&self, branch: &str, consumer_id: &str) -> Result<(), PaimonError> {
+        match self.store.delete(&self.consumer_path(branch, consumer_id)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The table's branches: main plus every `branch/branch-<b>`.
+    pub async fn branches(&self) -> Result<Vec<String>, PaimonError> {
+        let mut branches = vec![MAIN_BRANCH.to_owned()];
+        let listed = self.store.list_with_delimiter(Some(&self.root.child("branch"))).await;
+        let listed = match listed {
+            Ok(listed) => listed,
+            Err(object_store::Error::NotFound { .. }) => return Ok(branches),
+            Err(e) => return Err(e.into()),
+        };
+        for prefix in listed.common_prefixes {
+            if let Some(name) = prefix.filename().and_then(|n| n.strip_prefix("branch-"))
+                && !name.is_empty()
+            {
+                branches.push(name.to_owned());
+            }
+        }
+        branches.sort();
+        Ok(branches)
+    }
+
+    /// Every consumer file of every branch.
+    pub async fn list_consumers(&self) -> Result<Vec<FoundConsumer>, PaimonError> {
+        let mut found = Vec::new();
+        for branch in self.branches().await? {
+            let dir = self.branch_root(&branch).child("consumer");
+            let listed = match self.store.list_with_delimiter(Some(&dir)).await {
+                Ok(listed) => listed,
+                Err(object_store::Error::NotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            for object in listed.objects {
+                let Some(id) = file_name(&object.location)
+                    .as_deref()
+                    .and_then(|n| n.strip_prefix(CONSUMER_PREFIX))
+                    .map(str::to_owned)
+                else {
+                    continue;
+                };
+                let next_snapshot = match self.read_consumer_at(&object.location).await {
+                    Ok(Some(n)) => Ok(n),
+                    Ok(None) => continue, // deleted meanwhile
+                    Err(e) => Err(e.to_string()),
+                };
+                found.push(FoundConsumer {
+                    branch: branch.clone(),
+                    consumer_id: id.to_owned(),
+                    next_snapshot,
+                });
+            }
+        }
+        found.sort_by(|a, b| (&a.branch, &a.consumer_id).cmp(&(&b.branch, &b.consumer_id)));
+        Ok(found)
+    }
+}
+
+/// Writes `dir/consumer/<name>` through a hidden temporary file: written,
+/// fsynced, renamed, then the directory fsynced, so a crash of the machine
+/// leaves the old content or the new, never an empty file. Creates
+/// `consumer/` when missing, never `dir` itself.
+fn write_durably(dir: &std::path::Path, name: &str, body: &[u8]) -> Result<(), PaimonError> {
+    use std::io::Write;
+    let io = |path: &std::path::Path| {
+        let path = path.display().to_string();
+        move |source| PaimonError::Io { path, source }
+    };
+    if !dir.is_dir() {
+        return Err(PaimonError::Missing {
+            path: dir.display().to_string(),
+        });
+    }
+    let consumers = dir.join("consumer");
+    match std::fs::create_dir(&consumers) {
+        Ok(()) => sync_dir(dir).map_err(io(dir))?,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(&consumers)(e)),
+    }
+    let temp = consumers.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+    let written = (|| -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(body)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, consumers.join(name))
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(io(&temp)(e));
+    }
+    sync_dir(&consumers).map_err(io(&consumers))
+}
+
+fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
