@@ -1,0 +1,183 @@
+//! Measuring a scenario (throughput, latency quantiles, CPU per operation
+//! by process) and printing the figures with their ratio to the peer.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use serde::Serialize;
+
+use crate::procs;
+use crate::work::{Recorder, Window};
+use crate::{Scenario, keeper};
+
+/// One measured (scenario, system, concurrency).
+#[derive(Debug, Serialize)]
+pub(crate) struct Row {
+    pub(crate) scenario: Scenario,
+    pub(crate) system: String,
+    pub(crate) concurrency: usize,
+    pub(crate) ops: usize,
+    pub(crate) errors: u64,
+    pub(crate) throughput: f64,
+    pub(crate) p50_ms: f64,
+    pub(crate) p99_ms: f64,
+    /// CPU seconds per 1,000 operations, by process.
+    pub(crate) cpu_per_1k: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Report {
+    pub(crate) machine: BTreeMap<String, String>,
+    pub(crate) rows: Vec<Row>,
+    pub(crate) memory: Option<Memory>,
+    pub(crate) keeper: Option<keeper::KeeperFigures>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Memory {
+    pub(crate) consumers: usize,
+    pub(crate) live_leases: usize,
+    pub(crate) rss_mib: f64,
+    pub(crate) peak_rss_mib: f64,
+}
+
+/// The processes whose CPU is measured.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Watched {
+    pub(crate) tidemark: Option<u32>,
+    pub(crate) postgres: Option<u32>,
+    pub(crate) etcd: Option<u32>,
+}
+
+impl Watched {
+    pub(crate) fn sample(&self) -> BTreeMap<String, f64> {
+        let mut cpu = BTreeMap::new();
+        if let Some(pid) = self.tidemark
+            && let Some(s) = procs::cpu_seconds(pid)
+        {
+            cpu.insert("tidemark".to_owned(), s);
+        }
+        if let Some(pid) = self.postgres
+            && let Some(s) = procs::cpu_seconds_with_children(pid)
+        {
+            cpu.insert("postgres".to_owned(), s);
+        }
+        if let Some(pid) = self.etcd
+            && let Some(s) = procs::cpu_seconds(pid)
+        {
+            cpu.insert("etcd".to_owned(), s);
+        }
+        if let Some(s) = procs::cpu_seconds(std::process::id()) {
+            cpu.insert("client".to_owned(), s);
+        }
+        cpu
+    }
+}
+
+/// Runs the workers, samples CPU over the window, merges what they saw.
+pub(crate) async fn measure<F>(
+    scenario: Scenario,
+    system: &str,
+    concurrency: usize,
+    window: Window,
+    watched: &Watched,
+    workers: Vec<F>,
+) -> anyhow::Result<Row>
+where
+    F: Future<Output = Recorder> + Send + 'static,
+{
+    let handles: Vec<_> = workers.into_iter().map(tokio::spawn).collect();
+    tokio::time::sleep_until(window.measure_from.into()).await;
+    let before = watched.sample();
+    tokio::time::sleep_until(window.until.into()).await;
+    let after = watched.sample();
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    let mut first_error = None;
+    for handle in handles {
+        let recorder = handle.await?;
+        latencies.extend(recorder.latencies_us);
+        errors += recorder.errors;
+        if first_error.is_none() {
+            first_error = recorder.first_error;
+        }
+    }
+    if let Some(error) = first_error {
+        eprintln!("  {system} x{concurrency}: {errors} errors, first: {error}");
+    }
+    latencies.sort_unstable();
+    let ops = latencies.len();
+    let seconds = (window.until - window.measure_from).as_secs_f64();
+    let pick = |q: f64| {
+        latencies
+            .get(((ops as f64 - 1.0) * q).round().max(0.0) as usize)
+            .map_or(f64::NAN, |&us| f64::from(us) / 1000.0)
+    };
+    let cpu_per_1k = after
+        .iter()
+        .filter_map(|(name, end)| {
+            let start = before.get(name)?;
+            (ops > 0).then(|| (name.clone(), (end - start) / ops as f64 * 1000.0))
+        })
+        .collect();
+    let row = Row {
+        scenario,
+        system: system.to_owned(),
+        concurrency,
+        ops,
+        errors,
+        throughput: ops as f64 / seconds,
+        p50_ms: pick(0.5),
+        p99_ms: pick(0.99),
+        cpu_per_1k,
+    };
+    println!(
+        "  {:<8} {:<14} x{:<3} {:>9.0} ops/s  p50 {:>7.2} ms  p99 {:>7.2} ms",
+        format!("{scenario:?}").to_lowercase(),
+        system,
+        concurrency,
+        row.throughput,
+        row.p50_ms,
+        row.p99_ms
+    );
+    Ok(row)
+}
+
+pub(crate) fn print_summary(rows: &[Row]) {
+    println!();
+    println!(
+        "{:<8} {:<16} {:>4} {:>10} {:>9} {:>9}  {:<44} {:>13}",
+        "scenario", "system", "conc", "ops/s", "p50 ms", "p99 ms", "CPU-s per 1k ops (by process)", "vs peer"
+    );
+    for row in rows {
+        let cpu = row
+            .cpu_per_1k
+            .iter()
+            .map(|(name, s)| format!("{name} {s:.3}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let peer = rows
+            .iter()
+            .find(|p| p.scenario == row.scenario && p.concurrency == row.concurrency && p.system == "raw-sql");
+        let ratio = match peer {
+            Some(peer) if row.system != "raw-sql" && peer.throughput > 0.0 => format!(
+                "{:.2}x / p99 {:.2}x",
+                row.throughput / peer.throughput,
+                row.p99_ms / peer.p99_ms
+            ),
+            _ => String::new(),
+        };
+        println!(
+            "{:<8} {:<16} {:>4} {:>10.0} {:>9.2} {:>9.2}  {:<44} {:>13}",
+            format!("{:?}", row.scenario).to_lowercase(),
+            row.system,
+            row.concurrency,
+            row.throughput,
+            row.p50_ms,
+            row.p99_ms,
+            cpu,
+            ratio
+        );
+    }
+    println!("(\"vs peer\": throughput ratio / p99 ratio against raw SQL at the same concurrency)");
+}

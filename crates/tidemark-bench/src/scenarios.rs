@@ -1,0 +1,286 @@
+//! The scenarios, each against tidemark and its peer in the same run.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use sqlx::PgPool;
+use tidemark_proto::v1::coordinator_client::CoordinatorClient;
+use tidemark_proto::v1::retention_client::RetentionClient;
+
+use crate::procs::{self, Etcd, Tidemark};
+use crate::report::{Memory, Row, Watched, measure};
+use crate::work::{self, Batches, Window};
+use crate::{Args, Scenario, closed_loop, etcd};
+
+pub(crate) struct Bench {
+    pub(crate) args: Args,
+    pub(crate) warmup: Duration,
+    pub(crate) duration: Duration,
+    pub(crate) database_url: String,
+    pub(crate) tidemark: Tidemark,
+    pub(crate) peer: PgPool,
+    pub(crate) etcd: Option<Etcd>,
+    pub(crate) watched: Watched,
+    pub(crate) big_loaded: bool,
+}
+
+impl Bench {
+    pub(crate) fn window(&self) -> Window {
+        Window::starting_in(self.warmup, self.duration)
+    }
+
+    pub(crate) fn watched_with_etcd(&self) -> Watched {
+        Watched {
+            etcd: self.etcd.as_ref().map(Etcd::pid),
+            ..self.watched.clone()
+        }
+    }
+
+    pub(crate) async fn commit(&self, rows: &mut Vec<Row>, c: usize) -> anyhow::Result<()> {
+        // tidemark
+        let mut workers = Vec::new();
+        let mut ready = Vec::new();
+        for i in 0..c {
+            let mut client = CoordinatorClient::new(work::channel(&self.tidemark.url()).await?);
+            let lease =
+                work::tidemark_lease(&mut client, work::key("bench.commit", &format!("c{c}-w{i}")), "bench").await?;
+            ready.push((client, lease));
+        }
+        let window = self.window();
+        for (mut client, lease) in ready {
+            let mut batches = Batches::new();
+            workers.push(async move {
+                closed_loop!(window, work::tidemark_commit(&mut client, &lease, &mut batches).await)
+            });
+        }
+        rows.push(measure(Scenario::Commit, "tidemark", c, window, &self.watched, workers).await?);
+
+        // raw SQL
+        let mut workers = Vec::new();
+        for i in 0..c {
+            work::peer_consumer(&self.peer, "bench.commit", &format!("c{c}-w{i}")).await?;
+        }
+        let window = self.window();
+        for i in 0..c {
+            let pool = self.peer.clone();
+            let id = format!("c{c}-w{i}");
+            let mut batches = Batches::new();
+            workers.push(async move {
+                closed_loop!(
+                    window,
+                    work::peer_commit(&pool, "bench.commit", &id, &mut batches).await
+                )
+            });
+        }
+        rows.push(measure(Scenario::Commit, "raw-sql", c, window, &self.watched, workers).await?);
+
+        // etcd
+        if let Some(etcd) = &self.etcd {
+            let mut ready = Vec::new();
+            for i in 0..c {
+                let mut client = etcd::KvClient::new(work::channel(&etcd.url).await?);
+                let id = format!("c{c}-w{i}");
+                work::etcd_consumer(&mut client, &id).await?;
+                ready.push((client, id));
+            }
+            let window = self.window();
+            let mut workers = Vec::new();
+            for (mut client, id) in ready {
+                let mut batches = Batches::new();
+                workers
+                    .push(async move { closed_loop!(window, work::etcd_commit(&mut client, &id, &mut batches).await) });
+            }
+            rows.push(measure(Scenario::Commit, "etcd", c, window, &self.watched_with_etcd(), workers).await?);
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn recover(&self, rows: &mut Vec<Row>, c: usize) -> anyhow::Result<()> {
+        let mut ready = Vec::new();
+        for i in 0..c {
+            let mut client = CoordinatorClient::new(work::channel(&self.tidemark.url()).await?);
+            let key = work::key("bench.recover", &format!("c{c}-w{i}"));
+            let lease = work::tidemark_lease(&mut client, key.clone(), "bench").await?;
+            work::tidemark_commit(&mut client, &lease, &mut Batches::new()).await?;
+            ready.push((client, key));
+        }
+        let window = self.window();
+        let workers: Vec<_> =
+            ready
+                .into_iter()
+                .map(|(mut client, key)| async move {
+                    closed_loop!(window, work::tidemark_recover(&mut client, &key).await)
+                })
+                .collect();
+        rows.push(measure(Scenario::Recover, "tidemark", c, window, &self.watched, workers).await?);
+
+        for i in 0..c {
+            work::peer_consumer(&self.peer, "bench.recover", &format!("c{c}-w{i}")).await?;
+        }
+        let window = self.window();
+        let workers: Vec<_> = (0..c)
+            .map(|i| {
+                let pool = self.peer.clone();
+                let id = format!("c{c}-w{i}");
+                async move { closed_loop!(window, work::peer_recover(&pool, "bench.recover", &id).await) }
+            })
+            .collect();
+        rows.push(measure(Scenario::Recover, "raw-sql", c, window, &self.watched, workers).await?);
+        Ok(())
+    }
+
+    pub(crate) async fn churn(&self, rows: &mut Vec<Row>, c: usize) -> anyhow::Result<()> {
+        let mut clients = Vec::new();
+        for _ in 0..c {
+            clients.push(CoordinatorClient::new(work::channel(&self.tidemark.url()).await?));
+        }
+        let window = self.window();
+        let workers: Vec<_> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut client)| {
+                let key = work::key("bench.churn", &format!("c{c}-w{i}"));
+                let holder = format!("holder-{i}");
+                async move { closed_loop!(window, work::tidemark_churn(&mut client, &key, &holder).await) }
+            })
+            .collect();
+        rows.push(measure(Scenario::Churn, "tidemark", c, window, &self.watched, workers).await?);
+
+        for i in 0..c {
+            work::peer_consumer(&self.peer, "bench.churn", &format!("c{c}-w{i}")).await?;
+            sqlx::query("UPDATE peer_consumers SET lease_deadline = now() WHERE table_name = 'bench.churn' AND consumer_id = $1")
+                .bind(format!("c{c}-w{i}"))
+                .execute(&self.peer)
+                .await?;
+        }
+        let window = self.window();
+        let workers: Vec<_> = (0..c)
+            .map(|i| {
+                let pool = self.peer.clone();
+                let id = format!("c{c}-w{i}");
+                let holder = format!("holder-{i}");
+                async move { closed_loop!(window, work::peer_churn(&pool, "bench.churn", &id, &holder).await) }
+            })
+            .collect();
+        rows.push(measure(Scenario::Churn, "raw-sql", c, window, &self.watched, workers).await?);
+        Ok(())
+    }
+
+    /// Loads the big branch (tidemark's table and the peer's) once.
+    pub(crate) async fn load_big(&mut self) -> anyhow::Result<()> {
+        if self.big_loaded {
+            return Ok(());
+        }
+        let n = self.args.fence_consumers;
+        let started = Instant::now();
+        let pool = PgPool::connect(&self.database_url).await?;
+        work::seed_consumers(&pool, "bench.big", n).await?;
+        sqlx::query(
+            "INSERT INTO peer_consumers (table_name, branch, consumer_id, epoch, next_snapshot, updated_at) \
+             SELECT 'bench.big', 'main', 'consumer-' || i, 0, 1000 + (i * 7919) % 50000, now() \
+             FROM generate_series(1, $1) AS i",
+        )
+        .bind(n as i64)
+        .execute(&pool)
+        .await?;
+        sqlx::query("ANALYZE").execute(&pool).await?;
+        pool.close().await;
+        println!(
+            "  loaded {n} consumers on branch bench.big@main in {:?}",
+            started.elapsed()
+        );
+        self.big_loaded = true;
+        Ok(())
+    }
+
+    pub(crate) async fn fence(&mut self, rows: &mut Vec<Row>) -> anyhow::Result<()> {
+        self.load_big().await?;
+        for c in [1, 4] {
+            let mut clients = Vec::new();
+            for _ in 0..c {
+                clients.push(RetentionClient::new(work::channel(&self.tidemark.url()).await?));
+            }
+            let window = self.window();
+            let workers: Vec<_> =
+                clients
+                    .into_iter()
+                    .map(|mut client| async move {
+                        closed_loop!(window, work::tidemark_fence(&mut client, "bench.big").await)
+                    })
+                    .collect();
+            rows.push(measure(Scenario::Fence, "tidemark", c, window, &self.watched, workers).await?);
+            let window = self.window();
+            let workers: Vec<_> = (0..c)
+                .map(|_| {
+                    let pool = self.peer.clone();
+                    async move { closed_loop!(window, work::peer_fence(&pool, "bench.big").await) }
+                })
+                .collect();
+            rows.push(measure(Scenario::Fence, "raw-sql", c, window, &self.watched, workers).await?);
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn sqlite(&self, rows: &mut Vec<Row>, binary: &std::path::Path) -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let url = format!("sqlite://{}", dir.path().join("bench.db").display());
+        let server = Tidemark::start(binary, &url, 1, dir.path())?;
+        let watched = Watched {
+            tidemark: Some(server.pid()),
+            ..Watched::default()
+        };
+        for &c in &self.args.concurrency {
+            let mut ready = Vec::new();
+            for i in 0..c {
+                let mut client = CoordinatorClient::new(work::channel(&server.url()).await?);
+                let lease =
+                    work::tidemark_lease(&mut client, work::key("bench.commit", &format!("c{c}-w{i}")), "bench")
+                        .await?;
+                ready.push((client, lease));
+            }
+            let window = self.window();
+            let workers: Vec<_> = ready
+                .into_iter()
+                .map(|(mut client, lease)| {
+                    let mut batches = Batches::new();
+                    async move { closed_loop!(window, work::tidemark_commit(&mut client, &lease, &mut batches).await) }
+                })
+                .collect();
+            rows.push(measure(Scenario::Sqlite, "tidemark-sqlite", c, window, &watched, workers).await?);
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn memory(&mut self) -> anyhow::Result<Memory> {
+        self.load_big().await?;
+        let n = self.args.live_leases.min(self.args.fence_consumers);
+        let per_worker = n.div_ceil(16);
+        let mut tasks = Vec::new();
+        for w in 0..16 {
+            let mut client = CoordinatorClient::new(work::channel(&self.tidemark.url()).await?);
+            tasks.push(tokio::spawn(async move {
+                for i in (w * per_worker + 1)..=((w + 1) * per_worker).min(n) {
+                    let key = work::key("bench.big", &format!("consumer-{i}"));
+                    work::tidemark_lease(&mut client, key, &format!("query-{i}")).await?;
+                }
+                anyhow::Ok(())
+            }));
+        }
+        for task in tasks {
+            task.await??;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (rss, peak) = procs::memory_kib(self.tidemark.pid()).context("tidemark's memory")?;
+        let memory = Memory {
+            consumers: self.args.fence_consumers,
+            live_leases: n,
+            rss_mib: rss as f64 / 1024.0,
+            peak_rss_mib: peak as f64 / 1024.0,
+        };
+        println!(
+            "  memory: {} consumers, {} live leases: tidemark RSS {:.1} MiB (peak {:.1} MiB)",
+            memory.consumers, memory.live_leases, memory.rss_mib, memory.peak_rss_mib
+        );
+        Ok(memory)
+    }
+}
