@@ -40,6 +40,16 @@ impl EventColumns {
     }
 }
 
+/// A timestamp as Postgres stores it (`timestamptz`).
+pub(crate) fn ts(value: Timestamp) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp_micros(value.as_micros()).unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC)
+}
+
+/// A `timestamptz` as a timestamp.
+pub(crate) fn from_ts(value: chrono::DateTime<chrono::Utc>) -> Timestamp {
+    Timestamp::from_micros(value.timestamp_micros())
+}
+
 /// A database row type whose timestamps tidemark can read (Postgres stores
 /// `timestamptz`, SQLite integer microseconds).
 pub(crate) trait TimestampColumns: Row {

@@ -76,7 +76,7 @@ impl Column for Option<Timestamp> {
     type Pg = Option<DateTime<Utc>>;
     type Sqlite = Option<i64>;
     fn into_pg(self) -> Self::Pg {
-        self.map(crate::postgres::ts)
+        self.map(crate::decode::ts)
     }
     fn into_sqlite(self) -> Self::Sqlite {
         self.map(Timestamp::as_micros)
@@ -84,7 +84,7 @@ impl Column for Option<Timestamp> {
     fn from_pg(row: &PgRow, column: &str) -> Result<Self, sqlx::Error> {
         Ok(row
             .try_get::<Option<DateTime<Utc>>, _>(column)?
-            .map(crate::postgres::from_ts))
+            .map(crate::decode::from_ts))
     }
     fn from_sqlite(row: &SqliteRow, column: &str) -> Result<Self, sqlx::Error> {
         Ok(row.try_get::<Option<i64>, _>(column)?.map(Timestamp::from_micros))

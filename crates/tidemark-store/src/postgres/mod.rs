@@ -119,13 +119,7 @@ impl PostgresBackend {
     }
 }
 
-pub(crate) fn ts(value: Timestamp) -> DateTime<Utc> {
-    DateTime::from_timestamp_micros(value.as_micros()).unwrap_or(DateTime::<Utc>::MAX_UTC)
-}
-
-pub(crate) fn from_ts(value: DateTime<Utc>) -> Timestamp {
-    Timestamp::from_micros(value.timestamp_micros())
-}
+pub(crate) use crate::decode::{from_ts, ts};
 
 impl TimestampColumns for PgRow {
     fn timestamp(&self, column: &str) -> Result<Option<Timestamp>, sqlx::Error> {
