@@ -6,19 +6,19 @@ use std::time::Duration;
 
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::admin_server::Admin;
-use tidemark_store::{CallContext, RegisteredTable, Store, StoreError};
+use tidemark_store::{RegisteredTable, Store};
 use tonic::{Request, Response, Status};
 
-use crate::call;
+use crate::call::Rpcs;
 use crate::convert;
 use crate::registry::{self, ImportOutcome};
-use crate::request::{self, Parse, Scoped};
+use crate::request;
 
 /// The operator API over a [`Store`].
 #[derive(Debug, Clone)]
 pub struct AdminService {
     store: Store,
-    request_timeout: Duration,
+    rpcs: Rpcs,
     mirror_refresh: Duration,
 }
 
@@ -27,7 +27,7 @@ impl AdminService {
     pub fn new(store: Store, request_timeout: Duration) -> Self {
         Self {
             store,
-            request_timeout,
+            rpcs: Rpcs::new("Admin", request_timeout),
             mirror_refresh: crate::ServerConfig::default().mirror_refresh,
         }
     }
@@ -37,21 +37,6 @@ impl AdminService {
     pub fn with_mirror_refresh(mut self, mirror_refresh: Duration) -> Self {
         self.mirror_refresh = mirror_refresh;
         self
-    }
-
-    /// Runs `body` as `Admin/method` on the parsed request.
-    async fn call<Req, T, Fut>(
-        &self,
-        method: &'static str,
-        request: Request<Req>,
-        body: impl FnOnce(CallContext, Req::Parsed) -> Fut,
-    ) -> Result<Response<T>, Status>
-    where
-        Req: Parse,
-        Req::Parsed: Scoped,
-        Fut: Future<Output = Result<T, StoreError>>,
-    {
-        call::handle("Admin", method, self.request_timeout, request, body).await
     }
 }
 
@@ -75,136 +60,142 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::ListConsumersRequest>,
     ) -> Result<Response<pb::ListConsumersResponse>, Status> {
-        self.call("ListConsumers", request, |_, req| async move {
-            let page = self
-                .store
-                .list_consumers(&req.filter, req.after.as_ref(), req.page_size)
-                .await?;
-            Ok(pb::ListConsumersResponse {
-                consumers: page.consumers.iter().map(convert::consumer_info).collect(),
-                next_page_token: page.next.as_ref().map(convert::consumer_page_token).unwrap_or_default(),
+        self.rpcs
+            .handle("ListConsumers", request, |_, req| async move {
+                let page = self
+                    .store
+                    .list_consumers(&req.filter, req.after.as_ref(), req.page_size)
+                    .await?;
+                Ok(pb::ListConsumersResponse {
+                    consumers: page.consumers.iter().map(convert::consumer_info).collect(),
+                    next_page_token: page.next.as_ref().map(convert::consumer_page_token).unwrap_or_default(),
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn describe_consumer(
         &self,
         request: Request<pb::DescribeConsumerRequest>,
     ) -> Result<Response<pb::DescribeConsumerResponse>, Status> {
-        self.call("DescribeConsumer", request, |_, req| async move {
-            let key = &req.key;
-            let (view, history) = self.store.describe(key, req.history_limit).await?;
-            let mut info = convert::consumer_info(&view);
-            let mut mirror = None;
-            if let Some(registered) = registry::registration(&self.store, &key.table).await? {
-                let found = registry::mirror_view(&self.store, &registered, key, view.state.next_snapshot()).await?;
-                // A registered table's latest snapshot comes from its
-                // directory, not from what the last worker reported.
-                if let (Some(consumer), Some(latest)) = (info.consumer.as_mut(), found.directory_latest) {
-                    consumer.latest_snapshot = Some(latest);
-                    consumer.lag = crate::tables::registered_lag(consumer.next_snapshot, latest, None);
+        self.rpcs
+            .handle("DescribeConsumer", request, |_, req| async move {
+                let key = &req.key;
+                let (view, history) = self.store.describe(key, req.history_limit).await?;
+                let mut info = convert::consumer_info(&view);
+                let mut mirror = None;
+                if let Some(registered) = registry::registration(&self.store, &key.table).await? {
+                    let found =
+                        registry::mirror_view(&self.store, &registered, key, view.state.next_snapshot()).await?;
+                    // A registered table's latest snapshot comes from its
+                    // directory, not from what the last worker reported.
+                    if let (Some(consumer), Some(latest)) = (info.consumer.as_mut(), found.directory_latest) {
+                        consumer.latest_snapshot = Some(latest);
+                        consumer.lag = crate::tables::registered_lag(consumer.next_snapshot, latest, None);
+                    }
+                    mirror = Some(found.info);
                 }
-                mirror = Some(found.info);
-            }
-            Ok(pb::DescribeConsumerResponse {
-                info: Some(info),
-                table_options: options_map(&view.options),
-                recent_history: history.iter().map(convert::history_entry).collect(),
-                mirror,
+                Ok(pb::DescribeConsumerResponse {
+                    info: Some(info),
+                    table_options: options_map(&view.options),
+                    recent_history: history.iter().map(convert::history_entry).collect(),
+                    mirror,
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn reset_consumer(
         &self,
         request: Request<pb::ResetConsumerRequest>,
     ) -> Result<Response<pb::ResetConsumerResponse>, Status> {
-        self.call("ResetConsumer", request, |ctx, req| async move {
-            let key = &req.key;
-            let planned = self
-                .store
-                .reset_consumer(
-                    &ctx,
-                    key,
-                    req.next_snapshot,
-                    req.expected_next_snapshot,
-                    req.force,
-                    req.execute,
-                )
-                .await?;
-            if planned.applied {
-                tracing::info!(consumer = %key, old = planned.change.old_next, new = planned.change.new_next,
+        self.rpcs
+            .handle("ResetConsumer", request, |ctx, req| async move {
+                let key = &req.key;
+                let planned = self
+                    .store
+                    .reset_consumer(
+                        &ctx,
+                        key,
+                        req.next_snapshot,
+                        req.expected_next_snapshot,
+                        req.force,
+                        req.execute,
+                    )
+                    .await?;
+                if planned.applied {
+                    tracing::info!(consumer = %key, old = planned.change.old_next, new = planned.change.new_next,
                     forced = planned.change.revoked.is_some(), "consumer reset");
-            }
-            Ok(pb::ResetConsumerResponse {
-                change: Some(convert::consumer_change(key, &planned.change)),
-                executed: planned.applied,
+                }
+                Ok(pb::ResetConsumerResponse {
+                    change: Some(convert::consumer_change(key, &planned.change)),
+                    executed: planned.applied,
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn delete_consumer(
         &self,
         request: Request<pb::DeleteConsumerRequest>,
     ) -> Result<Response<pb::DeleteConsumerResponse>, Status> {
-        self.call("DeleteConsumer", request, |ctx, req| async move {
-            let key = &req.key;
-            let planned = self
-                .store
-                .delete_consumer(&ctx, key, req.expected_next_snapshot, req.force, req.execute)
-                .await?;
-            if planned.applied && planned.change.changes_anything() {
-                tracing::info!(consumer = %key, old = planned.change.old_next,
+        self.rpcs
+            .handle("DeleteConsumer", request, |ctx, req| async move {
+                let key = &req.key;
+                let planned = self
+                    .store
+                    .delete_consumer(&ctx, key, req.expected_next_snapshot, req.force, req.execute)
+                    .await?;
+                if planned.applied && planned.change.changes_anything() {
+                    tracing::info!(consumer = %key, old = planned.change.old_next,
                     forced = planned.change.revoked.is_some(), "consumer deleted");
-            }
-            Ok(pb::DeleteConsumerResponse {
-                change: Some(convert::consumer_change(key, &planned.change)),
-                executed: planned.applied,
+                }
+                Ok(pb::DeleteConsumerResponse {
+                    change: Some(convert::consumer_change(key, &planned.change)),
+                    executed: planned.applied,
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn clear_consumers(
         &self,
         request: Request<pb::ClearConsumersRequest>,
     ) -> Result<Response<pb::ClearConsumersResponse>, Status> {
-        self.call("ClearConsumers", request, |ctx, req| async move {
-            let cleared = self
-                .store
-                .clear_consumers(&ctx, &req.table, &req.branch, &req.selector, req.force, req.execute)
-                .await?;
-            let mut response = pb::ClearConsumersResponse {
-                executed: req.execute,
-                ..Default::default()
-            };
-            for c in &cleared {
-                match &c.result {
-                    Ok(change) => response.cleared.push(convert::consumer_change(&c.key, change)),
-                    Err(why) => response.skipped.push(pb::SkippedConsumer {
-                        consumer_id: c.key.consumer_id.as_str().to_owned(),
-                        reason: why.reason().to_owned(),
-                        message: why.to_string(),
-                    }),
+        self.rpcs
+            .handle("ClearConsumers", request, |ctx, req| async move {
+                let cleared = self
+                    .store
+                    .clear_consumers(&ctx, &req.table, &req.branch, &req.selector, req.force, req.execute)
+                    .await?;
+                let mut response = pb::ClearConsumersResponse {
+                    executed: req.execute,
+                    ..Default::default()
+                };
+                for c in &cleared {
+                    match &c.result {
+                        Ok(change) => response.cleared.push(convert::consumer_change(&c.key, change)),
+                        Err(why) => response.skipped.push(pb::SkippedConsumer {
+                            consumer_id: c.key.consumer_id.as_str().to_owned(),
+                            reason: why.reason().to_owned(),
+                            message: why.to_string(),
+                        }),
+                    }
                 }
-            }
-            if req.execute {
-                tracing::info!(table = %req.table.as_str(), branch = %req.branch.as_str(),
+                if req.execute {
+                    tracing::info!(table = %req.table.as_str(), branch = %req.branch.as_str(),
                     cleared = response.cleared.len(), skipped = response.skipped.len(), "consumers cleared");
-            }
-            Ok(response)
-        })
-        .await
+                }
+                Ok(response)
+            })
+            .await
     }
 
     async fn revoke_lease(
         &self,
         request: Request<pb::RevokeLeaseRequest>,
     ) -> Result<Response<pb::RevokeLeaseResponse>, Status> {
-        self.call("RevokeLease", request, |ctx, req| async move {
+        self.rpcs.handle("RevokeLease", request, |ctx, req| async move {
             let planned = self.store.revoke(&ctx, &req.key, &req.reason, req.execute).await?;
             if planned.applied && planned.change.lease.is_some() {
                 tracing::info!(consumer = %req.key, epoch = planned.change.epoch, reason = req.reason, "lease revoked");
@@ -227,50 +218,52 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::ListHistoryRequest>,
     ) -> Result<Response<pb::ListHistoryResponse>, Status> {
-        self.call("ListHistory", request, |_, req| async move {
-            let entries = self.store.list_history(&req.filter, req.before, req.page_size).await?;
-            let full = i64::try_from(entries.len()).unwrap_or(0) == req.page_size;
-            Ok(pb::ListHistoryResponse {
-                next_page_token: entries
-                    .last()
-                    .filter(|_| full)
-                    .map(|h| h.id.to_string())
-                    .unwrap_or_default(),
-                entries: entries.iter().map(convert::history_entry).collect(),
+        self.rpcs
+            .handle("ListHistory", request, |_, req| async move {
+                let entries = self.store.list_history(&req.filter, req.before, req.page_size).await?;
+                let full = i64::try_from(entries.len()).unwrap_or(0) == req.page_size;
+                Ok(pb::ListHistoryResponse {
+                    next_page_token: entries
+                        .last()
+                        .filter(|_| full)
+                        .map(|h| h.id.to_string())
+                        .unwrap_or_default(),
+                    entries: entries.iter().map(convert::history_entry).collect(),
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn get_table_options(
         &self,
         request: Request<pb::GetTableOptionsRequest>,
     ) -> Result<Response<pb::GetTableOptionsResponse>, Status> {
-        self.call("GetTableOptions", request, |_, req| async move {
-            let stored = self.store.table_options(&req.table).await?;
-            let options = stored.options;
-            Ok(pb::GetTableOptionsResponse {
-                table: req.table.as_str().to_owned(),
-                options: options_map(&options),
-                expiration_time: options.expiration.map(convert::duration_to_pb),
-                changelog_only: options.changelog_only,
-                mode: options
-                    .mode
-                    .unwrap_or(tidemark_core::ConsumerMode::ExactlyOnce)
-                    .as_str()
-                    .to_owned(),
-                updated_at: stored.updated_at.map(convert::timestamp),
-                updated_by: stored.updated_by.unwrap_or_default(),
+        self.rpcs
+            .handle("GetTableOptions", request, |_, req| async move {
+                let stored = self.store.table_options(&req.table).await?;
+                let options = stored.options;
+                Ok(pb::GetTableOptionsResponse {
+                    table: req.table.as_str().to_owned(),
+                    options: options_map(&options),
+                    expiration_time: options.expiration.map(convert::duration_to_pb),
+                    changelog_only: options.changelog_only,
+                    mode: options
+                        .mode
+                        .unwrap_or(tidemark_core::ConsumerMode::ExactlyOnce)
+                        .as_str()
+                        .to_owned(),
+                    updated_at: stored.updated_at.map(convert::timestamp),
+                    updated_by: stored.updated_by.unwrap_or_default(),
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn set_table_options(
         &self,
         request: Request<pb::SetTableOptionsRequest>,
     ) -> Result<Response<pb::SetTableOptionsResponse>, Status> {
-        self.call("SetTableOptions", request, |ctx, req| async move {
+        self.rpcs.handle("SetTableOptions", request, |ctx, req| async move {
             let planned = self
                 .store
                 .set_table_options(&ctx, &req.table, &req.set, &req.unset, req.execute)
@@ -291,130 +284,138 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::ExpireConsumersRequest>,
     ) -> Result<Response<pb::ExpireConsumersResponse>, Status> {
-        self.call("ExpireConsumers", request, |ctx, req| async move {
-            let expired = self
-                .store
-                .expire_consumers(&ctx, req.table.as_ref(), req.branch.as_ref(), req.limit, req.execute)
-                .await?;
-            if req.execute && !expired.is_empty() {
-                tracing::info!(expired = expired.len(), "consumers expired on request");
-            }
-            Ok(pb::ExpireConsumersResponse {
-                expired: expired
-                    .iter()
-                    .map(|e| pb::ExpiredConsumer {
-                        consumer: Some(convert::key_to_pb(&e.key)),
-                        next_snapshot: e.next_snapshot,
-                        idle: Some(convert::duration_to_pb(e.idle)),
-                    })
-                    .collect(),
-                executed: req.execute,
+        self.rpcs
+            .handle("ExpireConsumers", request, |ctx, req| async move {
+                let expired = self
+                    .store
+                    .expire_consumers(&ctx, req.table.as_ref(), req.branch.as_ref(), req.limit, req.execute)
+                    .await?;
+                if req.execute && !expired.is_empty() {
+                    tracing::info!(expired = expired.len(), "consumers expired on request");
+                }
+                Ok(pb::ExpireConsumersResponse {
+                    expired: expired
+                        .iter()
+                        .map(|e| pb::ExpiredConsumer {
+                            consumer: Some(convert::key_to_pb(&e.key)),
+                            next_snapshot: e.next_snapshot,
+                            idle: Some(convert::duration_to_pb(e.idle)),
+                        })
+                        .collect(),
+                    executed: req.execute,
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn register_table(
         &self,
         request: Request<pb::RegisterTableRequest>,
     ) -> Result<Response<pb::RegisterTableResponse>, Status> {
-        self.call("RegisterTable", request, |ctx, req| async move {
-            let (table, location) = (&req.table, &req.location);
-            let previous = registry::registration(&self.store, table).await?;
-            let probe = registry::probe(table, location, self.mirror_refresh).await;
-            if req.execute {
-                self.store
-                    .paimon()
-                    .register_table(table, location.location(), probe.identity.as_deref(), &ctx)
-                    .await?;
-            }
-            let registered = match registry::registration(&self.store, table).await? {
-                Some(now) if req.execute => now,
-                _ => RegisteredTable {
-                    table: table.clone(),
-                    location: location.location().to_owned(),
-                    registered_at: tidemark_core::Timestamp::from_micros(0),
-                    registered_by: ctx.principal.clone(),
-                    identity: probe.identity,
-                },
-            };
-            Ok(pb::RegisterTableResponse {
-                table: Some(registered_to_pb(&registered)),
-                previous_location: previous
-                    .map(|p| p.location)
-                    .filter(|l| l != location.location())
-                    .unwrap_or_default(),
-                earliest_snapshot: probe.range.map(|r| r.earliest),
-                latest_snapshot: probe.range.map(|r| r.latest),
-                executed: req.execute,
-                probe_error: probe.error,
-                warnings: probe.warnings,
+        self.rpcs
+            .handle("RegisterTable", request, |ctx, req| async move {
+                let (table, location) = (&req.table, &req.location);
+                let previous = registry::registration(&self.store, table).await?;
+                let probe = registry::probe(table, location, self.mirror_refresh).await;
+                if req.execute {
+                    self.store
+                        .paimon()
+                        .register_table(table, location.location(), probe.identity.as_deref(), &ctx)
+                        .await?;
+                }
+                let registered = match registry::registration(&self.store, table).await? {
+                    Some(now) if req.execute => now,
+                    _ => RegisteredTable {
+                        table: table.clone(),
+                        location: location.location().to_owned(),
+                        registered_at: tidemark_core::Timestamp::from_micros(0),
+                        registered_by: ctx.principal.clone(),
+                        identity: probe.identity,
+                    },
+                };
+                Ok(pb::RegisterTableResponse {
+                    table: Some(registered_to_pb(&registered)),
+                    previous_location: previous
+                        .map(|p| p.location)
+                        .filter(|l| l != location.location())
+                        .unwrap_or_default(),
+                    earliest_snapshot: probe.range.map(|r| r.earliest),
+                    latest_snapshot: probe.range.map(|r| r.latest),
+                    executed: req.execute,
+                    probe_error: probe.error,
+                    warnings: probe.warnings,
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn unregister_table(
         &self,
         request: Request<pb::UnregisterTableRequest>,
     ) -> Result<Response<pb::UnregisterTableResponse>, Status> {
-        self.call("UnregisterTable", request, |_, req| async move {
-            let was_registered = if req.execute {
-                self.store.paimon().unregister_table(&req.table).await?
-            } else {
-                registry::registration(&self.store, &req.table).await?.is_some()
-            };
-            Ok(pb::UnregisterTableResponse {
-                was_registered,
-                executed: req.execute,
+        self.rpcs
+            .handle("UnregisterTable", request, |_, req| async move {
+                let was_registered = if req.execute {
+                    self.store.paimon().unregister_table(&req.table).await?
+                } else {
+                    registry::registration(&self.store, &req.table).await?.is_some()
+                };
+                Ok(pb::UnregisterTableResponse {
+                    was_registered,
+                    executed: req.execute,
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn list_tables(
         &self,
         request: Request<pb::ListTablesRequest>,
     ) -> Result<Response<pb::ListTablesResponse>, Status> {
-        self.call("ListTables", request, |ctx, _| async move {
-            let tables = self.store.paimon().registered_tables().await?;
-            Ok(pb::ListTablesResponse {
-                tables: tables
-                    .iter()
-                    .filter(|t| ctx.access().table(&t.table).is_ok())
-                    .map(registered_to_pb)
-                    .collect(),
+        self.rpcs
+            .handle("ListTables", request, |ctx, _| async move {
+                let tables = self.store.paimon().registered_tables().await?;
+                Ok(pb::ListTablesResponse {
+                    tables: tables
+                        .iter()
+                        .filter(|t| ctx.access().table(&t.table).is_ok())
+                        .map(registered_to_pb)
+                        .collect(),
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn import_consumers(
         &self,
         request: Request<pb::ImportConsumersRequest>,
     ) -> Result<Response<pb::ImportConsumersResponse>, Status> {
-        self.call("ImportConsumers", request, |ctx, req| async move {
-            let Some(registered) = registry::registration(&self.store, &req.table).await? else {
-                let mut v = tidemark_core::validate::Violations::new();
-                v.add("table", "is not registered (RegisterTable first)");
-                return Err(request::invalid(v));
-            };
-            let outcomes = registry::import_consumers(&self.store, &ctx, &req.table, &registered, req.execute).await?;
-            let mut response = pb::ImportConsumersResponse {
-                executed: req.execute,
-                ..Default::default()
-            };
-            for outcome in outcomes {
-                match outcome {
-                    ImportOutcome::Imported { key, next_snapshot } => response.imported.push(pb::ImportedConsumer {
-                        consumer: Some(convert::key_to_pb(&key)),
-                        next_snapshot,
-                    }),
-                    ImportOutcome::Skipped(skipped) => response.skipped.push(skipped),
+        self.rpcs
+            .handle("ImportConsumers", request, |ctx, req| async move {
+                let Some(registered) = registry::registration(&self.store, &req.table).await? else {
+                    let mut v = tidemark_core::validate::Violations::new();
+                    v.add("table", "is not registered (RegisterTable first)");
+                    return Err(request::invalid(v));
+                };
+                let outcomes =
+                    registry::import_consumers(&self.store, &ctx, &req.table, &registered, req.execute).await?;
+                let mut response = pb::ImportConsumersResponse {
+                    executed: req.execute,
+                    ..Default::default()
+                };
+                for outcome in outcomes {
+                    match outcome {
+                        ImportOutcome::Imported { key, next_snapshot } => {
+                            response.imported.push(pb::ImportedConsumer {
+                                consumer: Some(convert::key_to_pb(&key)),
+                                next_snapshot,
+                            })
+                        }
+                        ImportOutcome::Skipped(skipped) => response.skipped.push(skipped),
+                    }
                 }
-            }
-            Ok(response)
-        })
-        .await
+                Ok(response)
+            })
+            .await
     }
 }

@@ -62,32 +62,47 @@ where
     answer
 }
 
-/// A handler's prologue: the call context, the request parsed, the
-/// caller's scope checked against what it touches before any work — then
-/// `body` on the parsed request, run as the RPC `service/method` by [`run`].
-pub(crate) async fn handle<Req, T, Fut>(
+/// A service's RPCs: its name and time limit, and the prologue every
+/// handler shares.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rpcs {
     service: &'static str,
-    method: &'static str,
     timeout: Duration,
-    request: Request<Req>,
-    body: impl FnOnce(CallContext, Req::Parsed) -> Fut,
-) -> Result<Response<T>, Status>
-where
-    Req: Parse,
-    Req::Parsed: Scoped,
-    Fut: Future<Output = Result<T, StoreError>>,
-{
-    let ctx = call_context(&request);
-    let req = request.into_inner();
-    run(service, method, timeout, ctx.clone(), async move {
-        let parsed = req.parse()?;
-        let access = ctx.access();
-        match parsed.touches() {
-            Touches::Table(table) | Touches::TableOrAll(Some(table), _) => access.table(table)?,
-            Touches::TableOrAll(None, what) => access.every_table(what)?,
-            Touches::Lease | Touches::Filtered => {}
-        }
-        body(ctx, parsed).await
-    })
-    .await
+}
+
+impl Rpcs {
+    /// The RPCs of `service`, each bounded by `timeout`.
+    pub(crate) fn new(service: &'static str, timeout: Duration) -> Self {
+        Self { service, timeout }
+    }
+
+    /// A handler's prologue: the call context, the request parsed, the
+    /// caller's scope checked against what it touches before any work —
+    /// then `body` on the parsed request, run as `service/method` by
+    /// [`run`].
+    pub(crate) async fn handle<Req, T, Fut>(
+        &self,
+        method: &'static str,
+        request: Request<Req>,
+        body: impl FnOnce(CallContext, Req::Parsed) -> Fut,
+    ) -> Result<Response<T>, Status>
+    where
+        Req: Parse,
+        Req::Parsed: Scoped,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let ctx = call_context(&request);
+        let req = request.into_inner();
+        run(self.service, method, self.timeout, ctx.clone(), async move {
+            let parsed = req.parse()?;
+            let access = ctx.access();
+            match parsed.touches() {
+                Touches::Table(table) | Touches::TableOrAll(Some(table), _) => access.table(table)?,
+                Touches::TableOrAll(None, what) => access.every_table(what)?,
+                Touches::Lease | Touches::Filtered => {}
+            }
+            body(ctx, parsed).await
+        })
+        .await
+    }
 }

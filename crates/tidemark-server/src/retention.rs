@@ -7,7 +7,7 @@ use tidemark_proto::v1::retention_server::Retention;
 use tidemark_store::{FenceReport, Store};
 use tonic::{Request, Response, Status};
 
-use crate::call;
+use crate::call::Rpcs;
 use crate::convert;
 use crate::metrics;
 
@@ -15,13 +15,16 @@ use crate::metrics;
 #[derive(Debug, Clone)]
 pub struct RetentionService {
     store: Store,
-    request_timeout: Duration,
+    rpcs: Rpcs,
 }
 
 impl RetentionService {
     /// The service over `store`.
     pub fn new(store: Store, request_timeout: Duration) -> Self {
-        Self { store, request_timeout }
+        Self {
+            store,
+            rpcs: Rpcs::new("Retention", request_timeout),
+        }
     }
 }
 
@@ -36,12 +39,8 @@ impl Retention for RetentionService {
         &self,
         request: Request<pb::GetRetentionFenceRequest>,
     ) -> Result<Response<pb::GetRetentionFenceResponse>, Status> {
-        call::handle(
-            "Retention",
-            "GetRetentionFence",
-            self.request_timeout,
-            request,
-            |_, req| async move {
+        self.rpcs
+            .handle("GetRetentionFence", request, |_, req| async move {
                 let (table, branch) = (&req.table, &req.branch);
                 let report = self
                     .store
@@ -56,21 +55,16 @@ impl Retention for RetentionService {
                     changelog_only: report.fences.changelog_only,
                     evaluated_at: Some(convert::timestamp(report.now)),
                 })
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn explain_retention(
         &self,
         request: Request<pb::ExplainRetentionRequest>,
     ) -> Result<Response<pb::ExplainRetentionResponse>, Status> {
-        call::handle(
-            "Retention",
-            "ExplainRetention",
-            self.request_timeout,
-            request,
-            |_, req| async move {
+        self.rpcs
+            .handle("ExplainRetention", request, |_, req| async move {
                 let (table, branch) = (&req.table, &req.branch);
                 let explained = self
                     .store
@@ -87,8 +81,7 @@ impl Retention for RetentionService {
                     table_options: report.options.to_map().into_iter().collect(),
                     evaluated_at: Some(convert::timestamp(report.now)),
                 })
-            },
-        )
-        .await
+            })
+            .await
     }
 }

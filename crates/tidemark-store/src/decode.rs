@@ -40,6 +40,29 @@ impl EventColumns {
     }
 }
 
+/// Binds a history page's parameters, in the order both backends'
+/// `HISTORY_PAGE` take them: table, branch, consumer id, below which id,
+/// how many.
+pub(crate) fn bind_history_page<'q, DB: sqlx::Database>(
+    query: sqlx::query::Query<'q, DB, DB::Arguments>,
+    filter: &crate::backend::HistoryFilter,
+    before_id: Option<i64>,
+    limit: i64,
+) -> sqlx::query::Query<'q, DB, DB::Arguments>
+where
+    for<'t> String: sqlx::Encode<'t, DB> + Type<DB>,
+    for<'t> Option<String>: sqlx::Encode<'t, DB> + Type<DB>,
+    for<'t> Option<i64>: sqlx::Encode<'t, DB> + Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + Type<DB>,
+{
+    query
+        .bind(filter.table.as_str().to_owned())
+        .bind(filter.branch.as_ref().map(|b| b.as_str().to_owned()))
+        .bind(filter.consumer_id.as_ref().map(|c| c.as_str().to_owned()))
+        .bind(before_id)
+        .bind(limit)
+}
+
 /// A timestamp as Postgres stores it (`timestamptz`).
 pub(crate) fn ts(value: Timestamp) -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::from_timestamp_micros(value.as_micros()).unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC)

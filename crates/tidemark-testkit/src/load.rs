@@ -67,6 +67,22 @@ pub struct Attempt {
     pub replica: usize,
 }
 
+/// Batch `batch` of a lease, ending snapshot `batch + 1` (its one split).
+pub fn snapshot_commit(lease: &pb::Lease, batch: i64, latest_snapshot: Option<i64>) -> pb::CommitBatchRequest {
+    pb::CommitBatchRequest {
+        lease_id: lease.lease_id.clone(),
+        epoch: lease.epoch,
+        batch_id: batch,
+        end: Some(pb::Offset {
+            snapshot_id: batch + 1,
+            index: 0,
+            scan_snapshot: false,
+            total_splits: Some(1),
+        }),
+        latest_snapshot,
+    }
+}
+
 /// A worker committing batch after batch until `stop`. Each commit ends a
 /// snapshot (index 0 of 1 split), so every ack moves next_snapshot by one.
 pub async fn run_worker(
@@ -100,18 +116,7 @@ pub async fn run_worker(
     };
     let mut batch: i64 = 0;
     while !stop.load(Ordering::Relaxed) {
-        let request = pb::CommitBatchRequest {
-            lease_id: lease.lease_id.clone(),
-            epoch: lease.epoch,
-            batch_id: batch,
-            end: Some(pb::Offset {
-                snapshot_id: batch + 1,
-                index: 0,
-                scan_snapshot: false,
-                total_splits: Some(1),
-            }),
-            latest_snapshot: Some(batch + 1),
-        };
+        let request = snapshot_commit(&lease, batch, Some(batch + 1));
         let started = Instant::now();
         let mut client = clients[replica].clone();
         match client.commit_batch(request).await {

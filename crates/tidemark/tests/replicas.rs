@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use support::Served;
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::coordinator_client::CoordinatorClient;
-use tidemark_testkit::load::{self, coordinator, is_transport_failure, key, run_worker};
+use tidemark_testkit::load::{self, coordinator, is_transport_failure, key, run_worker, snapshot_commit};
 use tidemark_testkit::postgres::FreshDatabase;
 use tidemark_testkit::process::health;
 use tonic::Code;
@@ -44,21 +44,6 @@ fn start_replicas(n: usize, database_url: &str, dir: &std::path::Path, extra: &[
         .into_iter()
         .map(|h| h.join().expect("replica started"))
         .collect()
-}
-
-fn commit_request(lease: &pb::Lease, batch: i64) -> pb::CommitBatchRequest {
-    pb::CommitBatchRequest {
-        lease_id: lease.lease_id.clone(),
-        epoch: lease.epoch,
-        batch_id: batch,
-        end: Some(pb::Offset {
-            snapshot_id: batch + 1,
-            index: 0,
-            scan_snapshot: false,
-            total_splits: Some(1),
-        }),
-        latest_snapshot: None,
-    }
 }
 
 fn reason(status: &tonic::Status) -> String {
@@ -93,7 +78,7 @@ async fn leases_and_fencing_hold_across_replicas() {
     let first = acquire(0, "query-1").await.unwrap().into_inner().lease.unwrap();
     clients[1]
         .clone()
-        .commit_batch(commit_request(&first, 0))
+        .commit_batch(snapshot_commit(&first, 0, None))
         .await
         .expect("a lease from replica 0 commits through replica 1");
 
@@ -113,7 +98,7 @@ async fn leases_and_fencing_hold_across_replicas() {
     for (replica, client) in clients.iter().enumerate() {
         let fenced = client
             .clone()
-            .commit_batch(commit_request(&first, 1))
+            .commit_batch(snapshot_commit(&first, 1, None))
             .await
             .unwrap_err();
         assert_eq!(fenced.code(), Code::FailedPrecondition);
@@ -121,7 +106,7 @@ async fn leases_and_fencing_hold_across_replicas() {
     }
     let done = clients[0]
         .clone()
-        .commit_batch(commit_request(&second, 1))
+        .commit_batch(snapshot_commit(&second, 1, None))
         .await
         .unwrap()
         .into_inner();
@@ -214,7 +199,7 @@ async fn a_sigtermed_replica_drains_and_finishes_in_flight_rpcs() {
         .iter()
         .map(|lease| {
             let mut client = leaving.clone();
-            let request = commit_request(lease, 0);
+            let request = snapshot_commit(lease, 0, None);
             tokio::spawn(async move { client.commit_batch(request).await })
         })
         .collect();
@@ -254,7 +239,7 @@ async fn a_sigtermed_replica_drains_and_finishes_in_flight_rpcs() {
         assert_eq!(load::position(&replicas[1].url(), &format!("drain-{i}")).await, Some(2));
         let done = staying
             .clone()
-            .commit_batch(commit_request(lease, 1))
+            .commit_batch(snapshot_commit(lease, 1, None))
             .await
             .unwrap()
             .into_inner();
@@ -264,7 +249,7 @@ async fn a_sigtermed_replica_drains_and_finishes_in_flight_rpcs() {
     // clients treat as "try another replica".
     let refused = leaving
         .clone()
-        .commit_batch(commit_request(&leases[0], 2))
+        .commit_batch(snapshot_commit(&leases[0], 2, None))
         .await
         .unwrap_err();
     assert!(is_transport_failure(&refused), "{refused:?}");
@@ -290,7 +275,7 @@ async fn an_exhausted_connection_pool_answers_unavailable_instead_of_hanging() {
     let lock = lock_every_key(&db.url).await;
     let blocked = {
         let mut client = client.clone();
-        let request = commit_request(&leases[0], 0);
+        let request = snapshot_commit(&leases[0], 0, None);
         tokio::spawn(async move { client.commit_batch(request).await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -299,7 +284,7 @@ async fn an_exhausted_connection_pool_answers_unavailable_instead_of_hanging() {
     let started = Instant::now();
     let refused = client
         .clone()
-        .commit_batch(commit_request(&leases[1], 0))
+        .commit_batch(snapshot_commit(&leases[1], 0, None))
         .await
         .unwrap_err();
     let waited = started.elapsed();
@@ -312,7 +297,7 @@ async fn an_exhausted_connection_pool_answers_unavailable_instead_of_hanging() {
     blocked.await.unwrap().expect("the blocked commit completes");
     client
         .clone()
-        .commit_batch(commit_request(&leases[1], 0))
+        .commit_batch(snapshot_commit(&leases[1], 0, None))
         .await
         .expect("a retry succeeds once a connection is free");
     drop(replicas);

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tidemark_core::time::duration_micros;
-use tidemark_core::{BranchName, ConsumerId, ConsumerKey, HistoryEvent, Timestamp};
+use tidemark_core::{ConsumerKey, HistoryEvent, Timestamp};
 
 use super::SqliteBackend;
 use crate::backend::{CallContext, HistoryFilter, HistoryRecord, HistoryStore, Pruned};
@@ -66,12 +66,7 @@ pub(super) async fn page(
     before_id: Option<i64>,
     limit: i64,
 ) -> Result<Vec<HistoryRecord>, StoreError> {
-    let rows = sqlx::query(HISTORY_PAGE)
-        .bind(filter.table.as_str())
-        .bind(filter.branch.as_ref().map(BranchName::as_str))
-        .bind(filter.consumer_id.as_ref().map(ConsumerId::as_str))
-        .bind(before_id)
-        .bind(limit)
+    let rows = decode::bind_history_page(sqlx::query(HISTORY_PAGE), filter, before_id, limit)
         .fetch_all(conn)
         .await?;
     rows.iter().map(decode::history).collect()
