@@ -150,6 +150,45 @@ class PaimonTable:
             self.rows_by_snapshot[snapshot] = ids
             return snapshot
 
+    def overwrite(self, rows: int = 2, part: str = "p1") -> int:
+        """INSERT OVERWRITE of one partition with `rows` fresh rows (commit
+        kind OVERWRITE: that partition's files deleted, new ones added);
+        returns the new snapshot id. Its rows are recorded under it."""
+        import pyarrow as pa
+
+        with self._lock:
+            ids = list(range(self._next_id, self._next_id + rows))
+            self._next_id += rows
+            data = pa.table(
+                {"id": ids, "part": [part] * rows, "value": [f"v{i}" for i in ids]},
+                schema=self.arrow_schema,
+            )
+            builder = self.table.new_batch_write_builder().overwrite({"part": part})
+            write, commit = builder.new_write(), builder.new_commit()
+            try:
+                write.write_arrow(data)
+                commit.commit(write.prepare_commit())
+            finally:
+                write.close()
+                commit.close()
+            snapshot = self.latest_snapshot()
+            self.rows_by_snapshot[snapshot] = ids
+            return snapshot
+
+    def compact(self) -> int:
+        """A COMPACT snapshot as Paimon's compaction writes one: every live
+        file deleted and the same rows added back in new files, committed
+        through pypaimon's own commit path with commit kind COMPACT (pypaimon
+        has no compaction of its own). Returns the new snapshot id; it adds
+        no rows."""
+        return compact_table(self.table)
+
+    def live_ids(self) -> List[int]:
+        """The ids a batch read of the table returns now."""
+        builder = self.table.new_read_builder()
+        rows = builder.new_read().to_arrow(builder.new_scan().plan().splits())
+        return sorted(rows.column("id").to_pylist())
+
     def ids(self, snapshots=None) -> List[int]:
         """Every id written (or those of `snapshots`)."""
         chosen = self.rows_by_snapshot if snapshots is None else snapshots
@@ -185,6 +224,161 @@ class PaimonTable:
             for snapshot in doomed:
                 (self._snapshot_dir() / f"snapshot-{snapshot}").unlink(missing_ok=True)
             return doomed
+
+
+def compact_table(table) -> int:
+    """Rewrites every live file of `table` into new files and commits that as
+    a COMPACT snapshot through pypaimon's commit path."""
+    from pypaimon.manifest.schema.manifest_entry import ManifestEntry
+    from pypaimon.table.row.generic_row import GenericRow
+
+    builder = table.new_read_builder()
+    splits = builder.new_scan().plan().splits()
+    rows = builder.new_read().to_arrow(splits)
+    write_builder = table.new_batch_write_builder()
+    write, commit = write_builder.new_write(), write_builder.new_commit()
+    try:
+        write.write_arrow(rows)
+        messages = write.prepare_commit()
+        store_commit = commit.file_store_commit
+        entries = store_commit._collect_manifest_entries(messages)
+        for split in splits:
+            partition = GenericRow(list(split.partition.values), table.partition_keys_fields)
+            for file in split.files:
+                entries.append(
+                    ManifestEntry(kind=1, partition=partition, bucket=split.bucket,
+                                  total_buckets=table.total_buckets, file=file)
+                )
+        store_commit._try_commit(
+            commit_kind="COMPACT",
+            commit_identifier=int(time.time() * 1000),
+            commit_entries_plan=lambda snapshot: entries,
+            changelog_entries=[],
+            detect_conflicts=False,
+            allow_rollback=False,
+        )
+    finally:
+        write.close()
+        commit.close()
+    latest = table.snapshot_manager().get_latest_snapshot()
+    assert latest.commit_kind == "COMPACT", latest.commit_kind
+    return latest.id
+
+
+class PrimaryKeyTable:
+    """A primary-key Paimon table (key `id`, one bucket) written with
+    pypaimon, whose writes carry row kinds through the `op` column
+    (`rowkind.field`): inserts, updates and deletes as a CDC source sends
+    them. `options` may set `changelog-producer`."""
+
+    def __init__(self, warehouse: pathlib.Path, database: str, name: str = "accounts", options=None):
+        import pyarrow as pa
+        from pypaimon import CatalogFactory, Schema
+
+        self.id = f"{database}.{name}"
+        self.path = str(warehouse / f"{database}.db" / name)
+        catalog = CatalogFactory.create({"warehouse": str(warehouse)})
+        catalog.create_database(database, True)
+        self.arrow_schema = pa.schema(
+            [pa.field("id", pa.int64(), nullable=False), ("balance", pa.int64()), ("op", pa.string())]
+        )
+        schema = Schema.from_pyarrow_schema(
+            self.arrow_schema,
+            primary_keys=["id"],
+            options={"bucket": "1", "rowkind.field": "op", **(options or {})},
+        )
+        catalog.create_table(self.id, schema, False)
+        self.table = catalog.get_table(self.id)
+
+    def write(self, changes) -> int:
+        """Commits `changes`, each (row kind, id, balance); returns the
+        snapshot id."""
+        import pyarrow as pa
+
+        data = pa.table(
+            {
+                "id": [c[1] for c in changes],
+                "balance": [c[2] for c in changes],
+                "op": [c[0] for c in changes],
+            },
+            schema=self.arrow_schema,
+        )
+        builder = self.table.new_batch_write_builder()
+        write, commit = builder.new_write(), builder.new_commit()
+        try:
+            write.write_arrow(data)
+            commit.commit(write.prepare_commit())
+        finally:
+            write.close()
+            commit.close()
+        return self.table.snapshot_manager().get_latest_snapshot().id
+
+    def content(self) -> Dict[int, int]:
+        """id -> balance, as a batch read of the table shows it now."""
+        builder = self.table.new_read_builder()
+        rows = builder.new_read().to_arrow(builder.new_scan().plan().splits()).to_pylist()
+        return {row["id"]: row["balance"] for row in rows}
+
+
+def paimon_stream(table, from_snapshot: int, with_row_kind: bool = True) -> List[dict]:
+    """The oracle: what Paimon's own streaming read (pypaimon's
+    StreamReadBuilder) delivers from `from_snapshot` up to the latest
+    snapshot, in order, with `_row_kind` when asked."""
+    import asyncio
+
+    builder = table.new_stream_read_builder()
+    if with_row_kind:
+        builder = builder.with_include_row_kind()
+    scan = builder.new_streaming_scan()
+    scan.next_snapshot_id = from_snapshot
+    scan._prefetch_enabled = False
+    latest = table.snapshot_manager().get_latest_snapshot().id
+    rows: List[dict] = []
+
+    async def collect():
+        stream = scan.stream()
+        while scan.next_snapshot_id is None or scan.next_snapshot_id <= latest:
+            plan = await asyncio.wait_for(stream.__anext__(), timeout=30)
+            rows.extend(builder.new_read().to_arrow(plan.splits()).to_pylist())
+
+    asyncio.run(collect())
+    return rows
+
+
+class RowSink:
+    """A foreachBatch sink keeping whole rows (as dicts), one file per batch
+    id, replaced on a re-run, like `Sink`."""
+
+    def __init__(self, directory: pathlib.Path):
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.fail_once = set()
+        self.calls: List[int] = []
+        self.schemas: List[object] = []
+
+    def __call__(self, frame, batch_id: int) -> None:
+        self.calls.append(batch_id)
+        self.schemas.append(frame.schema)
+        if batch_id in self.fail_once:
+            self.fail_once.discard(batch_id)
+            raise RuntimeError(f"injected sink failure in batch {batch_id}")
+        rows = [row.asDict(recursive=True) for row in frame.collect()]
+        out = self.directory / f"batch-{batch_id:06d}.json"
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rows, default=str))
+        os.replace(tmp, out)
+
+    def batches(self) -> Dict[int, List[dict]]:
+        return {
+            int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in sorted(self.directory.glob("batch-*.json"))
+        }
+
+    def rows(self) -> List[dict]:
+        """Every row that reached the sink, in batch order."""
+        return [row for rows in self.batches().values() for row in rows]
+
+    def ids(self) -> List[int]:
+        return sorted(row["id"] for row in self.rows())
 
 
 class Sink:

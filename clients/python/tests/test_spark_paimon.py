@@ -37,11 +37,12 @@ class Query:
         reader = (
             self.spark.readStream.format("tidemark_paimon")
             .option("path", self.table.path)
-            .option("consumer-id", self.consumer)
             .option("tidemark.endpoint", self.server.endpoint)
             .option("tidemark.lease-ttl", "5")
             .option("tidemark.commit-log", str(commit_log))
         )
+        if self.consumer is not None:  # otherwise the table's property names it
+            reader = reader.option("consumer-id", self.consumer)
         for key, value in (options or {}).items():
             reader = reader.option(key, str(value))
         writer = (

@@ -10,9 +10,10 @@ by tidemark.
           .load())
 
 It behaves like Paimon's own Spark source (PR #9273) with tidemark as the
-consumer store: each snapshot's splits are planned with pypaimon (a full plan
-for an initial full scan, delta plans afterwards) and indexed in a stable
-order; offsets are shaped like Paimon's (`snapshotId`, `index`,
+consumer store: each snapshot's splits are planned as Paimon's streaming read
+plans them (paimon_plan.py: a full plan for an initial full scan, then APPEND
+deltas, changelog files, overwrites when asked; COMPACT snapshots deliver
+nothing) and indexed in a stable order; offsets are shaped like Paimon's (`snapshotId`, `index`,
 `scanSnapshot`, `totalSplits`); a query without a checkpoint starts where
 GetRecoveryPosition says; every `commit(end)` is a CommitBatch (a failure
 fails the query); a replayed logged batch is checked with
@@ -32,6 +33,16 @@ from typing import Dict, Iterator, List, Optional, Tuple
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles, SupportsTriggerAvailableNow
 
+from tidemark.paimon_plan import (
+    Planned,
+    Planner,
+    ReadOptions,
+    first_snapshot_at_or_after,
+    fingerprint,
+    read_planned,
+    spark_schema,
+)
+
 FORMAT = "tidemark_paimon"
 LOG = logging.getLogger("tidemark.paimon_source")
 
@@ -43,11 +54,29 @@ SPLITS_PER_SNAPSHOT_LIMIT = 1_000_000
 
 STARTUP_MODES = {
     "latest-full": "STARTUP_MODE_LATEST_FULL",
-    "default": "STARTUP_MODE_LATEST_FULL",
     "latest": "STARTUP_MODE_LATEST",
     "from-snapshot": "STARTUP_MODE_FROM_SNAPSHOT",
     "from-snapshot-full": "STARTUP_MODE_FROM_SNAPSHOT_FULL",
+    "from-timestamp": "STARTUP_MODE_FROM_SNAPSHOT",
 }
+SCAN_MODES = sorted([*STARTUP_MODES, "default"])
+
+# Source options a table may also set as a property (the query's wins), as
+# Paimon reads dynamic options over table options.
+TABLE_DEFAULTS = (
+    "consumer-id",
+    "scan.mode",
+    "scan.snapshot-id",
+    "scan.timestamp-millis",
+    "consumer.ignore-progress",
+)
+# Read options passed on to the planner and reader (table options unless
+# the query sets them).
+READ_OPTIONS = ("streaming-read-overwrite", "streaming-read-append-overwrite", "read.changelog")
+# Split sizing the query may override for its reads.
+SPLIT_OPTIONS = ("source.split.target-size", "source.split.open-file-cost")
+# Storage options passed to pypaimon's file IO (S3 endpoint, credentials...).
+STORAGE_PREFIXES = ("fs.", "s3.", "oss.", "hadoop.")
 
 
 def register(spark) -> None:
@@ -56,26 +85,22 @@ def register(spark) -> None:
 
 
 class SourceOptions:
-    """The source's options (Spark passes them case-insensitively)."""
+    """The source's options (Spark passes them case-insensitively). Options a
+    table may set as properties are resolved against it in `resolve`."""
 
     def __init__(self, options):
+        raw = {str(k).lower(): str(v) for k, v in dict(options).items() if v is not None and str(v) != ""}
+        self.raw = raw
+
         def get(key: str, default: Optional[str] = None) -> Optional[str]:
-            value = options.get(key)
-            return default if value is None or value == "" else value
+            return raw.get(key, default)
 
         self.path = get("path")
         if not self.path:
             raise ValueError('option "path" (the Paimon table directory) is required')
         self.path = self.path.rstrip("/")
-        self.consumer_id = get("consumer-id")
-        if not self.consumer_id:
-            raise ValueError('option "consumer-id" is required: it names the tidemark consumer')
         self.branch = get("branch", "main")
-        self.scan_mode = get("scan.mode", "latest-full").lower()
-        if self.scan_mode not in STARTUP_MODES:
-            raise ValueError(f'option "scan.mode" must be one of {sorted(STARTUP_MODES)}, not {self.scan_mode!r}')
-        self.scan_snapshot_id = int(get("scan.snapshot-id", "0"))
-        self.ignore_progress = get("consumer.ignore-progress", "false").lower() == "true"
+        self.storage = {k: v for k, v in raw.items() if k.startswith(STORAGE_PREFIXES)}
         self.max_splits = int(get("max-splits-per-batch", "0"))
         self.endpoint = get("tidemark.endpoint", "127.0.0.1:50051")
         self.token = get("tidemark.token") or os.environ.get("TIDEMARK_TOKEN")
@@ -87,6 +112,43 @@ class SourceOptions:
         self.clamp = get("tidemark.on-expired", "fail").lower() == "clamp"
         self.commit_log = get("tidemark.commit-log")
         self.table_id = get("tidemark.table") or table_id_from_path(self.path)
+        self.resolved = False
+
+    def resolve(self, table) -> "SourceOptions":
+        """Fills what the query left unset from the table's properties, and
+        resolves `scan.mode=default` as Paimon does: `from-timestamp` when
+        `scan.timestamp-millis` is set, `from-snapshot` when
+        `scan.snapshot-id` is, `latest-full` otherwise."""
+        properties = {str(k).lower(): str(v) for k, v in table.options.options.to_map().items()}
+
+        def get(key: str, default: Optional[str] = None) -> Optional[str]:
+            if key in self.raw:
+                return self.raw[key]
+            if key in TABLE_DEFAULTS and properties.get(key, "") != "":
+                return properties[key]
+            return default
+
+        self.consumer_id = get("consumer-id")
+        if not self.consumer_id:
+            raise ValueError('option "consumer-id" is required (or the table property): it names the tidemark consumer')
+        self.scan_mode = get("scan.mode", "default").lower()
+        if self.scan_mode not in SCAN_MODES:
+            raise ValueError(f'option "scan.mode" must be one of {SCAN_MODES}, not {self.scan_mode!r}')
+        snapshot_id = get("scan.snapshot-id")
+        timestamp = get("scan.timestamp-millis")
+        if self.scan_mode == "default":
+            self.scan_mode = "from-timestamp" if timestamp else "from-snapshot" if snapshot_id else "latest-full"
+        self.scan_snapshot_id = int(snapshot_id or "0")
+        self.scan_timestamp_millis = int(timestamp) if timestamp else None
+        if self.scan_mode == "from-timestamp" and self.scan_timestamp_millis is None:
+            raise ValueError('scan.mode "from-timestamp" needs option "scan.timestamp-millis"')
+        if self.scan_mode.startswith("from-snapshot") and self.scan_snapshot_id < 1:
+            raise ValueError(f'scan.mode "{self.scan_mode}" needs option "scan.snapshot-id" (>= 1)')
+        self.ignore_progress = (get("consumer.ignore-progress", "false") or "false").lower() == "true"
+        self.read_overrides = {k: self.raw[k] for k in READ_OPTIONS if k in self.raw}
+        self.split_overrides = {k: self.raw[k] for k in SPLIT_OPTIONS if k in self.raw}
+        self.resolved = True
+        return self
 
 
 def table_id_from_path(path: str) -> str:
@@ -98,54 +160,32 @@ def table_id_from_path(path: str) -> str:
     return f"{database}.{table}"
 
 
-def load_table(path: str, branch: str):
-    """The pypaimon table at `path` (on `branch`)."""
+def load_table(path: str, branch: str, storage: Optional[dict] = None, split_overrides: Optional[dict] = None):
+    """The pypaimon table at `path` (on `branch`), opened with the storage
+    options, with the query's split sizing."""
     from pypaimon.table.file_store_table import FileStoreTable
 
     if branch == "main":
-        return FileStoreTable.from_path(path)
-    from pypaimon import CatalogFactory
+        table = FileStoreTable.from_path(path, dict(storage or {}))
+    else:
+        from pypaimon import CatalogFactory
 
-    database_dir = os.path.dirname(path)
-    catalog = CatalogFactory.create({"warehouse": os.path.dirname(database_dir)})
-    return catalog.get_table(f"{table_id_from_path(path)}$branch_{branch}")
+        database_dir = os.path.dirname(path)
+        catalog = CatalogFactory.create({"warehouse": os.path.dirname(database_dir), **(storage or {})})
+        table = catalog.get_table(f"{table_id_from_path(path)}$branch_{branch}")
+    if split_overrides:
+        table = table.copy_without_time_travel(dict(split_overrides))
+    return table
 
 
-def spark_ddl(table) -> str:
-    """The table's schema as a Spark DDL string."""
-    import pyarrow as pa
-    from pypaimon.schema.data_types import PyarrowFieldParser
-
-    arrow = PyarrowFieldParser.from_paimon_schema(table.table_schema.fields)
-
-    def spark_type(t) -> str:
-        if pa.types.is_int8(t):
-            return "TINYINT"
-        if pa.types.is_int16(t):
-            return "SMALLINT"
-        if pa.types.is_int32(t):
-            return "INT"
-        if pa.types.is_int64(t):
-            return "BIGINT"
-        if pa.types.is_float32(t):
-            return "FLOAT"
-        if pa.types.is_float64(t):
-            return "DOUBLE"
-        if pa.types.is_boolean(t):
-            return "BOOLEAN"
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return "STRING"
-        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            return "BINARY"
-        if pa.types.is_date32(t):
-            return "DATE"
-        if pa.types.is_timestamp(t):
-            return "TIMESTAMP" if t.tz else "TIMESTAMP_NTZ"
-        if pa.types.is_decimal(t):
-            return f"DECIMAL({t.precision},{t.scale})"
-        raise TypeError(f"unsupported column type {t}")
-
-    return ", ".join(f"`{f.name}` {spark_type(f.type)}" for f in arrow)
+def open_source(options: SourceOptions):
+    """The table, the query's options resolved against it, and how its
+    stream is read."""
+    table = load_table(options.path, options.branch, options.storage)
+    options.resolve(table)
+    if options.split_overrides:
+        table = load_table(options.path, options.branch, options.storage, options.split_overrides)
+    return table, ReadOptions(table, options.read_overrides)
 
 
 class TidemarkPaimonDataSource(DataSource):
@@ -156,21 +196,20 @@ class TidemarkPaimonDataSource(DataSource):
         return FORMAT
 
     def schema(self):
-        opts = SourceOptions(self.options)
-        return spark_ddl(load_table(opts.path, opts.branch))
+        table, read_options = open_source(SourceOptions(self.options))
+        return spark_schema(table, read_options)
 
     def streamReader(self, schema):
-        return TidemarkPaimonStreamReader(SourceOptions(self.options))
+        return TidemarkPaimonStreamReader(SourceOptions(self.options), schema)
 
 
 class SplitsPartition(InputPartition):
-    """Some splits of one snapshot's plan, read by a Spark task."""
+    """One planned split, read by a Spark task."""
 
-    def __init__(self, path: str, branch: str, splits: list):
-        super().__init__(len(splits))
-        self.path = path
-        self.branch = branch
-        self.splits = splits
+    def __init__(self, options: SourceOptions, planned: Planned):
+        super().__init__(1)
+        self.options = options
+        self.planned = planned
 
 
 # Offsets: (snapshotId, index, scanSnapshot, totalSplits) like Paimon's Spark
@@ -196,11 +235,14 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     """The runner-side reader. State (client, lease, plans) lives only in the
     runner process; `read` runs on pickled copies and uses the partitions."""
 
-    _RUNNER_STATE = ("_client", "_lease", "_keeper", "_table", "_plans", "_lock")
+    _RUNNER_STATE = ("_client", "_lease", "_keeper", "_table", "_planner", "_plans", "_lock")
 
-    def __init__(self, options: SourceOptions):
+    def __init__(self, options: SourceOptions, schema=None):
         self.opts = options
+        self.schema = schema
         self.holder: Optional[str] = options.holder
+        self._planner = None
+        self._schema_id: Optional[int] = None
         self._client = None
         self._lease = None
         self._keeper = None
@@ -212,6 +254,9 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self._initial_offset: Optional[dict] = None
         self._target_snapshot: Optional[int] = None
         self.commit_latencies: List[float] = []
+        # Resolves the options against the table (its properties are
+        # defaults) before anything names the consumer.
+        self._paimon()
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -309,7 +354,10 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
 
     def _paimon(self):
         if self._table is None:
-            self._table = load_table(self.opts.path, self.opts.branch)
+            self._table, read_options = open_source(self.opts)
+            self._planner = Planner(self._table, read_options)
+            if getattr(self, "_schema_id", None) is None:
+                self._schema_id = self._table.table_schema.id
         return self._table
 
     def _snapshot_range(self) -> Tuple[int, int]:
@@ -326,14 +374,13 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             return min(latest, self._target_snapshot)
         return latest
 
-    def _plan(self, snapshot_id: int, full: bool) -> list:
-        """The splits of one snapshot's plan (full or delta), in a stable order."""
+    def _plan(self, snapshot_id: int, full: bool) -> List[Planned]:
+        """The splits of one snapshot's plan (full, or its follow-up plan as
+        Paimon's streaming read makes it), in a stable order."""
         key = (snapshot_id, full)
         with self._lock:
             if key in self._plans:
                 return self._plans[key]
-        from pypaimon.read.streaming_table_scan import AsyncStreamingTableScan
-
         table = self._paimon()
         snapshot = table.snapshot_manager().get_snapshot_by_id(snapshot_id)
         if snapshot is None:
@@ -341,9 +388,16 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                 f"snapshot {snapshot_id} of {self.opts.table_id} no longer exists; it was expired before this "
                 "query read it. Check retention against tidemark's fence, then restart"
             )
-        scan = AsyncStreamingTableScan(table, prefetch_enabled=False)
-        plan = scan._create_initial_plan(snapshot) if full else scan._create_delta_plan(snapshot)
-        splits = sorted(plan.splits(), key=split_sort_key)
+        if snapshot.schema_id > self._schema_id:
+            # Spark fixed the query's schema when it started; rows of
+            # another schema cannot be delivered under it.
+            raise QueryFailed(
+                f"SCHEMA_CHANGED: snapshot {snapshot_id} of {self.opts.table_id} was written with schema "
+                f"{snapshot.schema_id}, and this query reads schema {self._schema_id}. Stop the query and start it "
+                "again from the same checkpoint: it reads the new schema and goes on where it stopped (make sure "
+                "the sink accepts the new columns)"
+            )
+        splits = self._planner.plan(snapshot, full)
         if len(splits) >= SPLITS_PER_SNAPSHOT_LIMIT:
             raise QueryFailed(f"snapshot {snapshot_id} has {len(splits)} splits; at most 999999 are supported")
         with self._lock:
@@ -351,6 +405,9 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                 self._plans.clear()
             self._plans[key] = splits
         return splits
+
+    def _identity(self, snapshot_id: int, index: int, full: bool) -> str:
+        return f"{snapshot_id}:{index}:{'full' if full else 'delta'}:{self._plan(snapshot_id, full)[index].identity()}"
 
     def _next_position(self, snapshot_id: int, index: int, full: bool, latest: int):
         """The split after (snapshot_id, index): (snapshot, index, full,
@@ -367,6 +424,48 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             candidate += 1
         return None
 
+    def _startup(self, latest: int) -> Tuple[int, int]:
+        """The startup mode and snapshot to ask tidemark for. `from-timestamp`
+        becomes `from-snapshot` at the first snapshot at or after the time
+        (SPEC §11's rule), or `latest` when every snapshot is older."""
+        from tidemark.v1 import coordinator_pb2
+
+        mode = self.opts.scan_mode
+        if mode == "from-timestamp":
+            start = self._first_snapshot_at_or_after(self.opts.scan_timestamp_millis, latest)
+            if start is None:
+                return coordinator_pb2.StartupMode.Value("STARTUP_MODE_LATEST"), 0
+            return coordinator_pb2.StartupMode.Value("STARTUP_MODE_FROM_SNAPSHOT"), start
+        snapshot = self.opts.scan_snapshot_id if mode.startswith("from-snapshot") else 0
+        return coordinator_pb2.StartupMode.Value(STARTUP_MODES[mode]), snapshot
+
+    def _first_snapshot_at_or_after(self, at_millis: int, latest: int) -> Optional[int]:
+        """Binary search over the live snapshots' commit times (Paimon keeps
+        them in commit order), with the rule of `first_snapshot_at_or_after`."""
+        if latest < 1:
+            return None
+        manager = self._paimon().snapshot_manager()
+        earliest = self._snapshot_range()[0]
+
+        def millis(snapshot_id: int) -> int:
+            return manager.get_snapshot_by_id(snapshot_id).time_millis
+
+        low, high = earliest, latest
+        # The last snapshot committed strictly before the time, if any.
+        last_before = None
+        while low <= high:
+            middle = (low + high) // 2
+            if millis(middle) < at_millis:
+                last_before, low = middle, middle + 1
+            else:
+                high = middle - 1
+        pairs = [(earliest, millis(earliest)), (latest, millis(latest))]
+        if last_before is not None:
+            pairs.append((last_before, millis(last_before)))
+            if last_before + 1 <= latest:
+                pairs.append((last_before + 1, millis(last_before + 1)))
+        return first_snapshot_at_or_after(pairs, at_millis)
+
     # ------------------------------------------------------------ Spark API
 
     def initialOffset(self) -> dict:
@@ -381,14 +480,15 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         from tidemark.v1 import coordinator_pb2
 
         earliest, latest = self._snapshot_range()
+        startup_mode, startup_snapshot = self._startup(latest)
         response = self._connect().get_recovery_position(
             self.opts.table_id,
             self.opts.consumer_id,
             earliest,
             latest,
             branch=self.opts.branch,
-            startup_mode=coordinator_pb2.StartupMode.Value(STARTUP_MODES[self.opts.scan_mode]),
-            snapshot_id=self.opts.scan_snapshot_id if self.opts.scan_mode.startswith("from-snapshot") else 0,
+            startup_mode=startup_mode,
+            snapshot_id=startup_snapshot,
             ignore_progress=self.opts.ignore_progress,
             lease=self._lease,
             clamp_to_earliest=self.opts.clamp,
@@ -422,15 +522,20 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         snapshot_id, index, full, _ = position(start)
         end = None
         taken = 0
+        identities = []
         while budget is None or taken < budget:
             step = self._next_position(snapshot_id, index, full, latest)
             if step is None:
                 break
             snapshot_id, index, full, total = step
+            identities.append(self._identity(snapshot_id, index, full))
             end = make_offset(snapshot_id, index, full, total, self.holder)
             taken += 1
         if end is None:
             return start
+        # What identifies this batch's plan, so a replay can prove it reads
+        # the same splits (REPLAY_PLAN_MISMATCH otherwise).
+        end["batchFingerprint"] = fingerprint(identities)
         self._planned_end = position(end)
         return end
 
@@ -458,6 +563,7 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         from tidemark.v1 import coordinator_pb2
 
         earliest, latest = self._snapshot_range()
+        startup_mode, startup_snapshot = self._startup(latest)
         try:
             response = self._connect().get_recovery_position(
                 self.opts.table_id,
@@ -465,8 +571,8 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                 earliest,
                 latest,
                 branch=self.opts.branch,
-                startup_mode=coordinator_pb2.StartupMode.Value(STARTUP_MODES[self.opts.scan_mode]),
-                snapshot_id=self.opts.scan_snapshot_id if self.opts.scan_mode.startswith("from-snapshot") else 0,
+                startup_mode=startup_mode,
+                snapshot_id=startup_snapshot,
                 ignore_progress=self.opts.ignore_progress,
                 checkpoint=(pb_offset(*position(start)), pb_offset(*position(end))),
                 lease=self._lease,
@@ -486,24 +592,55 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
 
     def partitions(self, start: dict, end: dict) -> List[InputPartition]:
         self._ensure_lease(start.get("holder"))
+        replayed = False
         if not self._replay_checked:
             # The first batch this runner builds is either one it just
             # planned (latestOffset returned its end) or the logged batch
             # Spark replays after a restart: only the latter needs R4.
             if position(end) != self._planned_end:
-                start = self._check_replay(start, end)
+                checked = self._check_replay(start, end)
+                replayed = checked is start
+                start = checked
             self._replay_checked = True
-        partitions = []
-        for snapshot_id, index, full in self._positions(start, end):
-            split = self._plan(snapshot_id, full)[index]
-            partitions.append(SplitsPartition(self.opts.path, self.opts.branch, [split]))
-        return partitions
+        positions = self._check_replayed_plan(start, end) if replayed else self._positions(start, end)
+        return [SplitsPartition(self.opts, self._plan(s, full)[i]) for s, i, full in positions]
+
+    def _check_replayed_plan(self, start: dict, end: dict) -> List[Tuple[int, int, bool]]:
+        """A logged batch is replayed only if its plan is still the one it
+        logged: the same number of splits in its last snapshot, and the same
+        splits throughout (their files), else the query fails rather than
+        deliver other rows than the first run did."""
+        snapshot_id, _, full, total = position(end)
+        planned = len(self._plan(snapshot_id, full))
+        if total is not None and planned != total:
+            raise QueryFailed(
+                f"REPLAY_PLAN_MISMATCH: the logged batch ends at split {end['index']} of {total} of snapshot "
+                f"{snapshot_id}, whose plan now has {planned} splits (the split size or pypaimon changed); "
+                "replaying it would skip or repeat rows. Restore the table's split options, or start a new "
+                "checkpoint (the consumer keeps its position)"
+            )
+        try:
+            positions = self._positions(start, end)
+        except QueryFailed as error:
+            raise QueryFailed(
+                f"REPLAY_PLAN_MISMATCH: the logged batch from {dict(start)} to {dict(end)} cannot be planned again "
+                f"({error}); start a new checkpoint (the consumer keeps its position)"
+            ) from error
+        logged = end.get("batchFingerprint")
+        if logged is not None:
+            now = fingerprint([self._identity(s, i, full) for s, i, full in positions])
+            if now != logged:
+                raise QueryFailed(
+                    f"REPLAY_PLAN_MISMATCH: the logged batch ending at {dict(end)} planned other splits than "
+                    "the table plans now (the split size, the files or pypaimon changed); replaying it would "
+                    "deliver different rows. Restore the table's split options, or start a new checkpoint (the "
+                    "consumer keeps its position)"
+                )
+        return positions
 
     def read(self, partition: SplitsPartition) -> Iterator:
-        table = load_table(partition.path, partition.branch)
-        reader = table.new_read_builder().new_read()
-        for batch in reader.to_arrow(partition.splits).to_batches():
-            yield batch
+        table, read_options = open_source(partition.options)
+        yield from read_planned(table, read_options, partition.planned, self.schema)
 
     def commit(self, end: dict) -> None:
         import time
@@ -535,7 +672,8 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         import json
 
         record = {
-            "end": {k: v for k, v in end.items() if k != "holder"},
+            "end": {k: v for k, v in end.items() if k not in ("holder", "batchFingerprint")},
+            "batch_fingerprint": end.get("batchFingerprint"),
             "batch_id": batch_id,
             "outcome": outcome,
             "next_snapshot": response.next_snapshot if response.HasField("next_snapshot") else None,
@@ -553,12 +691,3 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                 LOG.info("released the tidemark lease on %s/%s", self.opts.table_id, self.opts.consumer_id)
             except Exception as error:  # the lease expires on its own
                 LOG.warning("could not release the tidemark lease: %s", error)
-
-
-def split_sort_key(split) -> tuple:
-    """Paimon's Spark source orders a plan's splits by (partition, bucket)."""
-    partition = getattr(split, "partition", None)
-    values = tuple(str(v) for v in getattr(partition, "values", []) or []) if partition is not None else ()
-    files = getattr(split, "files", None) or []
-    first = min((getattr(f, "file_name", "") for f in files), default="")
-    return values, getattr(split, "bucket", 0), first

@@ -1,0 +1,302 @@
+"""Real Spark (pyspark 4.3.0, the session shared with test_spark_paimon.py)
+reading Paimon tables as other engines leave them: overwritten, compacted,
+primary-key tables with updates and deletes (with and without a changelog
+producer), NOT NULL and nested columns, and a replay whose plan changed.
+
+The oracle is Paimon's own streaming read of the same table (pypaimon's
+StreamReadBuilder, with row kinds) where it reads the same snapshots, and a
+batch read of the final table otherwise."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from harness import PaimonTable, PrimaryKeyTable, RowSink, paimon_stream
+from test_spark_paimon import Query, next_snapshot, run_to_end, run_to_failure, wait_lease_free
+
+pytestmark = pytest.mark.spark
+
+
+def test_overwrites_are_skipped_by_default_and_read_when_asked(spark, tidemark_server, client_for, tmp_path, unique):
+    client = client_for(tidemark_server)
+    table = PaimonTable(tmp_path / "warehouse", unique("overwrite"))
+    table.commit()
+    table.commit()
+    overwritten = table.overwrite(rows=2, part="p1")
+    table.commit()
+    assert table.table.snapshot_manager().get_snapshot_by_id(overwritten).commit_kind == "OVERWRITE"
+    from_first = {"scan.mode": "from-snapshot", "scan.snapshot-id": 1, "max-splits-per-batch": 2}
+
+    # Default: the overwrite delivers nothing, exactly as Paimon's own
+    # streaming read; the consumer moves past it.
+    skipping = Query(spark, tmp_path, table, unique("skip"), tidemark_server)
+    sink = RowSink(tmp_path / "sink-skip")
+    run_to_end(skipping.start("skip", sink, options=from_first))
+    assert sink.ids() == sorted(row["id"] for row in paimon_stream(table.table, 1))
+    assert sink.ids() == table.ids([1, 2, 4])
+    # Spark never commits a run's last batch (it ends partway through 4):
+    # the consumer is past the overwrite.
+    assert next_snapshot(client, table, skipping.consumer) == overwritten + 1
+
+    # streaming-read-overwrite: the rows it wrote are read too, exactly once
+    # across a failed batch replayed from the checkpoint...
+    reading = Query(spark, tmp_path, table, unique("read"), tidemark_server)
+    sink = RowSink(tmp_path / "sink-read")
+    sink.fail_once = {1}
+    options = {**from_first, "streaming-read-overwrite": "true"}
+    run_to_failure(reading.start("read", sink, options=options))
+    run_to_end(reading.start("read", sink, options=options))
+    assert sink.ids() == table.ids([1, 2, overwritten, 4])
+    assert len(sink.ids()) == len(set(sink.ids()))
+
+    # ... and across a restart from the consumer alone (no checkpoint).
+    wait_lease_free(client, table, reading.consumer)
+    second_overwrite = table.overwrite(rows=3, part="p0")
+    table.commit()
+    later = RowSink(tmp_path / "sink-later")
+    run_to_end(reading.start("later", later, options=options))
+    # It resumes at 4, which the last committed batch ended partway through
+    # (those rows again, none lost), then reads the second overwrite.
+    assert later.ids() == table.ids([overwritten + 1, second_overwrite, second_overwrite + 1])
+
+
+def test_compactions_never_deliver_a_row_twice(spark, tidemark_server, client_for, tmp_path, unique):
+    client = client_for(tidemark_server)
+    table = PaimonTable(tmp_path / "warehouse", unique("compact"))
+    table.commit()
+    table.commit()
+    compacted = table.compact()
+    table.commit()
+    assert table.live_ids() == table.ids(), "the compaction kept every row"
+
+    # Deltas from snapshot 1: the compaction is skipped.
+    q = Query(spark, tmp_path, table, unique("etl"), tidemark_server)
+    sink = RowSink(tmp_path / "sink")
+    options = {"scan.mode": "from-snapshot", "scan.snapshot-id": 1, "max-splits-per-batch": 2}
+    run_to_end(q.start("a", sink, options=options))
+    assert sink.ids() == table.ids(), "every row exactly once"
+    assert sink.ids() == sorted(row["id"] for row in paimon_stream(table.table, 1))
+    # The last (uncommitted) batch ends inside the snapshot after the
+    # compaction: the consumer is past the compaction.
+    assert next_snapshot(client, table, q.consumer) == compacted + 1
+    assert all(c["end"]["snapshotId"] != compacted for c in q.commits("a")), "no split of the compaction"
+
+    # A full scan of the compacted snapshot, then the deltas after it.
+    full = Query(spark, tmp_path, table, unique("full"), tidemark_server)
+    sink = RowSink(tmp_path / "sink-full")
+    run_to_end(
+        full.start("full", sink, options={"scan.mode": "from-snapshot-full", "scan.snapshot-id": compacted})
+    )
+    assert sink.ids() == table.ids()
+
+
+def apply_changelog(rows) -> dict:
+    """What a sink applying row kinds keeps: id -> balance."""
+    content = {}
+    for row in rows:
+        if row["rowkind"] in ("+I", "+U"):
+            content[row["id"]] = row["balance"]
+        else:
+            assert content.get(row["id"]) == row["balance"], f"a retraction of what was there: {row}"
+            del content[row["id"]]
+    return content
+
+
+@pytest.mark.parametrize("producer", ["input", "none"])
+def test_primary_key_tables_stream_their_changes_and_rebuild_the_table(
+    spark, tidemark_server, client_for, tmp_path, unique, producer
+):
+    table = PrimaryKeyTable(tmp_path / "warehouse", unique("pk"), options={"changelog-producer": producer})
+    table.write([("+I", 1, 100), ("+I", 2, 200), ("+I", 3, 300)])
+    table.write([("-U", 2, 200), ("+U", 2, 250), ("-D", 3, 300), ("+I", 4, 400)])
+    table.write([("+I", 5, 500), ("-U", 1, 100), ("+U", 1, 150)])
+    q = Query(spark, tmp_path, table, unique("etl"), tidemark_server)
+
+    changelog = RowSink(tmp_path / "sink-changelog")
+    run_to_end(
+        q.start(
+            "changelog",
+            changelog,
+            options={"scan.mode": "from-snapshot", "scan.snapshot-id": 1, "read.changelog": "true"},
+        )
+    )
+    rows = changelog.rows()
+    assert changelog.schemas[0].names == ["rowkind", "id", "balance", "op"]
+    # What Paimon's own streaming read delivers, row kinds included, in order.
+    oracle = [
+        (row["_row_kind"], row["id"], row["balance"]) for row in paimon_stream(table.table, 1, with_row_kind=True)
+    ]
+    assert [(r["rowkind"], r["id"], r["balance"]) for r in rows] == oracle
+    assert {kind for kind, _, _ in oracle} >= {"+I", "-D"}
+    assert apply_changelog(rows) == table.content() == {1: 150, 2: 250, 4: 400, 5: 500}
+
+    # Without read.changelog: the rows a reader without row kinds can apply.
+    upserts = RowSink(tmp_path / "sink-upserts")
+    wait_lease_free(client_for(tidemark_server), table, q.consumer)
+    run_to_end(
+        q.start("upserts", upserts, options={"scan.mode": "from-snapshot", "scan.snapshot-id": 1, "consumer.ignore-progress": "true"})
+    )
+    assert "rowkind" not in upserts.schemas[0].names
+    assert [(r["id"], r["balance"]) for r in upserts.rows()] == [
+        (i, b) for kind, i, b in oracle if kind in ("+I", "+U")
+    ]
+
+
+def test_not_null_and_nested_columns_are_read_as_paimon_declares_them(spark, tidemark_server, tmp_path, unique):
+    import pyarrow as pa
+    from pypaimon import CatalogFactory, Schema
+
+    warehouse = tmp_path / "warehouse"
+    database = unique("nested")
+    catalog = CatalogFactory.create({"warehouse": str(warehouse)})
+    catalog.create_database(database, True)
+    arrow = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("tags", pa.list_(pa.string())),
+            pa.field("attrs", pa.map_(pa.string(), pa.int32())),
+            pa.field("point", pa.struct([pa.field("x", pa.int32(), nullable=False), pa.field("y", pa.float64())])),
+        ]
+    )
+    catalog.create_table(f"{database}.shapes", Schema.from_pyarrow_schema(arrow), False)
+    table = catalog.get_table(f"{database}.shapes")
+    data = pa.table(
+        {
+            "id": [1, 2],
+            "tags": [["a", "b"], None],
+            "attrs": [[("k", 1)], []],
+            "point": [{"x": 1, "y": 2.5}, {"x": -3, "y": None}],
+        },
+        schema=arrow,
+    )
+    builder = table.new_batch_write_builder()
+    write, commit = builder.new_write(), builder.new_commit()
+    write.write_arrow(data)
+    commit.commit(write.prepare_commit())
+    write.close()
+    commit.close()
+
+    class Table:
+        id = f"{database}.shapes"
+        path = str(warehouse / f"{database}.db" / "shapes")
+
+    q = Query(spark, tmp_path, Table, unique("etl"), tidemark_server)
+    sink = RowSink(tmp_path / "sink")
+    run_to_end(q.start("a", sink))
+    schema = sink.schemas[0]
+    assert not schema["id"].nullable and schema["point"].nullable
+    assert not schema["point"].dataType["x"].nullable
+    assert schema.simpleString() == "struct<id:bigint,tags:array<string>,attrs:map<string,int>,point:struct<x:int,y:double>>"
+    rows = sorted(sink.rows(), key=lambda r: r["id"])
+    assert rows == [
+        {"id": 1, "tags": ["a", "b"], "attrs": {"k": 1}, "point": {"x": 1, "y": 2.5}},
+        {"id": 2, "tags": None, "attrs": {}, "point": {"x": -3, "y": None}},
+    ]
+
+
+def test_a_replay_whose_plan_changed_fails_with_replay_plan_mismatch(
+    spark, tidemark_server, client_for, tmp_path, unique
+):
+    client = client_for(tidemark_server)
+    table = PaimonTable(tmp_path / "warehouse", unique("replay"))
+    for _ in range(3):
+        table.commit()
+    q = Query(spark, tmp_path, table, unique("etl"), tidemark_server)
+    sink = RowSink(tmp_path / "sink")
+    sink.fail_once = {1}
+    # The initial full scan of snapshot 3: nine files, one split each (the
+    # table's 1-byte split size), two splits a batch. Batch 1 fails.
+    options = {"max-splits-per-batch": 2}
+    run_to_failure(q.start("a", sink, options=options))
+    assert list(sink.batches()) == [0]
+    delivered = sink.ids()
+
+    # The same checkpoint with a split size that packs each partition's
+    # files into one split: the logged batch 1 would now cover other rows.
+    message = run_to_failure(q.start("a", sink, options={**options, "source.split.target-size": "64 mb"}))
+    assert "REPLAY_PLAN_MISMATCH" in message
+    assert list(sink.batches()) == [0], "nothing delivered twice"
+    assert sink.ids() == delivered
+    # Back to the split size the batch was planned with: it replays, and the
+    # run goes on.
+    table.commit()
+    run_to_end(q.start("a", sink, options=options))
+    assert sink.ids() == table.ids()
+    assert next_snapshot(client, table, q.consumer) == 4, "the last committed batch ends partway through 4"
+
+
+def test_startup_from_a_timestamp_and_defaults_from_table_properties(
+    spark, tidemark_server, client_for, tmp_path, unique
+):
+    client = client_for(tidemark_server)
+    consumer = unique("from_table")
+    table = PaimonTable(tmp_path / "warehouse", unique("timestamp"), options={"consumer-id": consumer})
+    table.commit()
+    time.sleep(0.05)
+    second = table.commit()
+    table.commit()
+    at = table.table.snapshot_manager().get_snapshot_by_id(second).time_millis
+
+    # No consumer-id option: the table's property names the consumer.
+    q = Query(spark, tmp_path, table, None, tidemark_server)
+    sink = RowSink(tmp_path / "sink")
+    run_to_end(
+        q.start(
+            "a", sink, options={"scan.mode": "from-timestamp", "scan.timestamp-millis": at, "max-splits-per-batch": 2}
+        )
+    )
+    assert sink.ids() == table.ids([second, second + 1])
+    assert next_snapshot(client, table, consumer) == second + 1
+
+    # scan.mode default with scan.snapshot-id set means from-snapshot.
+    other = Query(spark, tmp_path, table, unique("default"), tidemark_server)
+    sink = RowSink(tmp_path / "sink-default")
+    run_to_end(other.start("b", sink, options={"scan.snapshot-id": second}))
+    assert sink.ids() == table.ids([second, second + 1])
+
+
+def test_a_schema_change_under_a_running_query_fails_it_clearly_and_a_restart_reads_on(
+    spark, tidemark_server, tmp_path, unique
+):
+    import pyarrow as pa
+    from pypaimon.schema.data_types import AtomicType
+    from pypaimon.schema.schema_change import SchemaChange
+
+    from harness import wait_for
+
+    table = PaimonTable(tmp_path / "warehouse", unique("schema"))
+    table.commit()
+    q = Query(spark, tmp_path, table, unique("etl"), tidemark_server)
+    sink = RowSink(tmp_path / "sink")
+    query = q.start("a", sink, trigger="300 milliseconds")
+    try:
+        wait_for(lambda: sink.ids() == table.ids(), 120, "the first batch")
+        table.catalog.alter_table(table.id, [SchemaChange.add_column("note", AtomicType("STRING"))])
+        evolved = table.catalog.get_table(table.id)
+        builder = evolved.new_batch_write_builder()
+        write, commit = builder.new_write(), builder.new_commit()
+        write.write_arrow(
+            pa.table({"id": [1000], "part": ["p0"], "value": ["v1000"], "note": ["new"]},
+                     schema=pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.string()), ("note", pa.string())]))
+        )
+        commit.commit(write.prepare_commit())
+        write.close()
+        commit.close()
+        message = run_to_failure(query, timeout=120)
+        assert "SCHEMA_CHANGED" in message
+        assert "same checkpoint" in message
+    finally:
+        if query.isActive:
+            query.stop()
+    wait_lease_free_for(q)
+    run_to_end(q.start("a", sink))
+    assert sink.ids() == sorted(table.ids() + [1000]), "every row once, the new one with its column"
+    assert [r["note"] for r in sink.rows() if r["id"] == 1000] == ["new"]
+
+
+def wait_lease_free_for(q) -> None:
+    from tidemark import Client
+
+    with Client(q.server.endpoint, timeout=10.0) as client:
+        wait_lease_free(client, q.table, q.consumer)

@@ -1,0 +1,358 @@
+"""Which rows each snapshot of a Paimon table delivers to a streaming
+reader, decided as Paimon's own streaming read decides it, and the Spark
+schema of those rows. Used by the tidemark_paimon source (paimon_source.py).
+
+Snapshot selection follows Paimon's follow-up scanners (Java
+`DataTableStreamScan.nextPlan`, pypaimon's `AsyncStreamingTableScan`):
+
+- the first snapshot of an initial full scan is read whole (merged rows);
+- afterwards, an OVERWRITE snapshot is read first when the table asks for it
+  (`streaming-read-overwrite` on primary-key tables, read as the change from
+  the previous snapshot: `-D` for rows it removed, `+I` for rows it added,
+  `-U`/`+U` for rows it changed; `streaming-read-append-overwrite`, or
+  `streaming-read-overwrite`, on append tables, read as the files it added),
+  and skipped otherwise;
+- without a `changelog-producer`, APPEND snapshots are read as deltas (the
+  files they added) and every other kind (COMPACT, ANALYZE) is skipped: a
+  compaction never delivers a row twice;
+- with a `changelog-producer` (input, lookup, full-compaction), a snapshot
+  is read from its changelog files when it has any, and skipped otherwise.
+
+A skipped snapshot plans no split, so the reader moves past it and the
+consumer with it (SPEC C3 is unchanged).
+
+The planning uses private methods of pypaimon (its manifest readers and
+split generators), so it is pinned to one pypaimon version; another version
+fails at once with an error naming the one required.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+from typing import Dict, Iterator, List, Optional, Tuple
+
+PYPAIMON_VERSION = "2.1.0"
+
+# Row kinds as Paimon writes them.
+INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = "+I", "-U", "+U", "-D"
+ROWKIND_COLUMN = "rowkind"
+
+
+def check_pypaimon() -> None:
+    """Refuses a pypaimon other than the one this planner was written for."""
+    try:
+        found = importlib.metadata.version("pypaimon")
+    except importlib.metadata.PackageNotFoundError:
+        found = None
+    if found != PYPAIMON_VERSION:
+        raise RuntimeError(
+            f"tidemark_paimon plans snapshots with pypaimon {PYPAIMON_VERSION}'s internal planners and found "
+            f"pypaimon {found}; install pypaimon=={PYPAIMON_VERSION} (see docs/spark.md)"
+        )
+
+
+def truthy(value: Optional[str]) -> bool:
+    return str(value).strip().lower() == "true"
+
+
+class ReadOptions:
+    """What shapes a table's stream: its own options, overridden by the
+    query's (Paimon: dynamic options over table options)."""
+
+    def __init__(self, table, overrides: Dict[str, str]):
+        table_options = table.options.options.to_map()
+        merged = {**table_options, **{k: v for k, v in overrides.items() if v is not None}}
+        self.primary_key = bool(table.is_primary_key_table)
+        self.changelog_producer = str(merged.get("changelog-producer", "none")).lower()
+        if self.primary_key:
+            self.read_overwrite = truthy(merged.get("streaming-read-overwrite"))
+        else:
+            self.read_overwrite = truthy(merged.get("streaming-read-append-overwrite")) or truthy(
+                merged.get("streaming-read-overwrite")
+            )
+        self.read_changelog = truthy(merged.get("read.changelog"))
+        self.num_levels = int(merged.get("num-levels") or int(merged.get("num-sorted-run.compaction-trigger", "5")) + 1)
+        if self.read_overwrite and self.changelog_producer in ("lookup", "full-compaction"):
+            # Paimon refuses this combination: the compaction would deliver
+            # the overwrite's changes a second time.
+            raise ValueError(
+                f"streaming-read-overwrite cannot be used with changelog-producer={self.changelog_producer}: "
+                "the changes of an overwrite would be read twice"
+            )
+
+
+class Planned:
+    """One split of a snapshot's plan, as shipped to a Spark task: a pypaimon
+    DataSplit, or the rows an overwrite changed in one partition (computed
+    where it is read)."""
+
+    def __init__(self, split=None, overwrite: Optional[Tuple[int, tuple]] = None):
+        self.split = split
+        self.overwrite = overwrite
+
+    def identity(self) -> str:
+        """What makes this split this split: its files (or the overwrite and
+        partition it diffs), for the replay check."""
+        if self.overwrite is not None:
+            snapshot_id, partition = self.overwrite
+            return f"overwrite:{snapshot_id}:{json.dumps(list(partition), default=str)}"
+        files = sorted(getattr(f, "file_name", "") for f in (self.split.files or []))
+        partition = tuple(str(v) for v in getattr(self.split.partition, "values", []) or [])
+        return f"{json.dumps(list(partition))}:{self.split.bucket}:{','.join(files)}"
+
+
+def fingerprint(identities: List[str]) -> str:
+    """A short digest of a batch's splits, in order."""
+    digest = hashlib.sha256()
+    for identity in identities:
+        digest.update(identity.encode())
+        digest.update(b"\n")
+    return digest.hexdigest()[:16]
+
+
+def split_sort_key(split) -> tuple:
+    """Paimon's Spark source orders a plan's splits by (partition, bucket)."""
+    partition = getattr(split, "partition", None)
+    values = tuple(str(v) for v in getattr(partition, "values", []) or []) if partition is not None else ()
+    files = getattr(split, "files", None) or []
+    first = min((getattr(f, "file_name", "") for f in files), default="")
+    return values, getattr(split, "bucket", 0), first
+
+
+class Planner:
+    """Plans one snapshot at a time, as Paimon's streaming read would."""
+
+    def __init__(self, table, options: ReadOptions):
+        check_pypaimon()
+        from pypaimon.manifest.manifest_file_manager import ManifestFileManager
+        from pypaimon.manifest.manifest_list_manager import ManifestListManager
+
+        self.table = table
+        self.options = options
+        self._lists = ManifestListManager(table)
+        self._files = ManifestFileManager(table)
+
+    def plan(self, snapshot, full: bool) -> List[Planned]:
+        """The splits `snapshot` delivers: whole when `full`, otherwise its
+        follow-up plan (empty when Paimon skips it)."""
+        if full:
+            splits = self._initial(snapshot)
+        elif snapshot.commit_kind == "OVERWRITE" and self.options.read_overwrite:
+            return self._overwrite(snapshot)
+        elif self.options.changelog_producer != "none":
+            splits = self._changelog(snapshot) if snapshot.changelog_manifest_list else []
+        elif snapshot.commit_kind == "APPEND":
+            splits = self._added_files(snapshot, self._lists.read_delta(snapshot))
+        else:
+            splits = []  # COMPACT, ANALYZE, an OVERWRITE not asked for
+        return [Planned(split=s) for s in sorted(splits, key=split_sort_key)]
+
+    def _scan(self):
+        from pypaimon.read.streaming_table_scan import AsyncStreamingTableScan
+
+        return AsyncStreamingTableScan(self.table, prefetch_enabled=False)
+
+    def _initial(self, snapshot) -> list:
+        splits = list(self._scan()._create_initial_plan(snapshot).splits())
+        # Tables whose changelog comes from compaction start from the files
+        # compaction already produced (Java DataTableStreamScan.tryFirstPlan).
+        if self.options.primary_key and self.options.changelog_producer == "lookup":
+            return self._filter_levels(splits, lambda level: level > 0)
+        if self.options.primary_key and self.options.changelog_producer == "full-compaction":
+            top = self.options.num_levels - 1
+            return self._filter_levels(splits, lambda level: level == top)
+        return splits
+
+    @staticmethod
+    def _filter_levels(splits, keep) -> list:
+        from pypaimon.read.split import DataSplit
+
+        out = []
+        for split in splits:
+            files = [f for f in split.files if keep(f.level)]
+            if files:
+                out.append(
+                    DataSplit(
+                        files,
+                        split.partition,
+                        split.bucket,
+                        raw_convertible=False,
+                        snapshot_id=split.snapshot_id,
+                        total_buckets=split.total_buckets,
+                    )
+                )
+        return out
+
+    def _changelog(self, snapshot) -> list:
+        return list(self._scan()._create_changelog_plan(snapshot).splits())
+
+    def _added_files(self, snapshot, manifest_files) -> list:
+        """Splits of the files a snapshot added (its ADD entries): Paimon's
+        DELTA scan mode."""
+        from pypaimon.read.scanner.append_table_split_generator import AppendTableSplitGenerator
+        from pypaimon.read.scanner.primary_key_table_split_generator import PrimaryKeyTableSplitGenerator
+
+        if not manifest_files:
+            return []
+        entries = self._files.read_entries_parallel(
+            manifest_files,
+            manifest_entry_filter=lambda entry: entry.kind == 0,
+            max_workers=max(8, self.table.options.scan_manifest_parallelism(os.cpu_count() or 8)),
+        )
+        if not entries:
+            return []
+        options = self.table.options
+        generator_type = PrimaryKeyTableSplitGenerator if self.options.primary_key else AppendTableSplitGenerator
+        generator = generator_type(
+            self.table,
+            options.source_split_target_size(),
+            options.source_split_open_file_cost(),
+            deletion_files_map={},
+            snapshot_id=snapshot.id,
+        )
+        splits = generator.create_splits(entries)
+        for split in splits:
+            split.is_streaming = True
+        return splits
+
+    def _overwrite(self, snapshot) -> List[Planned]:
+        if not self.options.primary_key:
+            # Append tables: the files the overwrite added, as inserts.
+            splits = self._added_files(snapshot, self._lists.read_delta(snapshot))
+            return [Planned(split=s) for s in sorted(splits, key=split_sort_key)]
+        # Primary-key tables: the change from the previous snapshot, one
+        # split per partition the overwrite touched.
+        entries = self._files.read_entries_parallel(self._lists.read_delta(snapshot), max_workers=8)
+        partitions = sorted({tuple(entry.partition.values) for entry in entries}, key=lambda p: tuple(map(str, p)))
+        return [Planned(overwrite=(snapshot.id, partition)) for partition in partitions]
+
+
+# ------------------------------------------------------------------ reading
+
+
+def spark_schema(table, options: ReadOptions):
+    """The rows' Spark schema, as Paimon declares the table (nullability and
+    nested types included), with a leading `rowkind` column when
+    `read.changelog` is set."""
+    from pypaimon.schema.data_types import PyarrowFieldParser
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StringType, StructField, StructType
+    import pyarrow as pa
+
+    arrow = pa.schema(PyarrowFieldParser.from_paimon_schema(table.table_schema.fields))
+    schema = from_arrow_schema(arrow)
+    if options.read_changelog:
+        if ROWKIND_COLUMN in schema.names:
+            raise ValueError(f"the table has a column named {ROWKIND_COLUMN!r}, which read.changelog would add")
+        schema = StructType([StructField(ROWKIND_COLUMN, StringType(), False)] + list(schema.fields))
+    return schema
+
+
+def read_planned(table, options: ReadOptions, planned: Planned, schema) -> Iterator:
+    """The Arrow batches of one planned split, shaped as `schema`."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    target = to_arrow_schema(schema)
+    if planned.overwrite is not None:
+        rows = overwrite_changes(table, *planned.overwrite)
+    else:
+        rows = _read_with_row_kind(table).to_arrow([planned.split])
+    yield from _shape(rows, options, target)
+
+
+def _read_with_row_kind(table):
+    from pypaimon.read.table_read import TableRead
+
+    builder = table.new_read_builder()
+    return TableRead(table=table, predicate=None, read_type=builder.read_type(), include_row_kind=True)
+
+
+def _shape(data, options: ReadOptions, target) -> Iterator:
+    """Row kinds as the query asked: a `rowkind` column with
+    `read.changelog`; otherwise only what a reader without row kinds can
+    apply (inserts and updates' new values), as Paimon's streaming read of a
+    primary-key table delivers without it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if data.num_rows == 0:
+        return
+    kinds = data.column("_row_kind") if "_row_kind" in data.column_names else None
+    data = data.drop(["_row_kind"]) if kinds is not None else data
+    if options.read_changelog:
+        if kinds is None:
+            kinds = pa.array([INSERT] * data.num_rows, pa.string())
+        data = data.add_column(0, ROWKIND_COLUMN, kinds)
+    elif kinds is not None:
+        keep = pc.is_in(kinds, value_set=pa.array([INSERT, UPDATE_AFTER]))
+        data = data.filter(keep)
+        if data.num_rows == 0:
+            return
+    for batch in data.cast(target).to_batches():
+        yield batch
+
+
+def overwrite_changes(table, snapshot_id: int, partition: tuple):
+    """The rows an OVERWRITE changed in one partition, with their kinds:
+    the key-level difference between the snapshot before and the overwrite
+    (Paimon's `readChanges`): `-D` for a key it removed, `+I` for a key it
+    added, `-U` then `+U` for a key whose row changed."""
+    import pyarrow as pa
+
+    before = _rows_at(table, snapshot_id - 1, partition) if snapshot_id > 1 else {}
+    after = _rows_at(table, snapshot_id, partition)
+    changes: List[Tuple[str, dict]] = []
+    for key in sorted(set(before) | set(after), key=lambda k: tuple(map(str, k))):
+        old, new = before.get(key), after.get(key)
+        if old is not None and new is None:
+            changes.append((DELETE, old))
+        elif old is None and new is not None:
+            changes.append((INSERT, new))
+        elif old != new:
+            changes.append((UPDATE_BEFORE, old))
+            changes.append((UPDATE_AFTER, new))
+    names = [f.name for f in table.table_schema.fields]
+    columns = {"_row_kind": [kind for kind, _ in changes]}
+    for name in names:
+        columns[name] = [row[name] for _, row in changes]
+    from pypaimon.schema.data_types import PyarrowFieldParser
+
+    schema = pa.schema(
+        [pa.field("_row_kind", pa.string(), nullable=False)]
+        + list(PyarrowFieldParser.from_paimon_schema(table.table_schema.fields))
+    )
+    return pa.table(columns, schema=schema)
+
+
+def _rows_at(table, snapshot_id: int, partition: tuple) -> Dict[tuple, dict]:
+    """The merged rows of one partition at a snapshot, by primary key."""
+    at = table.copy({"scan.snapshot-id": str(snapshot_id)})
+    builder = at.new_read_builder()
+    splits = [
+        s for s in builder.new_scan().plan().splits() if tuple(getattr(s.partition, "values", []) or []) == partition
+    ]
+    if not splits:
+        return {}
+    rows = builder.new_read().to_arrow(splits).to_pylist()
+    keys = list(table.primary_keys)
+    return {tuple(row[k] for k in keys): row for row in rows}
+
+
+def first_snapshot_at_or_after(snapshots: List[Tuple[int, int]], at_millis: int) -> Optional[int]:
+    """SPEC §11's one rule for "the first snapshot at or after a time", as
+    Paimon's from-timestamp start resolves it (the snapshot after the last
+    one committed before the time): `snapshots` are the live `(id, commit
+    time in ms)` pairs; the answer is the earliest id when none was committed
+    before the time, and `None` when all were (start after the latest).
+    Shared test vectors: testdata/first_snapshot_at_or_after.json."""
+    if not snapshots:
+        return None
+    ordered = sorted(snapshots)
+    before = [sid for sid, millis in ordered if millis < at_millis]
+    if not before:
+        return ordered[0][0]
+    start = max(before) + 1
+    return start if start <= ordered[-1][0] else None
