@@ -300,3 +300,109 @@ def wait_lease_free_for(q) -> None:
 
     with Client(q.server.endpoint, timeout=10.0) as client:
         wait_lease_free(client, q.table, q.consumer)
+
+
+def test_a_registered_branch_on_an_s3_compatible_store_in_a_spark_flow(spark, tmp_path, unique, monkeypatch):
+    """A table on moto's local S3 server, registered with tidemark, read on
+    a branch by a Spark query given only storage options: the branch's rows
+    arrive, and the consumer's position is mirrored into the branch's
+    consumer directory on S3, where Paimon's own expiration looks."""
+    import boto3
+    import pyarrow as pa
+    from moto.server import ThreadedMotoServer
+    from pypaimon import CatalogFactory, Schema
+
+    from conftest import database_url
+    from harness import TidemarkServer, wait_for
+    from tidemark import Client
+    from tidemark.v1 import admin_pb2
+
+    s3_server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    s3_server.start()
+    try:
+        host, port = s3_server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT": endpoint,
+            "AWS_ALLOW_HTTP": "true",
+        }.items():
+            monkeypatch.setenv(name, value)
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        s3.create_bucket(Bucket="lake")
+        storage = {
+            "s3.endpoint": endpoint,
+            "s3.access-key": "testing",
+            "s3.secret-key": "testing",
+            "s3.region": "us-east-1",
+            "s3.path-style-access": "true",
+        }
+        database = unique("s3")
+        catalog = CatalogFactory.create({"warehouse": "s3://lake/warehouse", **storage})
+        catalog.create_database(database, True)
+        arrow = pa.schema([("id", pa.int64()), ("value", pa.string())])
+        table_id = f"{database}.events"
+        catalog.create_table(table_id, Schema.from_pyarrow_schema(arrow), False)
+
+        def write(table, ids):
+            builder = table.new_batch_write_builder()
+            write, commit = builder.new_write(), builder.new_commit()
+            write.write_arrow(pa.table({"id": ids, "value": [f"v{i}" for i in ids]}, schema=arrow))
+            commit.commit(write.prepare_commit())
+            write.close()
+            commit.close()
+
+        main = catalog.get_table(table_id)
+        write(main, [1, 2])
+        catalog.create_branch(table_id, "dev")
+        dev = catalog.get_table(f"{table_id}$branch_dev")
+        write(dev, [10, 11])
+        write(dev, [12])
+        write(main, [3])
+
+        server = TidemarkServer(
+            database_url(tmp_path), tmp_path / "server.log", extra_args=["--mirror-interval", "20ms"]
+        ).start()
+        try:
+            with Client(server.endpoint) as client:
+                location = f"s3://lake/warehouse/{database}.db/events"
+                client.admin.RegisterTable(
+                    admin_pb2.RegisterTableRequest(table=table_id, location=location, execute=True),
+                    metadata=client.metadata,
+                    timeout=10,
+                )
+
+                class Table:
+                    id = table_id
+                    path = location
+
+                q = Query(spark, tmp_path, Table, "etl", server)
+                sink = RowSink(tmp_path / "sink")
+                run_to_end(
+                    q.start(
+                        "a",
+                        sink,
+                        options={"branch": "dev", "scan.mode": "from-snapshot", "scan.snapshot-id": 1,
+                                 "max-splits-per-batch": 1, **storage},
+                    )
+                )
+                expected = sorted(r["id"] for r in paimon_stream(dev, 1, with_row_kind=False))
+                assert sink.ids() == expected
+                assert set(sink.ids()) >= {10, 11, 12} and 3 not in sink.ids(), "the branch's rows only"
+
+                key = f"warehouse/{database}.db/events/branch/branch-dev/consumer/consumer-etl"
+
+                def mirrored():
+                    try:
+                        return s3.get_object(Bucket="lake", Key=key)["Body"].read()
+                    except s3.exceptions.NoSuchKey:
+                        return None
+
+                position = client.describe_consumer(table_id, "etl", branch="dev").info.consumer.next_snapshot
+                wait_for(lambda: mirrored() == f'{{"nextSnapshot":{position}}}'.encode(), 20, "the branch's consumer object on S3")
+        finally:
+            server.stop()
+    finally:
+        s3_server.stop()
