@@ -171,3 +171,77 @@ def test_retry_policy_and_classification():
     assert not is_retryable(error(grpc.StatusCode.FAILED_PRECONDITION, "LEASE_NOT_HELD"))
     assert not is_retryable(error(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT"))
     assert not is_retryable(error(grpc.StatusCode.PERMISSION_DENIED, "ROLE_NOT_ALLOWED"))
+
+
+class BlackHole:
+    """A TCP server that accepts connections and never answers (a hung
+    process, a network that drops replies)."""
+
+    def __init__(self):
+        import socket
+
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self._socket.listen(64)
+        self.endpoint = "127.0.0.1:%d" % self._socket.getsockname()[1]
+        self._held = []
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self._closed.is_set():
+            try:
+                connection, _ = self._socket.accept()
+            except OSError:
+                return
+            self._held.append(connection)
+
+    def close(self):
+        self._closed.set()
+        self._socket.close()
+        for connection in self._held:
+            connection.close()
+
+
+def test_a_black_holed_server_costs_the_keeper_its_lease_within_the_ttl(client, unique):
+    hole = BlackHole()
+    try:
+        sent_at = time.monotonic()
+        lease = client.acquire_lease(TABLE, unique("hole"), holder="q", ttl=1.0).lease
+        with Client(hole.endpoint, timeout=5.0) as hung:
+            keeper = hung.keep_lease(lease, sent_at=sent_at)
+            assert keeper.lost.wait(timeout=2 * 1.0), "the loss is reported by the lease's deadline"
+            reported_after = time.monotonic() - sent_at
+            # No answer: a connection that never completes, or a call past
+            # its deadline.
+            assert keeper.error.code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+            print(f"black hole: keeper reported the loss {reported_after * 1000:.0f} ms after the acquire (ttl 1000 ms)")
+            assert reported_after <= 1.0 + 0.25, f"reported {reported_after:.2f} s after the acquire, ttl 1 s"
+            # A direct call gives up within its budget too, not 5 s x attempts.
+            started = time.monotonic()
+            with pytest.raises(TidemarkError):
+                Client(hole.endpoint, timeout=0.5, retry=RetryPolicy(budget=1.0)).renew_lease(lease)
+            assert time.monotonic() - started < 2 * 1.5
+    finally:
+        hole.close()
+
+
+def test_calls_ride_out_a_server_restart_of_several_seconds(tmp_path, unique):
+    from conftest import database_url
+
+    server = TidemarkServer(database_url(tmp_path), tmp_path / "restart.log").start()
+    try:
+        with Client(server.endpoint) as client:  # the default policy
+            lease = client.acquire_lease(TABLE, unique("restart"), holder="q").lease
+            server.kill()
+            restarter = threading.Timer(4.0, server.start)
+            restarter.start()
+            started = time.monotonic()
+            response = client.commit_batch(lease, 0, offset(2, 0, False, 1))
+            waited = time.monotonic() - started
+            restarter.join()
+            print(f"restart: the commit waited {waited:.1f} s for the server to come back (down 4 s)")
+            assert response.next_snapshot == 3
+            assert 3.5 < waited < 2 * 10, waited
+    finally:
+        server.stop()

@@ -359,3 +359,33 @@ def test_expiring_below_the_fence_never_removes_a_snapshot_the_running_query_nee
     assert sink.ids() == table.ids(), "every row exactly once"
     assert len(expired) >= 5, f"maintenance expired snapshots as it went ({expired})"
     assert fences == sorted(fences), "the fence only moves forward"
+
+
+def test_a_running_query_survives_a_tidemark_restart_and_loses_nothing(
+    spark, own_server, client_for, tmp_path, unique
+):
+    client = client_for(own_server)
+    table = PaimonTable(tmp_path / "warehouse", unique("restart"))
+    table.commit()
+    q = Query(spark, tmp_path, table, unique("etl"), own_server)
+    sink = Sink(tmp_path / "sink")
+    # The default lease ttl (30 s) outlasts the restart; the suite's usual
+    # 5 s would expire under it, and then the query must stop.
+    query = q.start("a", sink, trigger="300 milliseconds", options={"tidemark.lease-ttl": 30})
+    try:
+        wait_for(lambda: sink.ids() == table.ids(), 120, "the first batch")
+        own_server.kill()
+        down_at = time.monotonic()
+        table.commit()  # the next batch's commit finds tidemark away
+        restarter = threading.Timer(4.0, own_server.start)
+        restarter.start()
+        restarter.join()
+        print(f"tidemark was down {time.monotonic() - down_at:.1f} s under the running query")
+        table.commit()
+        wait_for(lambda: sink.ids() == table.ids() or not query.isActive, 120, "every row after the restart")
+        assert query.isActive, f"the query survived the restart: {query.exception()}"
+        assert sink.ids() == table.ids(), "nothing lost, nothing twice"
+        wait_for(lambda: next_snapshot(client, table, q.consumer) is not None
+                 and next_snapshot(client, table, q.consumer) >= 2, 30, "commits after the restart")
+    finally:
+        query.stop()

@@ -21,11 +21,16 @@ T = TypeVar("T")
 
 @dataclass
 class RetryPolicy:
-    """Jittered exponential backoff for transient failures only."""
+    """The one retry and deadline policy of every call: each attempt has its
+    own deadline (the client's `timeout`), and transient failures are
+    retried with jittered exponential backoff until `budget` seconds have
+    passed since the first attempt (or `max_attempts` attempts, when set).
+    The default budget rides out a tidemark restart of about ten seconds."""
 
-    max_attempts: int = 5
+    budget: float = 15.0
     initial_backoff: float = 0.05
-    max_backoff: float = 2.0
+    max_backoff: float = 1.0
+    max_attempts: Optional[int] = None
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before retry `attempt` (1-based): full jitter."""
@@ -68,15 +73,22 @@ class Client:
         ca: Optional[bytes] = None,
         cert: Optional[bytes] = None,
         key: Optional[bytes] = None,
-        timeout: float = 10.0,
+        timeout: float = 5.0,
         retry: Optional[RetryPolicy] = None,
     ):
         target, secure = _target(endpoint)
+        # Reconnect promptly once a restarted server is back (gRPC's default
+        # backoff grows to two minutes, far past any retry budget).
+        options = [
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 1000),
+        ]
         if secure or ca is not None or cert is not None:
             credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
-            self._channel = grpc.secure_channel(target, credentials)
+            self._channel = grpc.secure_channel(target, credentials, options=options)
         else:
-            self._channel = grpc.insecure_channel(target)
+            self._channel = grpc.insecure_channel(target, options=options)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self.timeout = timeout
         self.retry_policy = retry or RetryPolicy()
@@ -98,16 +110,31 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _call(self, what: str, fn: Callable[[float], T], until: Optional[float] = None) -> T:
+        """Runs `fn(deadline in seconds)` under the retry policy; `until` (a
+        time.monotonic() value) ends the retrying early, e.g. at a lease's
+        deadline."""
+        policy = self.retry_policy
+        started = time.monotonic()
+        end = started + policy.budget
+        if until is not None:
+            end = min(end, until)
         attempt = 1
         while True:
+            timeout = min(self.timeout, end - time.monotonic())
+            if timeout <= 0:
+                raise TidemarkError(
+                    grpc.StatusCode.DEADLINE_EXCEEDED, f"{what}: no answer before the deadline", ""
+                )
             try:
-                return fn()
+                return fn(timeout)
             except grpc.RpcError as rpc_error:
                 error = TidemarkError.from_rpc_error(rpc_error)
-                if attempt >= self.retry_policy.max_attempts or not is_retryable(error):
+                out_of_attempts = policy.max_attempts is not None and attempt >= policy.max_attempts
+                wait = policy.backoff(attempt)
+                if out_of_attempts or not is_retryable(error) or time.monotonic() + wait >= end:
                     raise error from None
-                time.sleep(self.retry_policy.backoff(attempt))
+                time.sleep(wait)
                 attempt += 1
 
     def acquire_lease(
@@ -126,15 +153,19 @@ class Client:
         )
         return self._call(
             "AcquireLease",
-            lambda: self.coordinator.AcquireLease(request, timeout=self.timeout, metadata=self._metadata),
+            lambda t: self.coordinator.AcquireLease(request, timeout=t, metadata=self._metadata),
         )
 
-    def renew_lease(self, lease: coordinator_pb2.Lease, ttl: Optional[float] = None) -> float:
-        """Renews a lease; returns the seconds left."""
+    def renew_lease(
+        self, lease: coordinator_pb2.Lease, ttl: Optional[float] = None, until: Optional[float] = None
+    ) -> float:
+        """Renews a lease; returns the seconds left. `until` (time.monotonic())
+        stops retrying there, e.g. at the lease's own deadline."""
         request = coordinator_pb2.RenewLeaseRequest(lease_id=lease.lease_id, epoch=lease.epoch, ttl=_duration(ttl))
         response = self._call(
             "RenewLease",
-            lambda: self.coordinator.RenewLease(request, timeout=self.timeout, metadata=self._metadata),
+            lambda t: self.coordinator.RenewLease(request, timeout=t, metadata=self._metadata),
+            until=until,
         )
         return response.ttl.ToNanoseconds() / 1e9
 
@@ -143,7 +174,7 @@ class Client:
         request = coordinator_pb2.ReleaseLeaseRequest(lease_id=lease.lease_id, epoch=lease.epoch)
         return self._call(
             "ReleaseLease",
-            lambda: self.coordinator.ReleaseLease(request, timeout=self.timeout, metadata=self._metadata),
+            lambda t: self.coordinator.ReleaseLease(request, timeout=t, metadata=self._metadata),
         ).released
 
     def commit_batch(
@@ -161,7 +192,7 @@ class Client:
             request.latest_snapshot = latest_snapshot
         return self._call(
             "CommitBatch",
-            lambda: self.coordinator.CommitBatch(request, timeout=self.timeout, metadata=self._metadata),
+            lambda t: self.coordinator.CommitBatch(request, timeout=t, metadata=self._metadata),
         )
 
     def get_recovery_position(
@@ -205,7 +236,7 @@ class Client:
             request.lease_id = lease.lease_id
         return self._call(
             "GetRecoveryPosition",
-            lambda: self.coordinator.GetRecoveryPosition(request, timeout=self.timeout, metadata=self._metadata),
+            lambda t: self.coordinator.GetRecoveryPosition(request, timeout=t, metadata=self._metadata),
         )
 
     def get_retention_fence(
@@ -217,7 +248,7 @@ class Client:
         )
         return self._call(
             "GetRetentionFence",
-            lambda: self.retention.GetRetentionFence(request, timeout=self.timeout, metadata=self._metadata),
+            lambda t: self.retention.GetRetentionFence(request, timeout=t, metadata=self._metadata),
         )
 
     def describe_consumer(
@@ -231,7 +262,7 @@ class Client:
         )
         return self._call(
             "DescribeConsumer",
-            lambda: self.admin.DescribeConsumer(request, timeout=self.timeout, metadata=self._metadata),
+            lambda t: self.admin.DescribeConsumer(request, timeout=t, metadata=self._metadata),
         )
 
     def list_history(
@@ -248,16 +279,18 @@ class Client:
                 request.consumer.CopyFrom(types_pb2.ConsumerKey(table=table, branch=branch, consumer_id=consumer_id))
             response = self._call(
                 "ListHistory",
-                lambda: self.admin.ListHistory(request, timeout=self.timeout, metadata=self._metadata),
+                lambda t: self.admin.ListHistory(request, timeout=t, metadata=self._metadata),
             )
             entries.extend(response.entries)
             token = response.next_page_token
             if not token:
                 return entries
 
-    def keep_lease(self, lease: coordinator_pb2.Lease) -> "LeaseKeeper":
-        """Renews `lease` in a background thread; see LeaseKeeper."""
-        keeper = LeaseKeeper(self, lease)
+    def keep_lease(self, lease: coordinator_pb2.Lease, sent_at: Optional[float] = None) -> "LeaseKeeper":
+        """Renews `lease` in a background thread; see LeaseKeeper. `sent_at`
+        (time.monotonic()) is when the acquire request left: the lease's
+        clock starts there (default: now)."""
+        keeper = LeaseKeeper(self, lease, sent_at=sent_at)
         keeper.start()
         return keeper
 
@@ -277,30 +310,34 @@ class LeaseKeeper(threading.Thread):
     stop. `stop()` ends renewing; `release()` also releases the lease.
     """
 
-    def __init__(self, client: Client, lease: coordinator_pb2.Lease):
+    def __init__(self, client: Client, lease: coordinator_pb2.Lease, sent_at: Optional[float] = None):
         super().__init__(name=f"tidemark-lease-{lease.lease_id[:8]}", daemon=True)
         self.client = client
         self.lease = lease
         self.ttl = lease.ttl.ToNanoseconds() / 1e9 if lease.HasField("ttl") else 30.0
+        # The lease's clock starts when its request left, not when the
+        # answer came: the server may have granted it any time in between.
+        self.deadline = (sent_at if sent_at is not None else time.monotonic()) + self.ttl
         self.lost = threading.Event()
         self.error: Optional[TidemarkError] = None
         self._stopped = threading.Event()
 
     def run(self) -> None:
-        deadline = time.monotonic() + self.ttl
-        while not self._stopped.wait(self.ttl / 3):
-            while True:
-                try:
-                    self.ttl = self.client.renew_lease(self.lease)
-                    deadline = time.monotonic() + self.ttl
-                    break
-                except TidemarkError as error:
-                    if is_retryable(error) and time.monotonic() + 0.05 < deadline and not self._stopped.is_set():
-                        self._stopped.wait(min(0.1, self.ttl / 10))
-                        continue
-                    self.error = error
-                    self.lost.set()
+        renew_at = self.deadline - self.ttl * 2 / 3
+        while not self._stopped.wait(max(0.0, renew_at - time.monotonic())):
+            sent = time.monotonic()
+            try:
+                # Retried inside, never past the lease's deadline: a lease
+                # that cannot be renewed in time is lost by then.
+                self.ttl = self.client.renew_lease(self.lease, until=self.deadline)
+            except TidemarkError as error:
+                if self._stopped.is_set():
                     return
+                self.error = error
+                self.lost.set()
+                return
+            self.deadline = sent + self.ttl
+            renew_at = sent + self.ttl / 3
 
     @property
     def held(self) -> bool:

@@ -108,6 +108,10 @@ class SourceOptions:
         self.tls_cert = get("tidemark.tls-cert")
         self.tls_key = get("tidemark.tls-key")
         self.lease_ttl = float(get("tidemark.lease-ttl", "30"))
+        # How long a call keeps retrying a tidemark that is away (a restart),
+        # and each attempt's deadline.
+        self.retry_budget = float(get("tidemark.retry-budget", "15"))
+        self.call_timeout = float(get("tidemark.call-timeout", "5"))
         self.holder = get("tidemark.holder")
         self.clamp = get("tidemark.on-expired", "fail").lower() == "clamp"
         self.commit_log = get("tidemark.commit-log")
@@ -283,12 +287,16 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                 with open(path, "rb") as f:
                     return f.read()
 
+            from tidemark.client import RetryPolicy
+
             self._client = Client(
                 self.opts.endpoint,
                 token=self.opts.token,
                 ca=read(self.opts.tls_ca),
                 cert=read(self.opts.tls_cert),
                 key=read(self.opts.tls_key),
+                timeout=self.opts.call_timeout,
+                retry=RetryPolicy(budget=self.opts.retry_budget),
             )
         return self._client
 
@@ -305,6 +313,9 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         client = self._connect()
         from tidemark.errors import TidemarkError
 
+        import time
+
+        sent_at = time.monotonic()
         try:
             response = client.acquire_lease(
                 self.opts.table_id,
@@ -323,7 +334,7 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                 ) from error
             raise
         self._lease = response.lease
-        self._keeper = client.keep_lease(self._lease)
+        self._keeper = client.keep_lease(self._lease, sent_at=sent_at)
         self._install_release_on_sigterm()
         LOG.info("tidemark lease on %s/%s, epoch %s, holder %s", self.opts.table_id,
                  self.opts.consumer_id, self._lease.epoch, self.holder)

@@ -63,11 +63,11 @@ impl Client {
 
     /// Takes a consumer's lease (retried; see the type's docs).
     pub async fn acquire_lease(&self, request: pb::AcquireLeaseRequest) -> Result<pb::AcquireLeaseResponse, ApiError> {
-        retry(&self.retry, "AcquireLease", || {
+        retry(&self.retry, "AcquireLease", None, |deadline| {
             let mut c = self.coordinator();
             let request = request.clone();
             async move {
-                c.acquire_lease(request)
+                c.acquire_lease(with_deadline(request, deadline))
                     .await
                     .map(|r| r.into_inner())
                     .map_err(ApiError::from)
@@ -78,16 +78,31 @@ impl Client {
 
     /// Renews a lease (retried).
     pub async fn renew_lease(&self, lease: &pb::Lease, ttl: Option<Duration>) -> Result<Duration, ApiError> {
+        self.renew_lease_until(lease, ttl, None).await
+    }
+
+    /// [`Client::renew_lease`], retrying no later than `until` (the lease's
+    /// own deadline: a lease that cannot be renewed by then is lost).
+    pub async fn renew_lease_until(
+        &self,
+        lease: &pb::Lease,
+        ttl: Option<Duration>,
+        until: Option<tokio::time::Instant>,
+    ) -> Result<Duration, ApiError> {
         let request = pb::RenewLeaseRequest {
             lease_id: lease.lease_id.clone(),
             epoch: lease.epoch,
             ttl: ttl.map(duration_to_pb),
         };
-        retry(&self.retry, "RenewLease", || {
+        retry(&self.retry, "RenewLease", until, |deadline| {
             let mut c = self.coordinator();
             let request = request.clone();
             async move {
-                let response = c.renew_lease(request).await.map_err(ApiError::from)?.into_inner();
+                let response = c
+                    .renew_lease(with_deadline(request, deadline))
+                    .await
+                    .map_err(ApiError::from)?
+                    .into_inner();
                 Ok(response.ttl.map(duration_from_pb).unwrap_or_default())
             }
         })
@@ -100,11 +115,11 @@ impl Client {
             lease_id: lease.lease_id.clone(),
             epoch: lease.epoch,
         };
-        retry(&self.retry, "ReleaseLease", || {
+        retry(&self.retry, "ReleaseLease", None, |deadline| {
             let mut c = self.coordinator();
             let request = request.clone();
             async move {
-                Ok(c.release_lease(request)
+                Ok(c.release_lease(with_deadline(request, deadline))
                     .await
                     .map_err(ApiError::from)?
                     .into_inner()
@@ -116,11 +131,11 @@ impl Client {
 
     /// Records a committed micro-batch (retried: a repeat is `DUPLICATE`).
     pub async fn commit_batch(&self, request: pb::CommitBatchRequest) -> Result<pb::CommitBatchResponse, ApiError> {
-        retry(&self.retry, "CommitBatch", || {
+        retry(&self.retry, "CommitBatch", None, |deadline| {
             let mut c = self.coordinator();
             let request = request.clone();
             async move {
-                c.commit_batch(request)
+                c.commit_batch(with_deadline(request, deadline))
                     .await
                     .map(|r| r.into_inner())
                     .map_err(ApiError::from)
@@ -134,11 +149,11 @@ impl Client {
         &self,
         request: pb::GetRecoveryPositionRequest,
     ) -> Result<pb::GetRecoveryPositionResponse, ApiError> {
-        retry(&self.retry, "GetRecoveryPosition", || {
+        retry(&self.retry, "GetRecoveryPosition", None, |deadline| {
             let mut c = self.coordinator();
             let request = request.clone();
             async move {
-                c.get_recovery_position(request)
+                c.get_recovery_position(with_deadline(request, deadline))
                     .await
                     .map(|r| r.into_inner())
                     .map_err(ApiError::from)
@@ -152,11 +167,11 @@ impl Client {
         &self,
         request: pb::GetRetentionFenceRequest,
     ) -> Result<pb::GetRetentionFenceResponse, ApiError> {
-        retry(&self.retry, "GetRetentionFence", || {
+        retry(&self.retry, "GetRetentionFence", None, |deadline| {
             let mut c = self.retention();
             let request = request.clone();
             async move {
-                c.get_retention_fence(request)
+                c.get_retention_fence(with_deadline(request, deadline))
                     .await
                     .map(|r| r.into_inner())
                     .map_err(ApiError::from)
@@ -164,6 +179,17 @@ impl Client {
         })
         .await
     }
+}
+
+/// A request the server is told to finish within about `deadline`
+/// (`grpc-timeout`). The client holds each attempt to the deadline itself
+/// (see `retry`); the header allows a little more, so the client's own
+/// timeout (DEADLINE_EXCEEDED, retryable) fires first rather than tonic's
+/// (CANCELLED).
+fn with_deadline<T>(message: T, deadline: Duration) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(deadline + Duration::from_millis(100));
+    request
 }
 
 /// A proto duration as a std one (negative as zero).

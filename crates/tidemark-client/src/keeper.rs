@@ -1,22 +1,29 @@
 //! [`LeaseKeeper`]: renews a lease in the background (about every ttl/3),
 //! reports its loss at once, and stops renewing after a loss.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tidemark_proto::v1 as pb;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::ApiError;
 use crate::client::{Client, duration_from_pb};
-use crate::retry::is_retryable;
 
 // The keeper builds on the client, never the other way round: the client's
 // way to start one lives here.
 impl Client {
-    /// Keeps `lease` alive in the background until it is lost or released.
+    /// Keeps `lease` alive in the background until it is lost or released;
+    /// its clock starts now (see [`Client::keep_lease_sent_at`]).
     pub fn keep_lease(&self, lease: pb::Lease) -> LeaseKeeper {
-        LeaseKeeper::start(self.clone(), lease)
+        LeaseKeeper::start_at(self.clone(), lease, Instant::now())
+    }
+
+    /// The same, for a lease whose acquire request left at `sent_at`: the
+    /// server may have granted it any time after, so its clock starts there.
+    pub fn keep_lease_sent_at(&self, lease: pb::Lease, sent_at: Instant) -> LeaseKeeper {
+        LeaseKeeper::start_at(self.clone(), lease, sent_at)
     }
 }
 
@@ -45,11 +52,17 @@ pub struct LeaseKeeper {
 }
 
 impl LeaseKeeper {
-    /// Starts renewing `lease` (ttl from the lease) with `client`.
+    /// Starts renewing `lease` (ttl from the lease) with `client`; its clock
+    /// starts now.
     pub fn start(client: Client, lease: pb::Lease) -> Self {
+        Self::start_at(client, lease, Instant::now())
+    }
+
+    /// Starts renewing `lease`, granted no earlier than `sent_at`.
+    pub fn start_at(client: Client, lease: pb::Lease, sent_at: Instant) -> Self {
         let ttl = lease.ttl.map(duration_from_pb).unwrap_or(Duration::from_secs(30));
         let (tx, state) = watch::channel(LeaseState::Held { ttl });
-        let task = tokio::spawn(renew_until_lost(client.clone(), lease.clone(), ttl, tx));
+        let task = tokio::spawn(renew_until_lost(client.clone(), lease.clone(), sent_at, ttl, tx));
         Self {
             lease,
             client,
@@ -100,34 +113,37 @@ impl Drop for LeaseKeeper {
     }
 }
 
-async fn renew_until_lost(client: Client, lease: pb::Lease, mut ttl: Duration, state: watch::Sender<LeaseState>) {
-    let mut deadline = Instant::now() + ttl;
+async fn renew_until_lost(
+    client: Client,
+    lease: pb::Lease,
+    sent_at: Instant,
+    ttl: Duration,
+    state: watch::Sender<LeaseState>,
+) {
+    // Clocks run from when each request left: the lease ends `ttl` after
+    // that at the latest, whenever the answer came.
+    let mut deadline = sent_at + ttl;
+    let mut renew_at = sent_at + ttl / 3;
     loop {
-        tokio::time::sleep(ttl / 3).await;
-        // One renewal attempt at a time; transient failures are retried
-        // until the lease's deadline, after which it is lost by definition.
-        loop {
-            match client.renew_lease(&lease, None).await {
-                Ok(granted) => {
-                    ttl = granted;
-                    deadline = Instant::now() + granted;
-                    let _ = state.send(LeaseState::Held { ttl: granted });
-                    break;
-                }
-                Err(err) if is_retryable(&err) && Instant::now() + Duration::from_millis(50) < deadline => {
-                    tracing::warn!(lease_id = lease.lease_id, code = ?err.code, "lease renewal failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(100).min(ttl / 10)).await;
-                }
-                Err(err) => {
-                    tracing::warn!(
-                        lease_id = lease.lease_id,
-                        reason = err.reason,
-                        "lease lost: {}",
-                        err.message
-                    );
-                    let _ = state.send(LeaseState::Lost(err));
-                    return;
-                }
+        tokio::time::sleep_until(renew_at).await;
+        let sent = Instant::now();
+        // Retried inside, never past the deadline: a lease that cannot be
+        // renewed by then is lost by definition.
+        match client.renew_lease_until(&lease, None, Some(deadline)).await {
+            Ok(granted) => {
+                deadline = sent + granted;
+                renew_at = sent + granted / 3;
+                let _ = state.send(LeaseState::Held { ttl: granted });
+            }
+            Err(err) => {
+                tracing::warn!(
+                    lease_id = lease.lease_id,
+                    reason = err.reason,
+                    "lease lost: {}",
+                    err.message
+                );
+                let _ = state.send(LeaseState::Lost(err));
+                return;
             }
         }
     }

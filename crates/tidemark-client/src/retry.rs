@@ -3,15 +3,25 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use tonic::Code;
 
 use crate::ApiError;
 
-/// When and how often to retry.
+/// The one retry and deadline policy of every worker call: each attempt
+/// has its own deadline, and transient failures are retried with jittered
+/// exponential backoff until `budget` has passed since the first attempt
+/// (or `max_attempts` attempts). The default budget rides out a tidemark
+/// restart of about ten seconds.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
-    /// Attempts in all (1 = no retry).
+    /// Attempts in all (1 = no retry); usually the budget ends retrying first.
     pub max_attempts: u32,
+    /// How long a call keeps retrying, from its first attempt.
+    pub budget: Duration,
+    /// Each attempt's deadline (also sent to the server as `grpc-timeout`).
+    pub call_timeout: Duration,
     /// First backoff.
     pub initial_backoff: Duration,
     /// Longest backoff.
@@ -21,9 +31,11 @@ pub struct RetryPolicy {
 impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
-            max_attempts: 5,
+            max_attempts: u32::MAX,
+            budget: Duration::from_secs(15),
+            call_timeout: Duration::from_secs(5),
             initial_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_secs(2),
+            max_backoff: Duration::from_secs(1),
         }
     }
 }
@@ -67,26 +79,53 @@ pub fn is_retryable(err: &ApiError) -> bool {
     }
 }
 
-/// Runs `call` until it succeeds, fails with a non-retryable error, or runs
-/// out of attempts. Use only for idempotent calls.
-pub async fn retry<T, F, Fut>(policy: &RetryPolicy, what: &str, mut call: F) -> Result<T, ApiError>
+/// Runs `call(deadline)` until it succeeds, fails with a non-retryable
+/// error, or runs out of budget (or attempts); `until` ends the retrying
+/// earlier (say, at a lease's deadline). Each attempt is given, and held to,
+/// its own deadline. Use only for idempotent calls.
+pub async fn retry<T, F, Fut>(
+    policy: &RetryPolicy,
+    what: &str,
+    until: Option<Instant>,
+    mut call: F,
+) -> Result<T, ApiError>
 where
-    F: FnMut() -> Fut,
+    F: FnMut(Duration) -> Fut,
     Fut: Future<Output = Result<T, ApiError>>,
 {
+    let started = Instant::now();
+    let end = until.map_or(started + policy.budget, |until| until.min(started + policy.budget));
     let mut attempt = 1;
     loop {
-        match call().await {
+        let left = end.saturating_duration_since(Instant::now());
+        let deadline = policy.call_timeout.min(left);
+        if deadline.is_zero() {
+            return Err(no_answer(what));
+        }
+        let outcome = match tokio::time::timeout(deadline, call(deadline)).await {
+            Ok(outcome) => outcome,
+            // The server never answered (a hung process, dropped replies).
+            Err(_) => Err(no_answer(what)),
+        };
+        match outcome {
             Ok(value) => return Ok(value),
-            Err(err) if attempt < policy.max_attempts && is_retryable(&err) => {
+            Err(err) => {
                 let wait = policy.backoff(attempt);
+                if attempt >= policy.max_attempts || !is_retryable(&err) || Instant::now() + wait >= end {
+                    return Err(err);
+                }
                 tracing::debug!(what, attempt, ?wait, code = ?err.code, "retrying after a transient failure");
                 tokio::time::sleep(wait).await;
                 attempt += 1;
             }
-            Err(err) => return Err(err),
         }
     }
+}
+
+fn no_answer(what: &str) -> ApiError {
+    ApiError::from(tonic::Status::deadline_exceeded(format!(
+        "{what}: no answer before the deadline"
+    )))
 }
 
 #[cfg(test)]
@@ -143,7 +182,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn retries_transient_failures_then_gives_up() {
         let calls = AtomicU32::new(0);
-        let result: Result<(), ApiError> = retry(&RetryPolicy::default(), "t", || {
+        let five = RetryPolicy {
+            max_attempts: 5,
+            ..RetryPolicy::default()
+        };
+        let result: Result<(), ApiError> = retry(&five, "t", None, |_| {
             calls.fetch_add(1, Ordering::SeqCst);
             async { Err(err(Code::Unavailable, "")) }
         })
@@ -153,9 +196,50 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn retries_until_the_budget_is_spent() {
+        let policy = RetryPolicy::default();
+        let started = Instant::now();
+        let calls = AtomicU32::new(0);
+        let result: Result<(), ApiError> = retry(&policy, "t", None, |_| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async { Err(err(Code::Unavailable, "")) }
+        })
+        .await;
+        assert!(result.is_err());
+        let spent = started.elapsed();
+        assert!(spent <= policy.budget, "{spent:?}");
+        assert!(
+            spent + policy.max_backoff * 2 >= policy.budget,
+            "retried for the whole budget: {spent:?}"
+        );
+        assert!(calls.load(Ordering::SeqCst) > 5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_that_never_answers_is_cut_at_its_deadline_and_the_call_at_until() {
+        let policy = RetryPolicy::default();
+        let started = Instant::now();
+        let until = started + Duration::from_secs(7);
+        let deadlines = std::sync::Mutex::new(Vec::new());
+        let result: Result<(), ApiError> = retry(&policy, "t", Some(until), |deadline| {
+            deadlines.lock().unwrap().push(deadline);
+            std::future::pending()
+        })
+        .await;
+        assert_eq!(result.unwrap_err().code, Code::DeadlineExceeded);
+        assert!(started.elapsed() <= Duration::from_secs(7));
+        let deadlines = deadlines.into_inner().unwrap();
+        assert_eq!(deadlines[0], policy.call_timeout);
+        assert!(
+            deadlines[1] < policy.call_timeout,
+            "the last attempt gets what is left before until"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn never_retries_a_refusal() {
         let calls = AtomicU32::new(0);
-        let result: Result<(), ApiError> = retry(&RetryPolicy::default(), "t", || {
+        let result: Result<(), ApiError> = retry(&RetryPolicy::default(), "t", None, |_| {
             calls.fetch_add(1, Ordering::SeqCst);
             async { Err(err(Code::FailedPrecondition, "LEASE_NOT_HELD")) }
         })
@@ -167,7 +251,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn succeeds_after_a_transient_failure() {
         let calls = AtomicU32::new(0);
-        let result = retry(&RetryPolicy::default(), "t", || {
+        let result = retry(&RetryPolicy::default(), "t", None, |_| {
             let n = calls.fetch_add(1, Ordering::SeqCst);
             async move { if n < 2 { Err(err(Code::Unavailable, "")) } else { Ok(n) } }
         })

@@ -151,6 +151,7 @@ async fn worker_calls_wait_for_a_server_that_comes_up_late() {
         max_attempts: 40,
         initial_backoff: Duration::from_millis(20),
         max_backoff: Duration::from_millis(100),
+        ..tidemark_client::RetryPolicy::default()
     });
     let late = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -188,4 +189,40 @@ async fn refusals_are_not_retried_and_carry_their_reason() {
     );
     assert!(err.is("LEASE_HELD"));
     assert_eq!(err.metadata["holder"], "q");
+}
+
+/// A server that accepts connections and never answers (a hung process, a
+/// network dropping replies): the keeper reports the lease lost by the
+/// lease's own deadline, counted from when the acquire request left.
+#[tokio::test]
+async fn a_black_holed_server_costs_the_keeper_its_lease_within_the_ttl() {
+    let server = start().await;
+    let real = client(&server.url).await;
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hole_addr = hole.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut connections = Vec::new();
+        while let Ok((connection, _)) = hole.accept().await {
+            connections.push(connection); // held open, never read or answered
+        }
+    });
+    let hung = Client::from_channel(tonic::service::interceptor::InterceptedService::new(
+        tonic::transport::Endpoint::from_shared(format!("http://{hole_addr}"))
+            .unwrap()
+            .connect_lazy(),
+        tidemark_client::Credentials::default(),
+    ));
+
+    let ttl = Duration::from_millis(1000);
+    let sent_at = tokio::time::Instant::now();
+    let granted = lease(&real, "hole", 1000).await;
+    let keeper = hung.keep_lease_sent_at(granted, sent_at);
+    let lost = tokio::time::timeout(2 * ttl, keeper.lost())
+        .await
+        .expect("the loss is reported by the lease's deadline");
+    let reported_after = sent_at.elapsed();
+    eprintln!("black hole: the Rust keeper reported the loss {reported_after:?} after the acquire (ttl {ttl:?})");
+    assert_eq!(lost.code, tonic::Code::DeadlineExceeded, "{lost:?}");
+    assert!(reported_after <= ttl + Duration::from_millis(250), "{reported_after:?}");
+    held.abort();
 }
