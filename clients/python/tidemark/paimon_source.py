@@ -115,6 +115,9 @@ class SourceOptions:
         self.holder = get("tidemark.holder")
         self.clamp = get("tidemark.on-expired", "fail").lower() == "clamp"
         self.commit_log = get("tidemark.commit-log")
+        # A column carrying the lease epoch each row was read under, so a
+        # sink can refuse a batch from a lease that was taken over.
+        self.epoch_column = get("tidemark.epoch-column")
         self.table_id = get("tidemark.table") or table_id_from_path(self.path)
         self.resolved = False
 
@@ -200,8 +203,16 @@ class TidemarkPaimonDataSource(DataSource):
         return FORMAT
 
     def schema(self):
-        table, read_options = open_source(SourceOptions(self.options))
-        return spark_schema(table, read_options)
+        options = SourceOptions(self.options)
+        table, read_options = open_source(options)
+        schema = spark_schema(table, read_options)
+        if options.epoch_column:
+            from pyspark.sql.types import LongType, StructField, StructType
+
+            if options.epoch_column in schema.names:
+                raise ValueError(f"tidemark.epoch-column {options.epoch_column!r} is already a column of the table")
+            schema = StructType(list(schema.fields) + [StructField(options.epoch_column, LongType(), False)])
+        return schema
 
     def streamReader(self, schema):
         return TidemarkPaimonStreamReader(SourceOptions(self.options), schema)
@@ -210,10 +221,12 @@ class TidemarkPaimonDataSource(DataSource):
 class SplitsPartition(InputPartition):
     """One planned split, read by a Spark task."""
 
-    def __init__(self, options: SourceOptions, planned: Planned):
+    def __init__(self, options: SourceOptions, planned: Planned, epoch: int):
         super().__init__(1)
         self.options = options
         self.planned = planned
+        # The lease epoch the batch was planned under.
+        self.epoch = epoch
 
 
 # Offsets: (snapshotId, index, scanSnapshot, totalSplits) like Paimon's Spark
@@ -614,7 +627,8 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                 start = checked
             self._replay_checked = True
         positions = self._check_replayed_plan(start, end) if replayed else self._positions(start, end)
-        return [SplitsPartition(self.opts, self._plan(s, full)[i]) for s, i, full in positions]
+        epoch = self._lease.epoch
+        return [SplitsPartition(self.opts, self._plan(s, full)[i], epoch) for s, i, full in positions]
 
     def _check_replayed_plan(self, start: dict, end: dict) -> List[Tuple[int, int, bool]]:
         """A logged batch is replayed only if its plan is still the one it
@@ -651,7 +665,20 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
 
     def read(self, partition: SplitsPartition) -> Iterator:
         table, read_options = open_source(partition.options)
-        yield from read_planned(table, read_options, partition.planned, self.schema)
+        column = partition.options.epoch_column
+        if not column:
+            yield from read_planned(table, read_options, partition.planned, self.schema)
+            return
+        import pyarrow as pa
+        from pyspark.sql.types import StructType
+
+        rows_schema = StructType([f for f in self.schema.fields if f.name != column])
+        for batch in read_planned(table, read_options, partition.planned, rows_schema):
+            epochs = pa.array([partition.epoch] * batch.num_rows, pa.int64())
+            yield pa.RecordBatch.from_arrays(
+                list(batch.columns) + [epochs],
+                schema=batch.schema.append(pa.field(column, pa.int64(), nullable=False)),
+            )
 
     def commit(self, end: dict) -> None:
         import time
