@@ -19,6 +19,7 @@ if [ -z "${DATABASE_URL:-}" ]; then
 fi
 ensure_grpcurl
 ensure_python_env
+ensure_wheelhouse
 ensure_etcd || echo "could not fetch etcd: the benchmark smoke run skips its etcd peer" >&2
 
 cargo fmt --all -- --check

@@ -38,6 +38,25 @@ ensure_python_env() {
   export TIDEMARK_PYTHON="$venv/bin/python"
 }
 
+# Wheels for the package test (clients/python/tests/test_package.py), which
+# builds the sdist and the wheel and installs each into a fresh venv with no
+# index: the build requirements and the runtime dependencies, downloaded once
+# into .tools/wheelhouse (again when this list changes).
+WHEELHOUSE_LIST="setuptools==84.2.1 wheel==0.48.0 grpcio-tools==1.85.1 grpcio==1.85.3 grpcio-status==1.85.3 protobuf==7.36.2 googleapis-common-protos==1.76.0"
+ensure_wheelhouse() {
+  local house="$TOOLS_DIR/wheelhouse" want
+  want=$(echo "$WHEELHOUSE_LIST" | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$house/.list.sha256" 2>/dev/null)" != "$want" ]; then
+    echo "downloading the package test's wheels into $house (once; cached)" >&2
+    rm -rf "$house"
+    mkdir -p "$house"
+    # shellcheck disable=SC2086 # the list is words
+    "$TIDEMARK_PYTHON" -m pip download --quiet --dest "$house" $WHEELHOUSE_LIST >&2
+    echo "$want" >"$house/.list.sha256"
+  fi
+  export TIDEMARK_WHEELHOUSE="$house"
+}
+
 # etcd (the benchmark's peer), from Debian's etcd-server package, unpacked
 # into .tools/etcd (no installation, no root needed beyond apt's lists).
 ensure_etcd() {
