@@ -27,8 +27,19 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo nextest run --workspace --locked --no-fail-fast "$@"
 cargo test --workspace --locked --doc
 
+# Proof that the checks can fail: deliberate bugs (tidemark-core's mutant
+# module, compiled into the test build) each switched on in turn must fail
+# the suites that guard them. A reduced set here; every mutant:
+# scripts/mutants.sh (docs/reliability.md).
+scripts/mutants.sh fence_ignores_pins recovery_ignores_expired store_skips_version_check lease_ignores_epoch
+
 cargo build --locked -q -p tidemark -p tidemark-bench -p tidemark-fuzz -p tidemark-chaos
 export TIDEMARK_BIN="$PWD/target/debug/tidemark"
+# The binary (built without test features, as a release is) carries none.
+if grep -q TIDEMARK_MUTANT "$TIDEMARK_BIN"; then
+  echo "the tidemark binary carries the test-only mutants" >&2
+  exit 1
+fi
 
 # The benchmark, as a smoke run (debug build, tiny sizes): every scenario
 # against every peer completes without errors. Real figures: scripts/bench.sh.

@@ -192,13 +192,15 @@ pub fn check_lease(
     let Some(lease) = state.lease.as_ref().filter(|l| l.lease_id == lease_id) else {
         return Err(not_held(LeaseLoss::Superseded));
     };
-    if lease.epoch != epoch {
+    if lease.epoch != epoch && !crate::mutant!("lease_ignores_epoch") {
         return Err(not_held(LeaseLoss::EpochMismatch));
     }
     match lease.status {
         LeaseStatus::Released => Err(not_held(LeaseLoss::Released)),
         LeaseStatus::Revoked => Err(not_held(LeaseLoss::Revoked)),
-        LeaseStatus::Active if now >= lease.deadline => Err(not_held(LeaseLoss::Expired)),
+        LeaseStatus::Active if now >= lease.deadline && !crate::mutant!("lease_ignores_expiry") => {
+            Err(not_held(LeaseLoss::Expired))
+        }
         LeaseStatus::Active => Ok(lease),
     }
 }

@@ -11,6 +11,7 @@ pub mod error;
 pub mod expiry;
 pub mod ids;
 pub mod lease;
+pub mod mutant;
 pub mod offset;
 pub mod options;
 pub mod recovery;

@@ -63,11 +63,16 @@ fn min(a: Option<i64>, b: Option<i64>) -> Option<i64> {
 /// lowest of all unexpired consumers and pins. A pin always protects its
 /// snapshot: an initial full scan reads the snapshot itself.
 pub fn fences(options: &TableOptions, changelog_decoupled: bool, inputs: &FenceInputs) -> Fences {
+    let pin_min = if crate::mutant!("fence_ignores_pins") {
+        None
+    } else {
+        inputs.pin_min
+    };
     let changelog_only = options.changelog_only_effective(changelog_decoupled);
     let consumers_for_snapshots = if changelog_only { None } else { inputs.consumer_min };
     Fences {
-        snapshot: min(consumers_for_snapshots, inputs.pin_min),
-        changelog: min(inputs.consumer_min, inputs.pin_min),
+        snapshot: min(consumers_for_snapshots, pin_min),
+        changelog: min(inputs.consumer_min, pin_min),
         changelog_only,
     }
 }

@@ -85,6 +85,16 @@ impl Store {
             if transition.write.is_none() {
                 return Ok(transition.output);
             }
+            // Mutant: write against whatever version the row has now, as if
+            // there were no compare-and-set.
+            let loaded = if tidemark_core::mutant!("store_skips_version_check") {
+                Loaded {
+                    version: self.backend.load(find).await?.version,
+                    ..loaded
+                }
+            } else {
+                loaded
+            };
             match self.write(&loaded, &transition, ctx, None).await {
                 Ok(true) => return Ok(transition.output),
                 // Another writer changed the key since the read (or the

@@ -1,0 +1,50 @@
+//! Deliberate, realistic bugs the test suite must catch: proof that the
+//! checks can fail. Each is compiled in only with the `mutants` feature
+//! (which test builds enable and the `tidemark` binary never does; without
+//! it `mutant!` is the constant `false`), and at most one is active at run
+//! time: the one `TIDEMARK_MUTANT` names. `scripts/mutants.sh` runs each
+//! against the checks that must catch it.
+
+/// Every mutant: its name, and the behaviour it breaks.
+pub const MUTANTS: &[(&str, &str)] = &[
+    (
+        "lease_ignores_epoch",
+        "a call with the right lease id but another epoch is accepted (L, C1)",
+    ),
+    (
+        "lease_ignores_expiry",
+        "a lease past its deadline is still held (L, C1)",
+    ),
+    ("fence_ignores_pins", "retention fences ignore full-scan pins (E5)"),
+    (
+        "recovery_ignores_expired",
+        "recovery plans a position retention already removed instead of POSITION_EXPIRED (R)",
+    ),
+    (
+        "store_skips_version_check",
+        "a write goes through against whatever version the row has now: the compare-and-set is gone (lost updates)",
+    ),
+];
+
+/// Whether the mutant `name` is active in this process.
+#[cfg(feature = "mutants")]
+pub fn active(name: &str) -> bool {
+    static ACTIVE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ACTIVE.get_or_init(|| std::env::var("TIDEMARK_MUTANT").ok()).as_deref() == Some(name)
+}
+
+/// Whether the mutant `name` is active: never, without the `mutants`
+/// feature.
+#[cfg(not(feature = "mutants"))]
+#[inline(always)]
+pub const fn active(_name: &str) -> bool {
+    false
+}
+
+/// `mutant!("name")`: whether that deliberate bug is switched on.
+#[macro_export]
+macro_rules! mutant {
+    ($name:literal) => {
+        $crate::mutant::active($name)
+    };
+}
