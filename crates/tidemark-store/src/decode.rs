@@ -40,6 +40,44 @@ impl EventColumns {
     }
 }
 
+/// Binds a key's three columns, in the order every statement takes them
+/// (`table_name`, `branch`, `consumer_id`).
+pub(crate) fn bind_key<'q, DB: sqlx::Database>(
+    query: sqlx::query::Query<'q, DB, DB::Arguments>,
+    key: &ConsumerKey,
+) -> sqlx::query::Query<'q, DB, DB::Arguments>
+where
+    for<'t> String: sqlx::Encode<'t, DB> + Type<DB>,
+{
+    query
+        .bind(key.table.as_str().to_owned())
+        .bind(key.branch.as_str().to_owned())
+        .bind(key.consumer_id.as_str().to_owned())
+}
+
+/// Binds a key listing's parameters, in the order both backends'
+/// `LIST_KEYS` take them: table, branch, id prefix, the key to continue
+/// after (three columns), how many.
+pub(crate) fn bind_key_listing<'q, DB: sqlx::Database>(
+    query: sqlx::query::Query<'q, DB, DB::Arguments>,
+    filter: &crate::backend::KeyFilter,
+    after: Option<&ConsumerKey>,
+    limit: i64,
+) -> sqlx::query::Query<'q, DB, DB::Arguments>
+where
+    for<'t> Option<String>: sqlx::Encode<'t, DB> + Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + Type<DB>,
+{
+    query
+        .bind(filter.table.as_ref().map(|t| t.as_str().to_owned()))
+        .bind(filter.branch.as_ref().map(|b| b.as_str().to_owned()))
+        .bind(filter.consumer_id_prefix.clone())
+        .bind(after.map(|k| k.table.as_str().to_owned()))
+        .bind(after.map(|k| k.branch.as_str().to_owned()))
+        .bind(after.map(|k| k.consumer_id.as_str().to_owned()))
+        .bind(limit)
+}
+
 /// Binds a history page's parameters, in the order both backends'
 /// `HISTORY_PAGE` take them: table, branch, consumer id, below which id,
 /// how many.

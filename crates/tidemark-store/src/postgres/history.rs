@@ -75,10 +75,7 @@ impl HistoryStore for PostgresBackend {
         ctx: &CallContext,
     ) -> Result<(), StoreError> {
         let columns = EventColumns::new(events);
-        sqlx::query(APPEND_HISTORY)
-            .bind(key.table.as_str())
-            .bind(key.branch.as_str())
-            .bind(key.consumer_id.as_str())
+        decode::bind_key(sqlx::query(APPEND_HISTORY), key)
             .bind(&ctx.principal)
             .bind(&ctx.request_id)
             .bind(columns.event)

@@ -219,13 +219,6 @@ static UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-fn bind_key<'q>(query: PgQuery<'q>, key: &ConsumerKey) -> PgQuery<'q> {
-    query
-        .bind(key.table.as_str().to_owned())
-        .bind(key.branch.as_str().to_owned())
-        .bind(key.consumer_id.as_str().to_owned())
-}
-
 /// The version, whether the lease must be live, and the estimated time
 /// with its tolerance.
 fn bind_checks<'q>(
@@ -273,7 +266,7 @@ fn bind_event<'q>(query: PgQuery<'q>, write: &'q OneEventWrite) -> PgQuery<'q> {
 }
 
 fn bind_one_event<'q>(sql: &'static str, write: &'q OneEventWrite) -> PgQuery<'q> {
-    let query = bind_key(sqlx::query(sql), &write.key);
+    let query = decode::bind_key(sqlx::query(sql), &write.key);
     let query = bind_checks(query, write.version, write.requires_live_lease, write.estimated_now);
     write.row.clone().bind_pg(bind_event(query, write))
 }
@@ -324,7 +317,7 @@ impl KeyStore for PostgresBackend {
     async fn load(&self, find: FindKey<'_>) -> Result<Loaded, StoreError> {
         let row = match find {
             FindKey::Key(key) => {
-                bind_key(sqlx::query(LOAD_BY_KEY.as_str()), key)
+                decode::bind_key(sqlx::query(LOAD_BY_KEY.as_str()), key)
                     .fetch_one(&self.pool)
                     .await?
             }
@@ -344,7 +337,7 @@ impl KeyStore for PostgresBackend {
         if let (Some(version), None) = (loaded.version, change.new_grant) {
             match change.events {
                 [] => {
-                    let query = bind_key(sqlx::query(UPDATE_ROW_NO_EVENT.as_str()), key);
+                    let query = decode::bind_key(sqlx::query(UPDATE_ROW_NO_EVENT.as_str()), key);
                     let query = bind_checks(query, version, change.requires_live_lease, change.estimated_now);
                     let written = row.bind_pg(query).fetch_optional(&self.pool).await?;
                     return written
@@ -373,10 +366,10 @@ impl KeyStore for PostgresBackend {
         }
         let query = match loaded.version {
             Some(version) => {
-                let query = bind_grant_and_history(bind_key(sqlx::query(UPDATE_ROW.as_str()), key), change);
+                let query = bind_grant_and_history(decode::bind_key(sqlx::query(UPDATE_ROW.as_str()), key), change);
                 bind_checks(query, version, change.requires_live_lease, change.estimated_now)
             }
-            None => bind_grant_and_history(bind_key(sqlx::query(INSERT_ROW.as_str()), key), change),
+            None => bind_grant_and_history(decode::bind_key(sqlx::query(INSERT_ROW.as_str()), key), change),
         };
         let answer = row.bind_pg(query).fetch_one(&self.pool).await?;
         let written: i64 = answer.try_get(0)?;
@@ -395,7 +388,7 @@ impl KeyStore for PostgresBackend {
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *tx)
             .await?;
-        let row = bind_key(sqlx::query(LOAD_BY_KEY.as_str()), key)
+        let row = decode::bind_key(sqlx::query(LOAD_BY_KEY.as_str()), key)
             .fetch_one(&mut *tx)
             .await?;
         let history = super::history::page(&mut tx, &crate::HistoryFilter::key(key), None, limit).await?;
@@ -409,14 +402,7 @@ impl KeyStore for PostgresBackend {
         after: Option<&ConsumerKey>,
         limit: i64,
     ) -> Result<Listed, StoreError> {
-        let rows = sqlx::query(LIST_KEYS.as_str())
-            .bind(filter.table.as_ref().map(TableName::as_str))
-            .bind(filter.branch.as_ref().map(BranchName::as_str))
-            .bind(filter.consumer_id_prefix.as_deref())
-            .bind(after.map(|k| k.table.as_str()))
-            .bind(after.map(|k| k.branch.as_str()))
-            .bind(after.map(|k| k.consumer_id.as_str()))
-            .bind(limit)
+        let rows = decode::bind_key_listing(sqlx::query(LIST_KEYS.as_str()), filter, after, limit)
             .fetch_all(&self.pool)
             .await?;
         let now = match rows.first() {

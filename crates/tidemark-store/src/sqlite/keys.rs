@@ -15,7 +15,7 @@ use crate::backend::{
 };
 use crate::decode;
 use crate::error::StoreError;
-use crate::row::{KeyRow, Placeholders::Question, SqliteQuery, decode_sqlite};
+use crate::row::{KeyRow, Placeholders::Question, decode_sqlite};
 
 static SELECT_KEY: LazyLock<String> = LazyLock::new(|| {
     format!(
@@ -98,13 +98,6 @@ static INSERT_ROW: LazyLock<String> = LazyLock::new(|| {
 const INSERT_GRANT: &str = "INSERT INTO lease_grants (lease_id, table_name, branch, consumer_id, epoch, holder, \
     granted_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
-fn bind_key<'q>(query: SqliteQuery<'q>, key: &ConsumerKey) -> SqliteQuery<'q> {
-    query
-        .bind(key.table.as_str().to_owned())
-        .bind(key.branch.as_str().to_owned())
-        .bind(key.consumer_id.as_str().to_owned())
-}
-
 #[async_trait]
 impl KeyStore for SqliteBackend {
     async fn load(&self, find: FindKey<'_>) -> Result<Loaded, StoreError> {
@@ -170,14 +163,14 @@ impl KeyStore for SqliteBackend {
         }
         let written = match loaded.version {
             Some(version) => {
-                let query = bind_key(sqlx::query(UPDATE_ROW.as_str()), key)
+                let query = decode::bind_key(sqlx::query(UPDATE_ROW.as_str()), key)
                     .bind(version)
                     .bind(change.requires_live_lease)
                     .bind(now.as_micros());
                 row.bind_sqlite(query).execute(&mut *tx).await?
             }
             None => {
-                row.bind_sqlite(bind_key(sqlx::query(INSERT_ROW.as_str()), key))
+                row.bind_sqlite(decode::bind_key(sqlx::query(INSERT_ROW.as_str()), key))
                     .execute(&mut *tx)
                     .await?
             }
@@ -210,10 +203,7 @@ impl KeyStore for SqliteBackend {
     ) -> Result<(Loaded, Vec<HistoryRecord>), StoreError> {
         // One read transaction: one snapshot of the file.
         let mut tx = self.readers.begin().await?;
-        let found = sqlx::query(SELECT_KEY.as_str())
-            .bind(key.table.as_str())
-            .bind(key.branch.as_str())
-            .bind(key.consumer_id.as_str())
+        let found = decode::bind_key(sqlx::query(SELECT_KEY.as_str()), key)
             .fetch_optional(&mut *tx)
             .await?;
         let options = options_of(&mut tx, key.table.as_str()).await?.options;
@@ -245,14 +235,7 @@ impl KeyStore for SqliteBackend {
         limit: i64,
     ) -> Result<Listed, StoreError> {
         let now = self.clock.now();
-        let rows = sqlx::query(LIST_KEYS.as_str())
-            .bind(filter.table.as_ref().map(TableName::as_str))
-            .bind(filter.branch.as_ref().map(BranchName::as_str))
-            .bind(filter.consumer_id_prefix.as_deref())
-            .bind(after.map(|k| k.table.as_str()))
-            .bind(after.map(|k| k.branch.as_str()))
-            .bind(after.map(|k| k.consumer_id.as_str()))
-            .bind(limit)
+        let rows = decode::bind_key_listing(sqlx::query(LIST_KEYS.as_str()), filter, after, limit)
             .bind(now.as_micros())
             .fetch_all(&self.readers)
             .await?;

@@ -148,28 +148,18 @@ impl PaimonStore for SqliteBackend {
     async fn mirror_done(&self, task: &MirrorTask, error: Option<&str>) -> Result<(), StoreError> {
         let key = &task.key;
         let query = match error {
-            None => sqlx::query(MIRROR_DONE)
-                .bind(key.table.as_str().to_owned())
-                .bind(key.branch.as_str().to_owned())
-                .bind(key.consumer_id.as_str().to_owned())
+            None => decode::bind_key(sqlx::query(MIRROR_DONE), key)
                 .bind(task.next_snapshot)
                 .bind(task.updated_at.map(Timestamp::as_micros))
                 .bind(self.clock.now().as_micros()),
-            Some(error) => sqlx::query(MIRROR_FAILED)
-                .bind(key.table.as_str().to_owned())
-                .bind(key.branch.as_str().to_owned())
-                .bind(key.consumer_id.as_str().to_owned())
-                .bind(error.to_owned()),
+            Some(error) => decode::bind_key(sqlx::query(MIRROR_FAILED), key).bind(error.to_owned()),
         };
         query.execute(&self.writer).await?;
         Ok(())
     }
 
     async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError> {
-        let row = sqlx::query(MIRROR_STATE)
-            .bind(key.table.as_str().to_owned())
-            .bind(key.branch.as_str().to_owned())
-            .bind(key.consumer_id.as_str().to_owned())
+        let row = decode::bind_key(sqlx::query(MIRROR_STATE), key)
             .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(decode::mirror_state).transpose()
