@@ -4,6 +4,7 @@ that records exactly what reached it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -95,6 +96,51 @@ class TidemarkServer:
             self.process = None
 
 
+def write_table(table, data, overwrite: Optional[dict] = None) -> int:
+    """Commits `data` (an Arrow table) to a pypaimon table — an append, or
+    an INSERT OVERWRITE of the partition `overwrite` names ({} for the whole
+    table) — and returns the new snapshot id."""
+    builder = table.new_batch_write_builder()
+    if overwrite is not None:
+        builder = builder.overwrite(overwrite or None)
+    write, commit = builder.new_write(), builder.new_commit()
+    try:
+        write.write_arrow(data)
+        commit.commit(write.prepare_commit())
+    finally:
+        write.close()
+        commit.close()
+    return table.snapshot_manager().get_latest_snapshot().id
+
+
+@contextlib.contextmanager
+def moto_s3(monkeypatch):
+    """moto's S3-compatible server on loopback, with the AWS environment
+    pointing at it (for tidemark's object_store) and a `lake` bucket.
+    Yields (endpoint, boto3 client)."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT": endpoint,
+            "AWS_ALLOW_HTTP": "true",
+        }.items():
+            monkeypatch.setenv(name, value)
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        s3.create_bucket(Bucket="lake")
+        yield endpoint, s3
+    finally:
+        server.stop()
+
+
 class PaimonTable:
     """An append-only Paimon table partitioned by `part`, written with
     pypaimon. Every data file is its own split (target split size 1 byte), so
@@ -138,15 +184,7 @@ class PaimonTable:
                 },
                 schema=self.arrow_schema,
             )
-            builder = self.table.new_batch_write_builder()
-            write, commit = builder.new_write(), builder.new_commit()
-            try:
-                write.write_arrow(data)
-                commit.commit(write.prepare_commit())
-            finally:
-                write.close()
-                commit.close()
-            snapshot = self.latest_snapshot()
+            snapshot = write_table(self.table, data)
             self.rows_by_snapshot[snapshot] = ids
             return snapshot
 
@@ -163,15 +201,7 @@ class PaimonTable:
                 {"id": ids, "part": [part] * rows, "value": [f"v{i}" for i in ids]},
                 schema=self.arrow_schema,
             )
-            builder = self.table.new_batch_write_builder().overwrite({"part": part})
-            write, commit = builder.new_write(), builder.new_commit()
-            try:
-                write.write_arrow(data)
-                commit.commit(write.prepare_commit())
-            finally:
-                write.close()
-                commit.close()
-            snapshot = self.latest_snapshot()
+            snapshot = write_table(self.table, data, overwrite={"part": part})
             self.rows_by_snapshot[snapshot] = ids
             return snapshot
 
@@ -303,15 +333,7 @@ class PrimaryKeyTable:
             },
             schema=self.arrow_schema,
         )
-        builder = self.table.new_batch_write_builder()
-        write, commit = builder.new_write(), builder.new_commit()
-        try:
-            write.write_arrow(data)
-            commit.commit(write.prepare_commit())
-        finally:
-            write.close()
-            commit.close()
-        return self.table.snapshot_manager().get_latest_snapshot().id
+        return write_table(self.table, data)
 
     def content(self) -> Dict[int, int]:
         """id -> balance, as a batch read of the table shows it now."""

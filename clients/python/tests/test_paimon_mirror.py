@@ -187,24 +187,9 @@ def test_a_reader_never_sees_a_torn_consumer_file(mirroring_server, tmp_path, un
 def test_the_mirror_and_import_work_on_an_s3_compatible_store(tmp_path, unique, monkeypatch):
     """The same object_store path tidemark uses for S3, against moto's local
     S3 server: snapshot range read, consumer files written and imported."""
-    import boto3
-    from moto.server import ThreadedMotoServer
+    from harness import moto_s3
 
-    s3_server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    s3_server.start()
-    try:
-        host, port = s3_server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-            "AWS_ENDPOINT": endpoint,
-            "AWS_ALLOW_HTTP": "true",
-        }.items():
-            monkeypatch.setenv(name, value)
-        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-        s3.create_bucket(Bucket="lake")
+    with moto_s3(monkeypatch) as (endpoint, s3):
         prefix = f"warehouse/{unique('s3')}.db/events"
         for snapshot in range(1, 6):
             s3.put_object(Bucket="lake", Key=f"{prefix}/snapshot/snapshot-{snapshot}", Body=b"{}")
@@ -243,8 +228,6 @@ def test_the_mirror_and_import_work_on_an_s3_compatible_store(tmp_path, unique, 
                 client.release_lease(lease)
         finally:
             server.stop()
-    finally:
-        s3_server.stop()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from harness import REPO, PaimonTable, PrimaryKeyTable, paimon_stream
+from harness import REPO, PaimonTable, PrimaryKeyTable, paimon_stream, write_table
 
 from tidemark import paimon_plan
 from tidemark.paimon_plan import Planner, ReadOptions, first_snapshot_at_or_after
@@ -56,14 +56,11 @@ def test_an_overwrite_of_a_primary_key_table_is_read_as_its_changes(tmp_path):
     table.write([("+I", 1, 10), ("+I", 2, 20), ("+I", 3, 30)])
     import pyarrow as pa
 
-    builder = table.table.new_batch_write_builder().overwrite()
-    write, commit = builder.new_write(), builder.new_commit()
-    write.write_arrow(
-        pa.table({"id": [2, 3, 4], "balance": [20, 31, 40], "op": ["+I", "+I", "+I"]}, schema=table.arrow_schema)
+    write_table(
+        table.table,
+        pa.table({"id": [2, 3, 4], "balance": [20, 31, 40], "op": ["+I", "+I", "+I"]}, schema=table.arrow_schema),
+        overwrite={},
     )
-    commit.commit(write.prepare_commit())
-    write.close()
-    commit.close()
     snapshot = table.table.snapshot_manager().get_latest_snapshot()
     assert snapshot.commit_kind == "OVERWRITE"
     rows = paimon_plan.overwrite_changes(table.table, snapshot.id, ()).to_pylist()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from harness import PaimonTable, PrimaryKeyTable, RowSink, paimon_stream
+from harness import PaimonTable, PrimaryKeyTable, RowSink, paimon_stream, write_table
 from test_spark_paimon import Query, next_snapshot, run_to_end, run_to_failure, wait_lease_free
 
 pytestmark = pytest.mark.spark
@@ -170,12 +170,7 @@ def test_not_null_and_nested_columns_are_read_as_paimon_declares_them(spark, tid
         },
         schema=arrow,
     )
-    builder = table.new_batch_write_builder()
-    write, commit = builder.new_write(), builder.new_commit()
-    write.write_arrow(data)
-    commit.commit(write.prepare_commit())
-    write.close()
-    commit.close()
+    write_table(table, data)
 
     class Table:
         id = f"{database}.shapes"
@@ -274,15 +269,11 @@ def test_a_schema_change_under_a_running_query_fails_it_clearly_and_a_restart_re
         wait_for(lambda: sink.ids() == table.ids(), 120, "the first batch")
         table.catalog.alter_table(table.id, [SchemaChange.add_column("note", AtomicType("STRING"))])
         evolved = table.catalog.get_table(table.id)
-        builder = evolved.new_batch_write_builder()
-        write, commit = builder.new_write(), builder.new_commit()
-        write.write_arrow(
-            pa.table({"id": [1000], "part": ["p0"], "value": ["v1000"], "note": ["new"]},
-                     schema=pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.string()), ("note", pa.string())]))
+        columns = [("id", pa.int64()), ("part", pa.string()), ("value", pa.string()), ("note", pa.string())]
+        write_table(
+            evolved,
+            pa.table({"id": [1000], "part": ["p0"], "value": ["v1000"], "note": ["new"]}, schema=pa.schema(columns)),
         )
-        commit.commit(write.prepare_commit())
-        write.close()
-        commit.close()
         message = run_to_failure(query, timeout=120)
         assert "SCHEMA_CHANGED" in message
         assert "same checkpoint" in message
@@ -307,31 +298,15 @@ def test_a_registered_branch_on_an_s3_compatible_store_in_a_spark_flow(spark, tm
     a branch by a Spark query given only storage options: the branch's rows
     arrive, and the consumer's position is mirrored into the branch's
     consumer directory on S3, where Paimon's own expiration looks."""
-    import boto3
     import pyarrow as pa
-    from moto.server import ThreadedMotoServer
     from pypaimon import CatalogFactory, Schema
 
     from conftest import database_url
-    from harness import TidemarkServer, wait_for
+    from harness import TidemarkServer, moto_s3, wait_for
     from tidemark import Client
     from tidemark.v1 import admin_pb2
 
-    s3_server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    s3_server.start()
-    try:
-        host, port = s3_server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-            "AWS_ENDPOINT": endpoint,
-            "AWS_ALLOW_HTTP": "true",
-        }.items():
-            monkeypatch.setenv(name, value)
-        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-        s3.create_bucket(Bucket="lake")
+    with moto_s3(monkeypatch) as (endpoint, s3):
         storage = {
             "s3.endpoint": endpoint,
             "s3.access-key": "testing",
@@ -347,12 +322,7 @@ def test_a_registered_branch_on_an_s3_compatible_store_in_a_spark_flow(spark, tm
         catalog.create_table(table_id, Schema.from_pyarrow_schema(arrow), False)
 
         def write(table, ids):
-            builder = table.new_batch_write_builder()
-            write, commit = builder.new_write(), builder.new_commit()
-            write.write_arrow(pa.table({"id": ids, "value": [f"v{i}" for i in ids]}, schema=arrow))
-            commit.commit(write.prepare_commit())
-            write.close()
-            commit.close()
+            write_table(table, pa.table({"id": ids, "value": [f"v{i}" for i in ids]}, schema=arrow))
 
         main = catalog.get_table(table_id)
         write(main, [1, 2])
@@ -404,5 +374,3 @@ def test_a_registered_branch_on_an_s3_compatible_store_in_a_spark_flow(spark, tm
                 wait_for(lambda: mirrored() == f'{{"nextSnapshot":{position}}}'.encode(), 20, "the branch's consumer object on S3")
         finally:
             server.stop()
-    finally:
-        s3_server.stop()
