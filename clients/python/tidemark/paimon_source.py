@@ -380,7 +380,7 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         if self._table is None:
             self._table, read_options = open_source(self.opts)
             self._planner = Planner(self._table, read_options)
-            if getattr(self, "_schema_id", None) is None:
+            if self._schema_id is None:
                 self._schema_id = self._table.table_schema.id
         return self._table
 

@@ -20,9 +20,6 @@ impl FromStr for HumanDuration {
 
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_zero() {
-            return f.write_str("0s");
-        }
         write!(f, "{}", humantime::format_duration(self.0))
     }
 }
