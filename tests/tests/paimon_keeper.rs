@@ -243,17 +243,25 @@ async fn the_keeper_puts_back_outside_changes_and_keeps_idle_files_fresh(kind: K
         read(&file).as_deref() == Some(want)
     })
     .await;
-    let answer = admin.describe_consumer(describe()).await.unwrap().into_inner();
-    let mirror = answer.mirror.unwrap();
-    assert!(mirror.in_sync && mirror.file_next_snapshot == Some(5), "{mirror:?}");
-    let repairs: Vec<_> = answer
-        .recent_history
-        .iter()
-        .filter(|h| h.event == "MIRROR_REPAIR")
-        .map(|h| (h.old_next_snapshot, h.new_next_snapshot))
-        .collect();
-    assert!(repairs.contains(&(None, Some(5))), "{repairs:?}");
-    assert!(repairs.contains(&(Some(99), Some(5))), "{repairs:?}");
+    // The keeper writes the file first and records the repair after, so the
+    // record may trail the file by a moment: wait for it (bounded).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = admin.describe_consumer(describe()).await.unwrap().into_inner();
+        let mirror = answer.mirror.unwrap();
+        assert!(mirror.in_sync && mirror.file_next_snapshot == Some(5), "{mirror:?}");
+        let repairs: Vec<_> = answer
+            .recent_history
+            .iter()
+            .filter(|h| h.event == "MIRROR_REPAIR")
+            .map(|h| (h.old_next_snapshot, h.new_next_snapshot))
+            .collect();
+        if repairs.contains(&(None, Some(5))) && repairs.contains(&(Some(99), Some(5))) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the repairs were not recorded: {repairs:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     // A torn (empty) file is put back too.
     std::fs::write(&file, "").unwrap();

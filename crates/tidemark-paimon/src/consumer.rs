@@ -51,15 +51,20 @@ impl PaimonTable {
     /// time alone is set (no new data, so nothing to fsync: after a crash the
     /// file holds the same position, only its time may be older); object
     /// stores cannot set a time, so the same content is put again. Returns
-    /// the file's new time and size; `None` when it no longer exists.
+    /// the file's new time and size; `None` when it no longer exists or, on
+    /// a local disk, is no longer the file the caller `seen` (replaced or
+    /// rewritten from outside since): such a file is not touched, so an
+    /// outside change is never kept alive nor taken for the caller's file.
     pub async fn touch_consumer(
         &self,
         branch: &str,
         consumer_id: &str,
         next_snapshot: i64,
+        seen: &ListedConsumer,
     ) -> Result<Option<ListedConsumer>, PaimonError> {
         if let Some(dir) = self.local_dir(branch) {
             let path = dir.join("consumer").join(format!("{CONSUMER_PREFIX}{consumer_id}"));
+            let seen = (seen.modified, seen.size);
             let touched = blocking(consumer_id, move || {
                 let io = |source| PaimonError::Io {
                     path: path.display().to_string(),
@@ -70,6 +75,13 @@ impl PaimonTable {
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
                     Err(e) => return Err(io(e)),
                 };
+                // Checked on the open file, so the time is set on the very
+                // file that was compared (a rename after this point only
+                // makes it an unlinked file).
+                let before = file.metadata().map_err(io)?;
+                if (before.modified().map_err(io)?, before.len()) != seen {
+                    return Ok(None);
+                }
                 file.set_modified(SystemTime::now()).map_err(io)?;
                 let metadata = file.metadata().map_err(io)?;
                 Ok(Some((metadata.modified().map_err(io)?, metadata.len())))

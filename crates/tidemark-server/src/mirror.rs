@@ -306,18 +306,24 @@ impl Keeper {
         }
         // Keep-alive, many files at once: only the modification time moves
         // (Paimon expires by it), never the content, so a round that wrote a
-        // newer position meanwhile is never undone.
+        // newer position meanwhile is never undone; and only of the file
+        // listed, so an outside change since is never kept alive unseen.
         let kept = concurrently(
             to_keep
                 .iter()
-                .filter_map(|e| Some((e.key.consumer_id.as_str().to_owned(), e.next_snapshot?)))
+                .filter_map(|e| {
+                    let id = e.key.consumer_id.as_str();
+                    Some((id.to_owned(), e.next_snapshot?, files.get(id)?.clone()))
+                })
                 .collect(),
             {
                 let (table, branch) = (table.clone(), branch.to_owned());
-                move |(id, next): (String, i64)| {
+                move |(id, next, seen): (String, i64, ListedConsumer)| {
                     let (table, branch) = (table.clone(), branch.clone());
                     async move {
-                        let touched = table.touch_consumer(&branch, &id, next).await?;
+                        // Only the file listed (and checked): one replaced
+                        // since is read next pass instead.
+                        let touched = table.touch_consumer(&branch, &id, next, &seen).await?;
                         Ok::<_, tidemark_paimon::PaimonError>((id, touched))
                     }
                 }
@@ -350,8 +356,9 @@ impl Keeper {
                 metrics::mirror_write(written.is_ok());
                 written?;
                 self.tally.pins_written += 1;
-            } else if keep_alive && files.get(id).is_some_and(old) {
-                table.touch_consumer(branch, id, *snapshot).await?;
+            } else if let Some(seen) = files.get(id).filter(|f| keep_alive && old(f))
+                && table.touch_consumer(branch, id, *snapshot, seen).await?.is_some()
+            {
                 self.tally.kept_alive += 1;
             }
         }
