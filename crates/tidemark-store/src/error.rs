@@ -42,6 +42,10 @@ pub(crate) fn classify(err: sqlx::Error) -> DbFailure {
         sqlx::Error::PoolClosed => DbFailure::Fail(StoreError::Unavailable("the connection pool is closed".into())),
         sqlx::Error::Io(e) => DbFailure::Fail(StoreError::Unavailable(format!("connection error: {e}"))),
         sqlx::Error::Tls(e) => DbFailure::Fail(StoreError::Unavailable(format!("TLS error: {e}"))),
+        // A conversation cut short: a balancer that accepted the connection
+        // and closed it (no database behind it), or a connection broken
+        // mid-message. Like any lost connection, retryable.
+        sqlx::Error::Protocol(e) => DbFailure::Fail(StoreError::Unavailable(format!("connection broken: {e}"))),
         sqlx::Error::WorkerCrashed => DbFailure::Fail(StoreError::Unavailable("the database worker crashed".into())),
         sqlx::Error::Database(db) => {
             let code = db.code();

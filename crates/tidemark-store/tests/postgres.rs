@@ -65,6 +65,33 @@ async fn unreachable_postgres_is_unavailable() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
+/// A load balancer (a Kubernetes service, haproxy, pgbouncer) whose database
+/// is down accepts the connection and closes it at once: the driver sees
+/// the handshake cut short, which is UNAVAILABLE like any other lost
+/// connection, not an internal error.
+#[tokio::test]
+async fn a_balancer_with_no_database_behind_it_is_unavailable() {
+    let options = PostgresOptions {
+        acquire_timeout: Duration::from_millis(500),
+        ..PostgresOptions::default()
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for connection in listener.incoming() {
+            // The client's first message (its SSLRequest) is read, then the
+            // connection is closed, as a balancer does once it finds no
+            // backend.
+            let Ok(mut connection) = connection else { continue };
+            let mut first = [0u8; 8];
+            let _ = std::io::Read::read_exact(&mut connection, &mut first);
+        }
+    });
+    let backend = PostgresBackend::connect(&format!("postgres://nobody@127.0.0.1:{port}/x"), &options).unwrap();
+    let err = backend.ping().await.unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+}
+
 /// The fence query walks the (table, branch, next_snapshot, consumer_id)
 /// index and stops after its limit: no sequential scan, no sort, however many
 /// consumers the branch holds.
