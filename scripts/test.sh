@@ -31,7 +31,8 @@ cargo test --workspace --locked --doc
 # module, compiled into the test build) each switched on in turn must fail
 # the suites that guard them. A reduced set here; every mutant:
 # scripts/mutants.sh (docs/reliability.md).
-scripts/mutants.sh fence_ignores_pins recovery_ignores_expired store_skips_version_check lease_ignores_epoch
+scripts/mutants.sh fence_ignores_pins recovery_ignores_expired store_skips_version_check lease_ignores_epoch \
+  lease_ignores_expiry group_commit_busy_as_written
 
 cargo build --locked -q -p tidemark -p tidemark-bench -p tidemark-fuzz -p tidemark-chaos
 export TIDEMARK_BIN="$PWD/target/debug/tidemark"
@@ -53,7 +54,7 @@ target/debug/tidemark-fuzz --duration 20s
 # The history checker: workers against two replicas on a private durable
 # Postgres, with faults injected; every recorded request is checked against
 # the SPEC's invariants (long runs: --soak, see docs/reliability.md).
-target/debug/tidemark-chaos --duration 40s
+target/debug/tidemark-chaos --duration 40s --fault-every 1s
 
 # Kubernetes manifests: rendered with kubectl kustomize, validated strictly.
 "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider deploy/tests

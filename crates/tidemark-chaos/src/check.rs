@@ -12,12 +12,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::Serialize;
 use tidemark_proto::v1 as pb;
 
+use crate::linearize::{SLACK_US, Verdict};
 use crate::record::{Fault, Record};
-
-/// Slack for comparing times taken in different processes (µs).
-/// Also covers the one-round-trip path, which decides on an estimate of
-/// the database clock up to ~2 ms behind it.
-const SLACK_US: i64 = 5_000;
 
 /// Each key's server history (by consumer id).
 pub(crate) type History = BTreeMap<String, Vec<pb::HistoryEntry>>;
@@ -45,7 +41,26 @@ pub(crate) struct Report {
     pub fenced_learned_ms: Vec<f64>,
     /// Commits refused with LEASE_NOT_HELD (fenced zombies).
     pub fenced_commits_refused: u64,
+    /// The per-key linearizability check of the clients' view.
+    pub linearizability: Linearizability,
 }
+
+/// How the per-key linearizability check went.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct Linearizability {
+    pub keys_checked: u64,
+    pub passed: u64,
+    pub failed: u64,
+    /// Keys whose search ran out of budget: neither passed nor failed.
+    pub inconclusive: u64,
+    /// Search steps over all keys, and the budget each key had.
+    pub steps: u64,
+    pub budget_per_key: u64,
+}
+
+/// Search steps each key may take (a history the search walks straight
+/// through takes about one step per call).
+const LINEARIZABILITY_BUDGET: u64 = 1_000_000;
 
 impl Report {
     fn violation(&mut self, text: String) {
@@ -87,7 +102,45 @@ pub(crate) fn check(records: &[Record], faults: &[Fault], history: &History, fin
     client_view(&mut report, records);
     one_holder_at_a_time(&mut report, records, history);
     fenced_learning(&mut report, records, faults);
+    linearizable(&mut report, records);
     report
+}
+
+/// Every key's calls, as the clients saw them, have an order the SPEC's
+/// model accepts (see `linearize.rs`).
+fn linearizable(report: &mut Report, records: &[Record]) {
+    let mut by_key: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
+    for r in records {
+        by_key.entry(r.key.as_str()).or_default().push(r);
+    }
+    let result = &mut report.linearizability;
+    result.budget_per_key = LINEARIZABILITY_BUDGET;
+    let mut failures = Vec::new();
+    for (key, records) in by_key {
+        result.keys_checked += 1;
+        match crate::linearize::check_key(&records, LINEARIZABILITY_BUDGET) {
+            Verdict::Linearizable { steps } => {
+                result.passed += 1;
+                result.steps += steps;
+            }
+            Verdict::Violation { at, steps } => {
+                result.failed += 1;
+                result.steps += steps;
+                failures.push(format!(
+                    "{key}: not linearizable: no order of its {} calls fits the SPEC's model (the search got no \
+                     further than calls answered by {at} µs)",
+                    records.len()
+                ));
+            }
+            Verdict::Inconclusive { steps } => {
+                result.inconclusive += 1;
+                result.steps += steps;
+            }
+        }
+    }
+    for failure in failures {
+        report.violation(failure);
+    }
 }
 
 /// The server's own history, per key in insertion order: epochs strictly
@@ -415,7 +468,13 @@ mod tests {
             batch,
             end,
             next: Some(next),
-            outcome: "COMMIT_OUTCOME_ADVANCED".into(),
+            // What C3 answers for the clean history's two commits.
+            outcome: if batch == 2 {
+                "COMMIT_OUTCOME_CREATED"
+            } else {
+                "COMMIT_OUTCOME_REFRESHED"
+            }
+            .into(),
             ttl_us: 1_500_000,
             ..op(worker, "commit", lease, epoch, t_ms, t_ms + 1)
         }
@@ -430,7 +489,10 @@ mod tests {
             },
             commit(0, "L1", 1, 2, (5, 2, 3), 6, 10),
             commit(0, "L1", 1, 3, (6, 0, 3), 6, 20),
-            op(0, "release", "L1", 1, 30, 31),
+            Record {
+                outcome: "RELEASED".into(),
+                ..op(0, "release", "L1", 1, 30, 31)
+            },
             Record {
                 ttl_us: 1_500_000,
                 ..op(1, "acquire", "L2", 2, 40, 41)

@@ -13,6 +13,7 @@
 #![allow(clippy::print_stdout)] // a report is the point
 
 mod check;
+mod linearize;
 mod proxy;
 mod record;
 mod worker;
@@ -129,6 +130,11 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     );
 
     let mut postgres = PgCluster::start().context("no PostgreSQL binaries")?;
+    // The replicas reach Postgres through a proxy too, so the connection
+    // between them can be cut (a commit's answer lost on its way back from
+    // the database) or slowed.
+    let database = Proxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], postgres.port()))).await?;
+    let database_url = format!("postgres://tidemark@{}/postgres", database.addr);
     let mut replicas = Vec::new();
     for i in 0..2 {
         let port = free_port();
@@ -137,7 +143,7 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
             "--listen",
             &format!("127.0.0.1:{port}"),
             "--database-url",
-            &postgres.url(),
+            &database_url,
             "--metrics-listen",
             "off",
             "--wait-for-database",
@@ -166,7 +172,8 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     // Workers: separate processes, so a pause is a real SIGSTOP.
     let until = now_us() + i64::try_from(args.duration.as_micros()).unwrap_or(i64::MAX);
     let endpoints: Vec<String> = replicas.iter().map(|r| r.proxy.url()).collect();
-    let keys: Vec<String> = (0..args.keys).map(|k| format!("k{k}")).collect();
+    let shared: Vec<String> = (0..args.keys).map(|k| format!("k{k}")).collect();
+    let keys: Vec<String> = shared.iter().cloned().chain((0..workers).map(own_key)).collect();
     let me = std::env::current_exe()?;
     let mut children: Vec<Child> = Vec::new();
     for id in 0..workers {
@@ -175,7 +182,8 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
                 .arg("worker")
                 .args(["--id", &id.to_string()])
                 .args(["--endpoints", &endpoints.join(",")])
-                .args(["--keys", &keys.join(",")])
+                .args(["--keys", &shared.join(",")])
+                .args(["--own-key", &own_key(id)])
                 .args(["--ttl", &humantime::format_duration(args.ttl).to_string()])
                 .args(["--until-us", &until.to_string()])
                 .args(["--out", &dir.join(format!("worker-{id}.jsonl")).display().to_string()])
@@ -191,6 +199,7 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
         until,
         &mut replicas,
         &mut postgres,
+        &database,
         &children,
         &binary,
         &dir,
@@ -242,6 +251,11 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The consumer only worker `id` uses.
+fn own_key(id: u32) -> String {
+    format!("own-w{id}")
+}
+
 /// Cycles through the fault kinds until `until`; returns what was done.
 #[allow(clippy::too_many_arguments)]
 async fn inject_faults(
@@ -250,17 +264,23 @@ async fn inject_faults(
     until: i64,
     replicas: &mut [Replica],
     postgres: &mut PgCluster,
+    database: &Proxy,
     workers: &[Child],
     binary: &Path,
     dir: &Path,
 ) -> anyhow::Result<Vec<Fault>> {
-    const KINDS: [&str; 5] = [
+    const KINDS: [&str; 9] = [
         "pause-worker",
         "kill-replica",
         "cut-connections",
         "postgres-restart",
         "slow-network",
+        "cut-database-connections",
+        "slow-database",
+        "pause-replica",
+        "pause-replica-and-cut-database",
     ];
+
     let mut faults = Vec::new();
     let mut n = seed as usize;
     // Let the workers get going first.
@@ -292,14 +312,37 @@ async fn inject_faults(
                 replica.name.clone()
             }
             "cut-connections" => {
-                // A burst, so some cuts land mid-RPC.
-                for _ in 0..8 {
-                    for replica in replicas.iter() {
-                        replica.proxy.cut();
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
+                cut_burst(|| replicas.iter().for_each(|r| r.proxy.cut())).await;
                 "all".into()
+            }
+            "cut-database-connections" => {
+                cut_burst(|| database.cut()).await;
+                "postgres".into()
+            }
+            "slow-database" => {
+                database.set_delay(Duration::from_millis(100));
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                database.set_delay(Duration::ZERO);
+                "postgres".into()
+            }
+            "pause-replica" | "pause-replica-and-cut-database" => {
+                // SIGSTOPped with whatever it has in flight (a group-commit
+                // statement queued or sent), resumed once the leases it was
+                // serving have expired; optionally with the database's
+                // connections cut meanwhile (two faults at once).
+                let replica = &replicas[n / KINDS.len() % 2];
+                let pid = replica.process.as_ref().map(ServerProcess::pid);
+                if let Some(pid) = pid {
+                    signal_pid(pid, "STOP");
+                }
+                if kind == "pause-replica-and-cut-database" {
+                    cut_burst(|| database.cut()).await;
+                }
+                tokio::time::sleep(args.ttl * 2 + Duration::from_millis(500)).await;
+                if let Some(pid) = pid {
+                    signal_pid(pid, "CONT");
+                }
+                replica.name.clone()
             }
             "postgres-restart" => {
                 postgres.stop(StopMode::Immediate);
@@ -329,6 +372,14 @@ async fn inject_faults(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(faults)
+}
+
+/// Cuts in a burst, so some land mid-call (mid-statement, mid-answer).
+async fn cut_burst(cut: impl Fn()) {
+    for _ in 0..8 {
+        cut();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A worker whose latest record is an acknowledged commit (it holds a
@@ -429,6 +480,12 @@ fn print_report(report: &check::Report, seed: u64) {
             learned[learned.len() - 1]
         );
     }
+    let l = &report.linearizability;
+    println!(
+        "linearizability (per key, {} search steps each at most): {} keys checked, {} passed, {} failed, {} \
+         inconclusive ({} steps)",
+        l.budget_per_key, l.keys_checked, l.passed, l.failed, l.inconclusive, l.steps
+    );
     println!("invariant violations: {}", report.violations.len());
     for v in &report.violations {
         println!("  VIOLATION {v}");

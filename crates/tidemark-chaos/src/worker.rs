@@ -32,6 +32,10 @@ pub(crate) struct WorkerArgs {
     /// Consumer ids to compete for.
     #[arg(long, value_delimiter = ',')]
     pub keys: Vec<String>,
+    /// A consumer id only this worker uses (a quarter of its streams): a
+    /// lease there lapses without anyone taking it over.
+    #[arg(long)]
+    pub own_key: Option<String>,
     /// Lease ttl.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub ttl: Duration,
@@ -89,7 +93,7 @@ fn verdict<T>(answer: &Result<T, tonic::Status>) -> (String, String) {
 
 /// Whether an error says nothing about whether the call took effect (the
 /// server may or may not have applied it).
-fn ambiguous(code: &str) -> bool {
+pub(crate) fn ambiguous(code: &str) -> bool {
     matches!(
         code,
         "Unavailable" | "Unknown" | "Internal" | "Cancelled" | "DeadlineExceeded" | "Aborted"
@@ -145,7 +149,10 @@ impl Worker {
             nanos: i32::try_from(self.args.ttl.subsec_nanos()).unwrap_or(0),
         };
         while !self.done() {
-            let key = self.args.keys[self.rng.below(self.args.keys.len() as u64) as usize].clone();
+            let key = match &self.args.own_key {
+                Some(own) if self.rng.below(4) == 0 => own.clone(),
+                _ => self.args.keys[self.rng.below(self.args.keys.len() as u64) as usize].clone(),
+            };
             let Some((lease_id, epoch)) = self.acquire(&key, ttl).await else {
                 tokio::time::sleep(Duration::from_millis(20 + self.rng.below(150))).await;
                 continue;
@@ -234,9 +241,16 @@ impl Worker {
         let batches = 5 + self.rng.below(60);
         let mut last_renew = now_us();
         let renew_every = i64::try_from(self.args.ttl.as_micros() / 3).unwrap_or(1_000_000);
+        // Some streams stall once past their ttl (a long GC pause, a stuck
+        // task) and then carry on as if nothing happened: the next commit
+        // must be refused, whether or not someone took the lease meanwhile.
+        let stall_at = (self.rng.below(8) == 0).then(|| self.rng.below(batches) as i64);
         for batch in 0..batches as i64 {
             if self.done() {
                 break;
+            }
+            if stall_at == Some(batch) {
+                tokio::time::sleep(self.args.ttl + Duration::from_millis(200)).await;
             }
             index += 1;
             if index == SPLITS {

@@ -13,12 +13,28 @@ pub const MUTANTS: &[(&str, &str)] = &[
     ),
     (
         "lease_ignores_expiry",
-        "a lease past its deadline is still held (L, C1)",
+        "a lease past its deadline is still held, by the domain and by the database's own check (L, C1)",
     ),
     ("fence_ignores_pins", "retention fences ignore full-scan pins (E5)"),
     (
         "recovery_ignores_expired",
         "recovery plans a position retention already removed instead of POSITION_EXPIRED (R)",
+    ),
+    (
+        "recovery_accepts_any_lease",
+        "a recovery presenting a lease that is not the key's (another key's, or unknown) is answered (R, L)",
+    ),
+    (
+        "cache_skips_version_check",
+        "the remembered-state fast path writes without its compare-and-set (lost updates between replicas)",
+    ),
+    (
+        "ack_before_commit",
+        "a commit is acknowledged once queued, before its transaction commits (acknowledged but not durable)",
+    ),
+    (
+        "group_commit_busy_as_written",
+        "group commit reports a write it skipped (its row locked by another transaction) as written",
     ),
     (
         "store_skips_version_check",

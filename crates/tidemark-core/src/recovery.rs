@@ -424,6 +424,15 @@ pub fn recover(
 
 /// The lease named in a recovery request must be the key's live lease.
 fn check_lease_on_key(state: Option<&KeyState>, lease_id: Uuid, now: Timestamp) -> Result<(), CoreError> {
+    // Mutant: a lease id that is not this key's lease passes (it may be
+    // another key's, or none at all).
+    if crate::mutant!("recovery_accepts_any_lease")
+        && state
+            .and_then(|s| s.lease.as_ref())
+            .is_none_or(|l| l.lease_id != lease_id)
+    {
+        return Ok(());
+    }
     let epoch = state
         .and_then(|s| s.lease.as_ref())
         .filter(|l| l.lease_id == lease_id)

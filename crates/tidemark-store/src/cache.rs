@@ -18,8 +18,11 @@
 //!
 //! Times: the remembered database time is advanced by the monotonic time
 //! elapsed since, minus a margin, so it never runs ahead of the database
-//! clock; entries older than [`FRESHNESS`] are not used. A deadline computed
-//! from it is therefore never later than the database's now + ttl.
+//! clock (a write whose reading is behind the estimate is refused); entries
+//! older than [`FRESHNESS`] are not used. The estimate only decides: what
+//! the decision stamps (a deadline, a refresh) is moved to the database's
+//! reading at the write (stamp.rs), so a renewed lease lasts its whole ttl
+//! from when it landed, as its answer said.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -65,7 +68,11 @@ impl LeaseCache {
         Some(Loaded {
             state: Some(entry.state.clone()),
             version: Some(entry.version),
-            now: entry.db_now.plus(conservative(elapsed)),
+            // At least a microsecond on: a time this decision stamps then
+            // differs from the one the last write stamped, so the write can
+            // tell it stamped it (stamp.rs); a database whose clock has not
+            // moved on since refuses the estimate and the call reads afresh.
+            now: entry.db_now.plus(conservative(elapsed).max(Duration::from_micros(1))),
             options: entry.options,
         })
     }

@@ -16,6 +16,7 @@ mod paimon;
 pub mod postgres;
 mod row;
 pub mod sqlite;
+mod stamp;
 mod store;
 
 use std::sync::Arc;

@@ -162,6 +162,15 @@ key_row! {
     lease_principal: Option<String>,
 }
 
+/// The times a transition stamps with the moment it was decided (see
+/// `stamp.rs`).
+const STAMPED: &[&str] = &[
+    "consumer_created_at",
+    "consumer_updated_at",
+    "lease_acquired_at",
+    "lease_deadline",
+];
+
 /// How a backend writes its placeholders: Postgres `$1`, SQLite `?1`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Placeholders {
@@ -214,13 +223,55 @@ impl KeyRow {
             .join(", ")
     }
 
-    /// `epoch = alias.epoch, ...`.
-    pub(crate) fn assignments_from(alias: &str) -> String {
+    /// Postgres assignments from `value(column)` (a placeholder or an
+    /// alias's column), with each time a transition stamps moved by
+    /// `clock.t - decided` where it changes the row's value (`target` names
+    /// the row being updated): see `stamp.rs`.
+    fn assignments_restamped_with(value: impl Fn(usize, &str) -> String, target: &str, decided: &str) -> String {
         Self::COLUMNS
             .iter()
-            .map(|c| format!("{c} = {alias}.{c}"))
+            .enumerate()
+            .map(|(i, c)| {
+                let v = value(i, c);
+                if STAMPED.contains(c) {
+                    format!(
+                        "{c} = CASE WHEN {v} IS NOT DISTINCT FROM {target}.{c} THEN {v} \
+                         ELSE {v} + (clock.t - {decided}) END"
+                    )
+                } else {
+                    format!("{c} = {v}")
+                }
+            })
             .collect::<Vec<_>>()
             .join(", ")
+    }
+
+    /// Postgres placeholders from `first` on, each stamped time moved by
+    /// the clock's reading less `decided` (see `stamp.rs`).
+    pub(crate) fn placeholders_restamped(first: usize, decided: &str) -> String {
+        Self::COLUMNS
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let p = Placeholders::Dollar.nth(first + i);
+                if STAMPED.contains(c) {
+                    format!("{p} + ((SELECT t FROM clock) - {decided})")
+                } else {
+                    p
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `epoch = $first, ...`, restamped (see `stamp.rs`).
+    pub(crate) fn assignments_restamped(first: usize, target: &str, decided: &str) -> String {
+        Self::assignments_restamped_with(|i, _| Placeholders::Dollar.nth(first + i), target, decided)
+    }
+
+    /// `epoch = alias.epoch, ...`, restamped (see `stamp.rs`).
+    pub(crate) fn assignments_from_restamped(alias: &str, target: &str, decided: &str) -> String {
+        Self::assignments_restamped_with(|_, c| format!("{alias}.{c}"), target, decided)
     }
 
     /// `$first::int8[], ...`: the columns' arrays, for `unnest`.

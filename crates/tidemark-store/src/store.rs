@@ -58,12 +58,27 @@ impl Store {
         &self,
         find: FindKey<'_>,
         ctx: &CallContext,
+        decide: impl FnMut(&Loaded) -> Result<Transition<T>, CoreError>,
+    ) -> Result<T, StoreError> {
+        self.apply_restamped(find, ctx, decide, |_, _, _| {}).await
+    }
+
+    /// [`Store::apply`], for a decision whose output carries times it
+    /// stamped: `restamp(output, decided, written)` moves them to the
+    /// clock reading of the write, as the backend moved the stored ones
+    /// (see `stamp.rs`).
+    pub(crate) async fn apply_restamped<T>(
+        &self,
+        find: FindKey<'_>,
+        ctx: &CallContext,
         mut decide: impl FnMut(&Loaded) -> Result<Transition<T>, CoreError>,
+        restamp: impl Fn(&mut T, Timestamp, Timestamp),
     ) -> Result<T, StoreError> {
         if let FindKey::Lease(lease_id) = find
             && let Some(remembered) = self.leases.get(lease_id)
         {
-            if let Some(output) = self.try_remembered(find, ctx, &remembered, &mut decide).await? {
+            if let Some((mut output, written)) = self.try_remembered(find, ctx, &remembered, &mut decide).await? {
+                restamp(&mut output, remembered.now, written);
                 return Ok(output);
             }
             self.leases.forget(lease_id);
@@ -96,10 +111,14 @@ impl Store {
                 loaded
             };
             match self.write(&loaded, &transition, ctx, None).await {
-                Ok(true) => return Ok(transition.output),
+                Ok(Some(written)) => {
+                    let mut output = transition.output;
+                    restamp(&mut output, loaded.now, written);
+                    return Ok(output);
+                }
                 // Another writer changed the key since the read (or the
                 // database asked for a retry): nothing was written.
-                Ok(false) | Err(StoreError::Contention) => {}
+                Ok(None) | Err(StoreError::Contention) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -107,15 +126,16 @@ impl Store {
     }
 
     /// Decides on a remembered state and writes if the row is still that
-    /// version. `Ok(None)` when that path does not apply (the decision
-    /// writes nothing or refuses, or the row moved on): decide afresh.
+    /// version; the output and when it was written. `Ok(None)` when that
+    /// path does not apply (the decision writes nothing or refuses, or the
+    /// row moved on): decide afresh.
     async fn try_remembered<T>(
         &self,
         find: FindKey<'_>,
         ctx: &CallContext,
         remembered: &Loaded,
         decide: &mut impl FnMut(&Loaded) -> Result<Transition<T>, CoreError>,
-    ) -> Result<Option<T>, StoreError> {
+    ) -> Result<Option<(T, Timestamp)>, StoreError> {
         let Some(state) = &remembered.state else {
             return Ok(None);
         };
@@ -128,37 +148,52 @@ impl Store {
         if transition.write.is_none() {
             return Ok(None);
         }
+        // Mutant: the remembered state writes against whatever version the
+        // row has now, as if nothing could have changed it meanwhile.
+        let current;
+        let remembered = if tidemark_core::mutant!("cache_skips_version_check") {
+            current = Loaded {
+                version: self.backend.load(find).await?.version,
+                ..remembered.clone()
+            };
+            &current
+        } else {
+            remembered
+        };
         match self.write(remembered, &transition, ctx, Some(remembered.now)).await {
-            Ok(true) => Ok(Some(transition.output)),
-            Ok(false) | Err(StoreError::Contention) => Ok(None),
+            Ok(Some(written)) => Ok(Some((transition.output, written))),
+            Ok(None) | Err(StoreError::Contention) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
     /// Writes a transition decided on `loaded`; remembers the result for
-    /// the lease's next call. `Ok(false)`: the row moved on.
+    /// the lease's next call. When it was written (the database's clock);
+    /// `Ok(None)`: the row moved on.
     async fn write<T>(
         &self,
         loaded: &Loaded,
         transition: &Transition<T>,
         ctx: &CallContext,
         estimated_now: Option<Timestamp>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<Timestamp>, StoreError> {
         let Some(state) = &transition.write else {
-            return Ok(false);
+            return Ok(None);
         };
         let previous_lease = loaded.state.as_ref().and_then(|s| s.lease.as_ref()).map(|l| l.lease_id);
         let new_grant = state.lease.as_ref().filter(|l| Some(l.lease_id) != previous_lease);
         let change = Change {
             state,
-            requires_live_lease: transition.requires_live_lease,
+            // Mutant: the database's own check of the deadline goes too,
+            // so an expired lease is held end to end.
+            requires_live_lease: transition.requires_live_lease && !tidemark_core::mutant!("lease_ignores_expiry"),
             new_grant,
             events: &transition.events,
             ctx,
             estimated_now,
         };
         let Some(written_at) = self.backend.save(loaded, &change).await? else {
-            return Ok(false);
+            return Ok(None);
         };
         if let Some(previous) = previous_lease
             && Some(previous) != state.lease.as_ref().map(|l| l.lease_id)
@@ -166,8 +201,10 @@ impl Store {
             self.leases.forget(previous);
         }
         let version = loaded.version.map_or(1, |v| v + 1);
-        self.leases.remember(state, version, &loaded.options, written_at);
-        Ok(true)
+        // Remembered as stored: stamped by the write's clock reading.
+        let stamped = crate::stamp::restamp(state, loaded.state.as_ref(), loaded.now, written_at);
+        self.leases.remember(&stamped, version, &loaded.options, written_at);
+        Ok(Some(written_at))
     }
 
     /// L1–L4: takes the key's lease for `holder`.
@@ -178,22 +215,36 @@ impl Store {
         holder: &str,
         ttl: Option<Duration>,
     ) -> Result<Acquired, StoreError> {
-        self.apply(FindKey::Key(key), ctx, |loaded| {
-            let request = LeaseRequest {
-                holder,
-                principal: &ctx.principal,
-                ttl,
-                lease_id: Uuid::now_v7(),
-            };
-            lease::acquire(
-                loaded.state.as_ref(),
-                key,
-                request,
-                &self.policy,
-                loaded.options.expiration,
-                loaded.now,
-            )
-        })
+        self.apply_restamped(
+            FindKey::Key(key),
+            ctx,
+            |loaded| {
+                let request = LeaseRequest {
+                    holder,
+                    principal: &ctx.principal,
+                    ttl,
+                    lease_id: Uuid::now_v7(),
+                };
+                lease::acquire(
+                    loaded.state.as_ref(),
+                    key,
+                    request,
+                    &self.policy,
+                    loaded.options.expiration,
+                    loaded.now,
+                )
+            },
+            |acquired, decided, written| {
+                // The grant as stored: stamped when it landed.
+                let stamped = KeyState {
+                    lease: Some(acquired.lease.clone()),
+                    ..KeyState::new(key.clone())
+                };
+                if let Some(lease) = crate::stamp::restamp(&stamped, None, decided, written).lease {
+                    acquired.lease = lease;
+                }
+            },
+        )
         .await
     }
 

@@ -68,6 +68,11 @@ impl PgCluster {
         Some(cluster)
     }
 
+    /// Its loopback port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The URL of its `postgres` database.
     pub fn url(&self) -> String {
         format!("postgres://tidemark@127.0.0.1:{}/postgres", self.port)

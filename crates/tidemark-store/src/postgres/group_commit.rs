@@ -46,6 +46,8 @@ pub(crate) struct OneEventWrite {
     pub version: i64,
     pub requires_live_lease: bool,
     pub estimated_now: Option<Timestamp>,
+    /// When the write was decided: its stamps move to the write's reading.
+    pub decided: Timestamp,
     pub event: HistoryEvent,
     pub principal: String,
     pub request_id: String,
@@ -123,9 +125,18 @@ impl GroupCommit {
             sender
         });
         let (reply, answer) = oneshot::channel();
+        // Mutant: answer "written" as soon as the write is queued, before
+        // its transaction commits (or even starts).
+        let acknowledged_early = write
+            .estimated_now
+            .filter(|_| tidemark_core::mutant!("ack_before_commit"));
         if let Err(mpsc::error::SendError(queued)) = queue.send(Queued { write, reply }) {
             // The task is gone (its runtime shut down): write directly.
             return super::write_one_event(&self.pool, &queued.write).await;
+        }
+        if let Some(at) = acknowledged_early {
+            tokio::spawn(answer);
+            return Ok(Some(at));
         }
         answer.await.unwrap_or_else(|_| {
             Err(StoreError::Unavailable(
@@ -249,6 +260,11 @@ impl Applied {
         Ok(match (row.try_get("locked")?, row.try_get("written")?) {
             (_, true) => Applied::Written(super::from_ts(row.try_get("at")?)),
             (true, false) => Applied::Moved,
+            // Mutant: a write skipped because another transaction held its
+            // row is reported as written.
+            (false, false) if tidemark_core::mutant!("group_commit_busy_as_written") => {
+                Applied::Written(super::from_ts(row.try_get("at")?))
+            }
             (false, false) => Applied::Busy,
         })
     }
@@ -265,10 +281,11 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
         "WITH v AS (
            SELECT * FROM unnest($1::int4[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::bool[],
                                 $7::timestamptz[], $8::text[], $9::int8[], $10::int8[], $11::int8[], $12::uuid[],
-                                $13::int8[], $14::text[], $15::text[], $16::text[], $17::text[], {row_arrays})
+                                $13::int8[], $14::text[], $15::text[], $16::text[], $17::text[],
+                                $19::timestamptz[], {row_arrays})
              AS v(ord, table_name, branch, consumer_id, version, requires_live, estimated_now, ev_kind, ev_old_next,
                   ev_new_next, ev_epoch, ev_lease_id, ev_batch_id, ev_holder, ev_principal, ev_request_id,
-                  ev_detail, {row_columns})),
+                  ev_detail, decided, {row_columns})),
          locked AS (
            SELECT k.table_name, k.branch, k.consumer_id FROM consumer_keys k
            JOIN v ON k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id
@@ -298,9 +315,9 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
          FROM v
          LEFT JOIN locked l ON l.table_name = v.table_name AND l.branch = v.branch AND l.consumer_id = v.consumer_id
          LEFT JOIN written w ON w.ord = v.ord",
-        row_arrays = KeyRow::array_arguments(19),
+        row_arrays = KeyRow::array_arguments(20),
         row_columns = KeyRow::column_list(),
-        assignments = KeyRow::assignments_from("v"),
+        assignments = KeyRow::assignments_from_restamped("v", "k", "v.decided"),
     )
 });
 
@@ -333,7 +350,8 @@ async fn write_many(pool: &PgPool, batch: &[Queued]) -> Result<Vec<Applied>, Sto
         .bind(events().map(|e| e.detail.clone()).collect::<Vec<_>>())
         .bind(tidemark_core::time::duration_micros(
             crate::backend::ESTIMATED_NOW_TOLERANCE,
-        ));
+        ))
+        .bind(writes().map(|w| super::ts(w.decided)).collect::<Vec<_>>());
     let answered = KeyRow::bind_pg_arrays(writes().map(|w| &w.row), query)
         .fetch_all(pool)
         .await?;

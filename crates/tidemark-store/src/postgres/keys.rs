@@ -22,7 +22,7 @@ use crate::backend::{
 };
 use crate::decode::{self, EventColumns};
 use crate::error::StoreError;
-use crate::row::{KeyRow, PgQuery, Placeholders::Dollar, decode_pg};
+use crate::row::{KeyRow, PgQuery, decode_pg};
 
 static LOAD_BY_KEY: LazyLock<String> = LazyLock::new(|| {
     format!(
@@ -124,15 +124,15 @@ const LOCK_THEN_CLOCK: &str = "WITH locked AS (
 /// against its version, the lease's liveness and the estimated time
 /// (`$checks` to `$checks+3`, bound by [`bind_checks`]).
 fn update_key_row(checks: usize, row: usize) -> String {
-    let (version, live, estimate, tolerance) = (checks, checks + 1, checks + 2, checks + 3);
+    let (version, live, decided, tolerance) = (checks, checks + 1, checks + 2, checks + 3);
     format!(
         "UPDATE consumer_keys SET version = version + 1, {set}
          FROM clock
          WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND version = ${version}
            AND (NOT ${live} OR (lease_status = 1 AND lease_deadline > clock.t))
-           AND (${estimate}::timestamptz IS NULL
-                OR (clock.t >= ${estimate} AND clock.t < ${estimate} + ${tolerance} * interval '1 microsecond'))",
-        set = KeyRow::assignments(Dollar, row)
+           AND (${tolerance}::int8 IS NULL
+                OR (clock.t >= ${decided} AND clock.t < ${decided} + ${tolerance} * interval '1 microsecond'))",
+        set = KeyRow::assignments_restamped(row, "consumer_keys", &format!("${decided}::timestamptz"))
     )
 }
 
@@ -173,7 +173,7 @@ static INSERT_ROW: LazyLock<String> = LazyLock::new(|| {
            VALUES ($1, $2, $3, 1, {values})
            ON CONFLICT DO NOTHING RETURNING {WRITTEN_COLUMNS}){GRANT_AND_HISTORY}",
         columns = KeyRow::column_list(),
-        values = KeyRow::placeholders(Dollar, 15)
+        values = KeyRow::placeholders_restamped(16, "$15::timestamptz")
     )
 });
 
@@ -219,19 +219,21 @@ static UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// The version, whether the lease must be live, and the estimated time
-/// with its tolerance.
+/// The version, whether the lease must be live, when the transition was
+/// decided (its stamps are moved to the write's clock reading), and, when
+/// that was an estimate, how far the reading may be past it.
 fn bind_checks<'q>(
     query: PgQuery<'q>,
     version: i64,
     requires_live_lease: bool,
-    estimated_now: Option<Timestamp>,
+    decided: Timestamp,
+    estimated: bool,
 ) -> PgQuery<'q> {
     query
         .bind(version)
         .bind(requires_live_lease)
-        .bind(estimated_now.map(ts))
-        .bind(duration_micros(ESTIMATED_NOW_TOLERANCE))
+        .bind(ts(decided))
+        .bind(estimated.then(|| duration_micros(ESTIMATED_NOW_TOLERANCE)))
 }
 
 fn bind_grant_and_history<'q>(query: PgQuery<'q>, change: &Change<'_>) -> PgQuery<'q> {
@@ -267,7 +269,13 @@ fn bind_event<'q>(query: PgQuery<'q>, write: &'q OneEventWrite) -> PgQuery<'q> {
 
 fn bind_one_event<'q>(sql: &'static str, write: &'q OneEventWrite) -> PgQuery<'q> {
     let query = decode::bind_key(sqlx::query(sql), &write.key);
-    let query = bind_checks(query, write.version, write.requires_live_lease, write.estimated_now);
+    let query = bind_checks(
+        query,
+        write.version,
+        write.requires_live_lease,
+        write.decided,
+        write.estimated_now.is_some(),
+    );
     write.row.clone().bind_pg(bind_event(query, write))
 }
 
@@ -338,7 +346,13 @@ impl KeyStore for PostgresBackend {
             match change.events {
                 [] => {
                     let query = decode::bind_key(sqlx::query(UPDATE_ROW_NO_EVENT.as_str()), key);
-                    let query = bind_checks(query, version, change.requires_live_lease, change.estimated_now);
+                    let query = bind_checks(
+                        query,
+                        version,
+                        change.requires_live_lease,
+                        loaded.now,
+                        change.estimated_now.is_some(),
+                    );
                     let written = row.bind_pg(query).fetch_optional(&self.pool).await?;
                     return written
                         .map(|row| Ok(from_ts(row.try_get(0)?)))
@@ -352,6 +366,7 @@ impl KeyStore for PostgresBackend {
                         version,
                         requires_live_lease: change.requires_live_lease,
                         estimated_now: change.estimated_now,
+                        decided: loaded.now,
                         event: event.clone(),
                         principal: change.ctx.principal.clone(),
                         request_id: change.ctx.request_id.clone(),
@@ -367,9 +382,16 @@ impl KeyStore for PostgresBackend {
         let query = match loaded.version {
             Some(version) => {
                 let query = bind_grant_and_history(decode::bind_key(sqlx::query(UPDATE_ROW.as_str()), key), change);
-                bind_checks(query, version, change.requires_live_lease, change.estimated_now)
+                bind_checks(
+                    query,
+                    version,
+                    change.requires_live_lease,
+                    loaded.now,
+                    change.estimated_now.is_some(),
+                )
             }
-            None => bind_grant_and_history(decode::bind_key(sqlx::query(INSERT_ROW.as_str()), key), change),
+            None => bind_grant_and_history(decode::bind_key(sqlx::query(INSERT_ROW.as_str()), key), change)
+                .bind(ts(loaded.now)),
         };
         let answer = row.bind_pg(query).fetch_one(&self.pool).await?;
         let written: i64 = answer.try_get(0)?;

@@ -149,12 +149,13 @@ impl KeyStore for SqliteBackend {
 
     async fn save(&self, loaded: &Loaded, change: &Change<'_>) -> Result<Option<Timestamp>, StoreError> {
         let key = &change.state.key;
-        let row = KeyRow::from_state(change.state);
         // The clock is read once this process holds the writer and the file's
-        // write lock (SPEC §1): a write that waited for either is judged by
-        // when it lands, not by when it asked.
+        // write lock (SPEC §1): a write that waited for either is judged, and
+        // stamped, by when it lands, not by when it asked.
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let now = self.clock.now();
+        let state = crate::stamp::restamp(change.state, loaded.state.as_ref(), loaded.now, now);
+        let row = KeyRow::from_state(&state);
         if let Some(estimated_now) = change.estimated_now
             && !(estimated_now <= now && now < estimated_now.plus(ESTIMATED_NOW_TOLERANCE))
         {
@@ -187,7 +188,13 @@ impl KeyStore for SqliteBackend {
                 .bind(key.consumer_id.as_str())
                 .bind(grant.epoch)
                 .bind(&grant.holder)
-                .bind(grant.acquired_at.as_micros())
+                .bind(
+                    state
+                        .lease
+                        .as_ref()
+                        .map_or(grant.acquired_at, |l| l.acquired_at)
+                        .as_micros(),
+                )
                 .execute(&mut *tx)
                 .await?;
         }

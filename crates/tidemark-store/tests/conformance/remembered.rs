@@ -28,6 +28,7 @@ macro_rules! remembered_conformance_suite {
             a_key_changed_by_another_replica_is_decided_on_fresh_state,
             a_lease_revoked_or_taken_over_elsewhere_is_refused,
             a_jump_of_the_database_clock_is_never_extrapolated,
+            a_one_round_trip_write_is_stamped_by_the_database_clock,
         );
     };
     ($kind:expr; $($case:ident),* $(,)?) => {
@@ -437,5 +438,78 @@ pub(crate) async fn a_jump_of_the_database_clock_is_never_extrapolated(kind: Kin
             })
         ),
         "{expired:?}"
+    );
+}
+
+/// SPEC §1: the reading that checks a write also stamps it. A call decided
+/// on the remembered state at an estimated time that the database's clock
+/// has since passed (here by 400 ms, within the estimate's tolerance: a slow
+/// link to the database, a writer lock waited for) stamps its deadline and
+/// refresh time with the database's reading, not the estimate: the lease
+/// lasts its full ttl from when the write landed, as the answer promised.
+pub(crate) async fn a_one_round_trip_write_is_stamped_by_the_database_clock(kind: Kind) {
+    let t0 = Timestamp::from_micros(1_800_000_000_000_000);
+    let Some(db) = TestDb::with_manual_clock(kind, t0).await else {
+        return;
+    };
+    let counting = Counting::new(db.backend().await);
+    let store = Store::new(Arc::clone(&counting) as Arc<dyn Backend>, policy());
+    let ttl = Duration::from_secs(60);
+    let lease = store
+        .acquire_lease(&ctx("a"), &key("stamp"), "q", Some(ttl))
+        .await
+        .unwrap()
+        .lease;
+    store
+        .commit_batch(&ctx("c0"), &batch(lease.lease_id, lease.epoch, 0))
+        .await
+        .unwrap();
+
+    db.advance(Duration::from_millis(400)).await;
+    let loads = counting.loads.load(Ordering::SeqCst);
+    let left = store
+        .renew_lease(&ctx("r"), lease.lease_id, lease.epoch, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        counting.loads.load(Ordering::SeqCst),
+        loads,
+        "the renewal took the one-round-trip path"
+    );
+    assert_eq!(left, ttl);
+    let state = store.key_state(&key("stamp")).await.unwrap().unwrap();
+    assert_eq!(
+        state.lease.unwrap().deadline,
+        t0.plus(Duration::from_millis(400)).plus(ttl)
+    );
+
+    db.advance(Duration::from_millis(300)).await;
+    let loads = counting.loads.load(Ordering::SeqCst);
+    store
+        .commit_batch(&ctx("c1"), &batch(lease.lease_id, lease.epoch, 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        counting.loads.load(Ordering::SeqCst),
+        loads,
+        "the commit took the one-round-trip path"
+    );
+    let state = store.key_state(&key("stamp")).await.unwrap().unwrap();
+    let landed = t0.plus(Duration::from_millis(700));
+    assert_eq!(state.lease.as_ref().unwrap().deadline, landed.plus(ttl));
+    let consumer = state.consumer.unwrap();
+    assert_eq!(consumer.updated_at, landed);
+    assert_eq!(consumer.next_snapshot, 3);
+    // What the replica remembers agrees: the next call on the one-round-trip
+    // path counts from the stamped deadline.
+    db.advance(Duration::from_millis(300)).await;
+    store
+        .renew_lease(&ctx("r2"), lease.lease_id, lease.epoch, None)
+        .await
+        .unwrap();
+    let state = store.key_state(&key("stamp")).await.unwrap().unwrap();
+    assert_eq!(
+        state.lease.unwrap().deadline,
+        t0.plus(Duration::from_millis(1_000)).plus(ttl)
     );
 }
