@@ -21,6 +21,7 @@ ensure_grpcurl
 ensure_python_env
 ensure_wheelhouse
 ensure_etcd || echo "could not fetch etcd: the benchmark smoke run skips its etcd peer" >&2
+ensure_faketime
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
@@ -32,7 +33,7 @@ cargo test --workspace --locked --doc
 # the suites that guard them. A reduced set here; every mutant:
 # scripts/mutants.sh (docs/reliability.md).
 scripts/mutants.sh fence_ignores_pins recovery_ignores_expired store_skips_version_check lease_ignores_epoch \
-  lease_ignores_expiry group_commit_busy_as_written
+  lease_ignores_expiry group_commit_busy_as_written database_acks_before_flush
 
 cargo build --locked -q -p tidemark -p tidemark-bench -p tidemark-fuzz -p tidemark-chaos
 export TIDEMARK_BIN="$PWD/target/debug/tidemark"
@@ -50,6 +51,10 @@ target/debug/tidemark-bench --quick --duration 300ms --warmup 100ms --concurrenc
 # Every request decoder and validator, fuzzed through a real server for a
 # short while (long runs: see docs/reliability.md). The seed is printed.
 target/debug/tidemark-fuzz --duration 20s
+# The same through the Postgres store: group-commit statements and the admin
+# SQL under fuzzed input.
+fuzz_db=$(fresh_postgres_database tidemark_fuzz)
+target/debug/tidemark-fuzz --duration 15s --database-url "$fuzz_db"
 
 # The history checker: workers against two replicas on a private durable
 # Postgres, with faults injected; every recorded request is checked against

@@ -69,3 +69,21 @@ ensure_etcd() {
   fi
   export ETCD_BIN="$bin"
 }
+
+# libfaketime (the history checker skews and jumps a replica's clock, and the
+# SQLite clock tests jump the server's), from Debian's libfaketime package,
+# unpacked into .tools/faketime; exports FAKETIME_LIB (the multi-threaded
+# preload library).
+ensure_faketime() {
+  local lib="$TOOLS_DIR/faketime/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+  if [ ! -f "$lib" ]; then
+    command -v apt-get >/dev/null 2>&1 || { echo "apt-get is needed to fetch libfaketime" >&2; return 1; }
+    mkdir -p "$TOOLS_DIR/download"
+    if ! (cd "$TOOLS_DIR/download" && apt-get download libfaketime >/dev/null 2>&1); then
+      apt-get update >/dev/null 2>&1 || true
+      (cd "$TOOLS_DIR/download" && apt-get download libfaketime >/dev/null) || return 1
+    fi
+    dpkg -x "$(ls "$TOOLS_DIR"/download/libfaketime_*.deb | head -n 1)" "$TOOLS_DIR/faketime"
+  fi
+  export FAKETIME_LIB="$lib"
+}

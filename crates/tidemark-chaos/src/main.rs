@@ -84,6 +84,17 @@ struct RunArgs {
     /// Keep the recorded history here (default: a temporary directory).
     #[arg(long)]
     keep: Option<PathBuf>,
+    /// libfaketime's preload library (default: FAKETIME_LIB), which runs
+    /// the second replica on a clock that jumps (scripts/test.sh fetches it).
+    #[arg(long)]
+    faketime_lib: Option<PathBuf>,
+    /// Run without clock faults when libfaketime is missing (said at the
+    /// start and in the report) instead of failing.
+    #[arg(long)]
+    no_clock_faults: bool,
+    /// Only these fault kinds (comma-separated; default: all).
+    #[arg(long, value_delimiter = ',')]
+    faults: Vec<String>,
 }
 
 /// A replica: its process, arguments (to restart it identically) and the
@@ -92,14 +103,30 @@ struct Replica {
     name: String,
     process: Option<ServerProcess>,
     args: Vec<String>,
+    /// Its environment (libfaketime's, for the replica whose clock jumps).
+    env: Vec<(String, String)>,
     proxy: Proxy,
 }
 
 impl Replica {
     fn restart(&mut self, binary: &Path, dir: &Path) -> anyhow::Result<()> {
-        self.process = Some(ServerProcess::start(binary, &self.args, dir, &self.name)?);
+        self.process = Some(ServerProcess::start_with_env(
+            binary, &self.args, &self.env, dir, &self.name,
+        )?);
         Ok(())
     }
+}
+
+/// The file libfaketime reads the second replica's clock offset from.
+fn clock_file(dir: &Path) -> PathBuf {
+    dir.join("replica-1.clock")
+}
+
+/// Sets the second replica's clock offset (libfaketime's format: `+30`,
+/// `-30`, seconds); libfaketime rereads it within a second.
+fn set_replica_clock(dir: &Path, offset: &str) -> anyhow::Result<()> {
+    std::fs::write(clock_file(dir), format!("{offset}\n"))?;
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -129,7 +156,42 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
         args.keys, args.ttl, args.duration, args.fault_every
     );
 
+    // The second replica runs on a clock that jumps (a host whose clock is
+    // stepped): with Postgres, tidemark judges time by the database's
+    // clock alone, so nothing may change. Monotonic time stays true, as an
+    // NTP step leaves it.
+    let faketime = args
+        .faketime_lib
+        .clone()
+        .or_else(|| std::env::var_os("FAKETIME_LIB").map(PathBuf::from))
+        .filter(|lib| lib.exists());
+    let clock_env: Vec<(String, String)> = match &faketime {
+        Some(lib) => {
+            set_replica_clock(&dir, "+0")?;
+            vec![
+                ("LD_PRELOAD".into(), lib.display().to_string()),
+                ("FAKETIME_TIMESTAMP_FILE".into(), clock_file(&dir).display().to_string()),
+                ("FAKETIME_CACHE_DURATION".into(), "1".into()),
+                ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+            ]
+        }
+        None if args.no_clock_faults => {
+            println!("no libfaketime: the replicas' clocks do not jump in this run (--no-clock-faults)");
+            Vec::new()
+        }
+        None => bail!(
+            "libfaketime is needed to jump a replica's clock: set FAKETIME_LIB or --faketime-lib (scripts/test.sh \
+             fetches it), or pass --no-clock-faults"
+        ),
+    };
     let mut postgres = PgCluster::start().context("no PostgreSQL binaries")?;
+    // The database-side mutant (see tidemark-core's mutant.rs): a server that
+    // acknowledges commits before their WAL is flushed, so a crash loses
+    // acknowledged commits. The checker must notice.
+    if std::env::var("TIDEMARK_MUTANT").as_deref() == Ok("database_acks_before_flush") {
+        postgres.set("synchronous_commit", "off");
+        println!("mutant database_acks_before_flush: Postgres runs with synchronous_commit=off");
+    }
     // The replicas reach Postgres through a proxy too, so the connection
     // between them can be cut (a commit's answer lost on its way back from
     // the database) or slowed.
@@ -159,12 +221,14 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
         ]
         .map(String::from)
         .to_vec();
-        let process = ServerProcess::start(&binary, &server_args, &dir, &name)?;
+        let env = if i == 1 { clock_env.clone() } else { Vec::new() };
+        let process = ServerProcess::start_with_env(&binary, &server_args, &env, &dir, &name)?;
         let proxy = Proxy::start(process.addr).await?;
         replicas.push(Replica {
             name,
             process: Some(process),
             args: server_args,
+            env,
             proxy,
         });
     }
@@ -269,7 +333,7 @@ async fn inject_faults(
     binary: &Path,
     dir: &Path,
 ) -> anyhow::Result<Vec<Fault>> {
-    const KINDS: [&str; 9] = [
+    const ALL: [&str; 10] = [
         "pause-worker",
         "kill-replica",
         "cut-connections",
@@ -279,20 +343,31 @@ async fn inject_faults(
         "slow-database",
         "pause-replica",
         "pause-replica-and-cut-database",
+        "jump-replica-clock",
     ];
+    let clock_faults = !replicas[1].env.is_empty();
+    let kinds: Vec<&str> = ALL
+        .into_iter()
+        .filter(|k| args.faults.is_empty() || args.faults.iter().any(|f| f == k))
+        .filter(|k| *k != "jump-replica-clock" || clock_faults)
+        .collect();
+    if let Some(unknown) = args.faults.iter().find(|f| !ALL.contains(&f.as_str())) {
+        bail!("unknown fault kind {unknown} (known: {})", ALL.join(", "));
+    }
+    anyhow::ensure!(!kinds.is_empty(), "no fault kind left to inject");
 
     let mut faults = Vec::new();
     let mut n = seed as usize;
     // Let the workers get going first.
     tokio::time::sleep(Duration::from_secs(2)).await;
     while now_us() + 4_000_000 < until {
-        let kind = KINDS[n % KINDS.len()];
+        let kind = kinds[n % kinds.len()];
         let t0 = now_us();
         let mut resumed = None;
         let target = match kind {
             "pause-worker" => {
                 // Preferably one in the middle of streaming with a lease.
-                let index = streaming_worker(dir, workers.len(), n).unwrap_or(n / KINDS.len() % workers.len());
+                let index = streaming_worker(dir, workers.len(), n).unwrap_or(n / kinds.len() % workers.len());
                 let worker = &workers[index];
                 signal_pid(worker.id(), "STOP");
                 // Past its ttl: its lease expires and others may take it.
@@ -303,7 +378,7 @@ async fn inject_faults(
                 format!("w{index}")
             }
             "kill-replica" => {
-                let replica = &mut replicas[n / KINDS.len() % 2];
+                let replica = &mut replicas[n / kinds.len() % 2];
                 if let Some(mut process) = replica.process.take() {
                     process.kill();
                 }
@@ -325,12 +400,21 @@ async fn inject_faults(
                 database.set_delay(Duration::ZERO);
                 "postgres".into()
             }
+            "jump-replica-clock" => {
+                // Ahead (leases look expired to a replica that trusted its
+                // own clock), then behind (they look live), then back.
+                for offset in ["+30", "-30", "+0"] {
+                    set_replica_clock(dir, offset)?;
+                    tokio::time::sleep(Duration::from_millis(2_500)).await;
+                }
+                replicas[1].name.clone()
+            }
             "pause-replica" | "pause-replica-and-cut-database" => {
                 // SIGSTOPped with whatever it has in flight (a group-commit
                 // statement queued or sent), resumed once the leases it was
                 // serving have expired; optionally with the database's
                 // connections cut meanwhile (two faults at once).
-                let replica = &replicas[n / KINDS.len() % 2];
+                let replica = &replicas[n / kinds.len() % 2];
                 let pid = replica.process.as_ref().map(ServerProcess::pid);
                 if let Some(pid) = pid {
                     signal_pid(pid, "STOP");
@@ -351,7 +435,7 @@ async fn inject_faults(
                 "postgres".into()
             }
             _ => {
-                let replica = &replicas[n / KINDS.len() % 2];
+                let replica = &replicas[n / kinds.len() % 2];
                 replica.proxy.set_delay(Duration::from_millis(150));
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 replica.proxy.set_delay(Duration::ZERO);

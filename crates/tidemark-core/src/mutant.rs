@@ -37,6 +37,15 @@ pub const MUTANTS: &[(&str, &str)] = &[
         "group commit reports a write it skipped (its row locked by another transaction) as written",
     ),
     (
+        "database_acks_before_flush",
+        "the database acknowledges a commit before its WAL is flushed (Postgres with synchronous_commit=off; \
+         switched on by the history checker, which runs that database)",
+    ),
+    (
+        "expiry_by_replica_clock",
+        "Postgres: leases are judged by the replica's own clock instead of the database's (SPEC 1)",
+    ),
+    (
         "store_skips_version_check",
         "a write goes through against whatever version the row has now: the compare-and-set is gone (lost updates)",
     ),

@@ -71,6 +71,10 @@ struct Args {
     /// The tidemark binary (default: next to this one, or TIDEMARK_BIN).
     #[arg(long)]
     tidemark_bin: Option<PathBuf>,
+    /// Serve from this Postgres database (group commit on, admin SQL,
+    /// Postgres' own limits on text) instead of a fresh SQLite file.
+    #[arg(long)]
+    database_url: Option<String>,
     /// Also write the results as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -312,6 +316,10 @@ async fn main() -> anyhow::Result<()> {
     ]
     .map(String::from)
     .to_vec();
+    let mut server_args = server_args;
+    if let Some(url) = &args.database_url {
+        server_args.extend(["--database-url".to_owned(), url.clone()]);
+    }
     let mut server = ServerProcess::start(&binary, &server_args, dir.path(), "tidemark")
         .with_context(|| format!("cannot start {}", binary.display()))?;
     let channel = Channel::from_shared(server.url())?.connect().await?;
@@ -445,7 +453,12 @@ async fn main() -> anyhow::Result<()> {
         println!("{method:<35} {total:>7}  {}", parts.join(", "));
     }
     println!(
-        "executions {} in {:.1}s ({:.0}/s), seed {}; crashes {}, server panics {}, server alive {}",
+        "store {}: executions {} in {:.1}s ({:.0}/s), seed {}; crashes {}, server panics {}, server alive {}",
+        if args.database_url.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        },
         report.executions,
         report.seconds,
         report.executions_per_second,

@@ -186,7 +186,9 @@ impl Store {
             state,
             // Mutant: the database's own check of the deadline goes too,
             // so an expired lease is held end to end.
-            requires_live_lease: transition.requires_live_lease && !tidemark_core::mutant!("lease_ignores_expiry"),
+            requires_live_lease: transition.requires_live_lease
+                && !tidemark_core::mutant!("lease_ignores_expiry")
+                && !tidemark_core::mutant!("expiry_by_replica_clock"),
             new_grant,
             events: &transition.events,
             ctx,

@@ -120,6 +120,29 @@ impl PgCluster {
         self.running = false;
     }
 
+    /// Changes a server setting for every session from now on (`ALTER
+    /// SYSTEM`, then a reload): for settings a reload applies.
+    pub fn set(&self, name: &str, value: &str) {
+        for sql in [
+            format!("ALTER SYSTEM SET {name} = '{value}'"),
+            "SELECT pg_reload_conf()".to_owned(),
+        ] {
+            run(self
+                .command("psql")
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    "tidemark",
+                    "-d",
+                    "postgres",
+                ])
+                .args(["-v", "ON_ERROR_STOP=1", "-q", "-c", &sql]));
+        }
+    }
+
     /// The postmaster's process id (its children are the server's other
     /// processes), while running.
     pub fn postmaster_pid(&self) -> Option<u32> {

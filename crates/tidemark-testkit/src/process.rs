@@ -26,7 +26,20 @@ impl ServerProcess {
     /// lines are kept (see [`ServerProcess::log_lines`]); lines at WARN or
     /// above are echoed to stderr prefixed with `label`.
     pub fn start(binary: &Path, args: &[String], dir: &Path, label: &str) -> std::io::Result<Self> {
+        Self::start_with_env(binary, args, &[], dir, label)
+    }
+
+    /// [`ServerProcess::start`] with extra environment variables (say,
+    /// libfaketime's).
+    pub fn start_with_env(
+        binary: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        dir: &Path,
+        label: &str,
+    ) -> std::io::Result<Self> {
         let mut child = Command::new(binary)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .arg("serve")
             .args(args)
             .current_dir(dir)

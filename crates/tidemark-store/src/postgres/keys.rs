@@ -300,7 +300,15 @@ pub(crate) async fn write_one_event_unless_locked(pool: &PgPool, write: &OneEven
 
 /// A row read with [`LOAD_BY_KEY`] or [`LOAD_BY_LEASE`].
 fn decode_loaded(row: &PgRow) -> Result<Loaded, StoreError> {
-    let now = from_ts(row.try_get("db_now")?);
+    let mut now = from_ts(row.try_get("db_now")?);
+    // Mutant: decisions judge time by this replica's clock, not the
+    // database's (with the database's own deadline check gone, see store.rs).
+    if tidemark_core::mutant!("expiry_by_replica_clock") {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        now = Timestamp::from_micros(i64::try_from(since_epoch.as_micros()).unwrap_or(i64::MAX));
+    }
     let options = decode::options(row)?;
     // The LEFT JOIN yields NULL key columns when the key has no row.
     if row.try_get::<Option<String>, _>("table_name")?.is_none() {
