@@ -11,6 +11,7 @@ on_both_backends!(
     commit_batch_bad_fields,
     get_recovery_position_bad_fields,
     every_bad_field_is_reported_at_once,
+    list_consumers_bad_prefix,
 );
 
 fn good_key() -> pb::ConsumerKey {
@@ -449,4 +450,32 @@ async fn every_bad_field_is_reported_at_once(kind: Kind) {
             "ttl"
         ]
     );
+}
+
+/// A prefix of consumer ids can only hold what ids hold (found by fuzzing
+/// the Postgres store: a NUL byte reached the database, which refused it,
+/// and the answer was INTERNAL).
+async fn list_consumers_bad_prefix(kind: Kind) {
+    let (server, _w) = prepared(kind).await;
+    let mut admin = tidemark_proto::v1::admin_client::AdminClient::new(server.channel().await);
+    let before = server.fingerprint().await;
+    for prefix in ["a\0b", "consumer 1", "c/1", "é"] {
+        let answer = admin
+            .list_consumers(pb::ListConsumersRequest {
+                consumer_id_prefix: prefix.into(),
+                ..Default::default()
+            })
+            .await;
+        assert_invalid(answer, "consumer_id_prefix", &format!("{prefix:?}"));
+    }
+    let listed = admin
+        .list_consumers(pb::ListConsumersRequest {
+            consumer_id_prefix: "consumer-".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.consumers.len(), 1);
+    assert_eq!(server.fingerprint().await, before);
 }

@@ -108,6 +108,16 @@ impl ConsumerId {
     }
 }
 
+/// Validates a prefix of consumer ids: empty (every id), or up to 128
+/// characters of `[A-Za-z0-9._-]` (no id holds anything else, so another
+/// character is a mistake worth naming, not a filter that matches nothing).
+pub fn check_consumer_id_prefix(value: &str, field: &str) -> Result<(), FieldViolation> {
+    if value.is_empty() {
+        return Ok(());
+    }
+    check_simple_name(value, MAX_CONSUMER_ID, field, "consumer id prefix")
+}
+
 fn check_simple_name(value: &str, max: usize, field: &str, what: &str) -> Result<(), FieldViolation> {
     let len = value.chars().count();
     if len == 0 {

@@ -23,8 +23,10 @@ impl Parse for pb::ListConsumersRequest {
         let mut v = Violations::new();
         let table = fields::optional(&mut v, &self.table, "table", fields::table_name);
         let branch = fields::optional(&mut v, &self.branch, "branch", fields::branch_name);
-        if self.consumer_id_prefix.len() > 128 {
-            v.add("consumer_id_prefix", "must be at most 128 characters");
+        if let Err(violation) =
+            tidemark_core::ids::check_consumer_id_prefix(&self.consumer_id_prefix, "consumer_id_prefix")
+        {
+            v.extend(vec![violation]);
         }
         let page_size = fields::page_size(&mut v, self.page_size, 100, MAX_PAGE, "page_size");
         let after = fields::parse_consumer_page_token(&mut v, &self.page_token);
