@@ -43,6 +43,36 @@ pub(crate) struct Report {
     pub fenced_commits_refused: u64,
     /// The per-key linearizability check of the clients' view.
     pub linearizability: Linearizability,
+    /// How many items each check examined (commits, grants, calls, ...).
+    pub examined: BTreeMap<String, u64>,
+    /// Group commit's work in the replicas.
+    pub group_commit: GroupCommit,
+}
+
+/// Group commit's counters (see tidemark-store's group_commit.rs).
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub(crate) struct GroupCommit {
+    pub statements: u64,
+    pub writes: u64,
+    pub alone: u64,
+}
+
+impl GroupCommit {
+    pub(crate) fn plus(self, other: Self) -> Self {
+        Self {
+            statements: self.statements + other.statements,
+            writes: self.writes + other.writes,
+            alone: self.alone + other.alone,
+        }
+    }
+
+    pub(crate) fn minus(self, other: Self) -> Self {
+        Self {
+            statements: self.statements.saturating_sub(other.statements),
+            writes: self.writes.saturating_sub(other.writes),
+            alone: self.alone.saturating_sub(other.alone),
+        }
+    }
 }
 
 /// How the per-key linearizability check went.
@@ -63,6 +93,11 @@ pub(crate) struct Linearizability {
 const LINEARIZABILITY_BUDGET: u64 = 1_000_000;
 
 impl Report {
+    /// Counts `n` items examined by `check`.
+    fn examined(&mut self, check: &str, n: usize) {
+        *self.examined.entry(check.to_owned()).or_default() += n as u64;
+    }
+
     fn violation(&mut self, text: String) {
         if self.violations.len() < 200 {
             self.violations.push(text);
@@ -113,6 +148,8 @@ fn linearizable(report: &mut Report, records: &[Record]) {
     for r in records {
         by_key.entry(r.key.as_str()).or_default().push(r);
     }
+    let calls: usize = by_key.values().map(Vec::len).sum();
+    report.examined("linearizability: calls", calls);
     let result = &mut report.linearizability;
     result.budget_per_key = LINEARIZABILITY_BUDGET;
     let mut failures = Vec::new();
@@ -161,6 +198,7 @@ fn server_history(report: &mut Report, history: &History, finals: &Finals) {
             let epoch = row.epoch.unwrap_or(-1);
             match row.event.as_str() {
                 "LEASE_ACQUIRE" | "LEASE_TAKEOVER" => {
+                    report.examined("server history: grants, epochs increasing", 1);
                     if current.is_some_and(|c| epoch <= c) {
                         report.violation(format!(
                             "{key}: history row {} grants epoch {epoch} after epoch {current:?}",
@@ -173,6 +211,7 @@ fn server_history(report: &mut Report, history: &History, finals: &Finals) {
                 }
                 "LEASE_RELEASE" | "LEASE_REVOKE" if Some(epoch) == current => live = false,
                 event if COMMIT_EVENTS.contains(&event) => {
+                    report.examined("server history: commits under the current live lease, never back", 1);
                     if Some(epoch) != current || !live {
                         report.violation(format!(
                             "{key}: history row {} accepted a commit with epoch {epoch} while the current lease was \
@@ -226,6 +265,7 @@ fn acknowledged(report: &mut Report, records: &[Record], history: &History, fina
         if writes_position(&r.outcome) {
             report.acknowledged_commits += 1;
         }
+        report.examined("acknowledged commits: in the server's history and state", 1);
         let mut lost = false;
         if !written.contains(&(r.lease.clone(), r.batch)) {
             report.violation(format!(
@@ -261,6 +301,7 @@ fn client_view(report: &mut Report, records: &[Record]) {
     }
     for (key, recs) in by_key {
         let acquires: Vec<&&Record> = recs.iter().filter(|r| r.op == "acquire" && r.ok()).collect();
+        report.examined("client view: grants, epochs unique and increasing", acquires.len());
         // Epochs: unique, and increasing in real time.
         let mut seen = HashMap::new();
         for a in &acquires {
@@ -283,6 +324,7 @@ fn client_view(report: &mut Report, records: &[Record]) {
         // Fencing: a commit sent after a newer grant was acknowledged must
         // not be accepted.
         for c in recs.iter().filter(|r| r.op == "commit" && r.ok()) {
+            report.examined("client view: accepted commits, none after a newer grant", 1);
             if let Some(newer) = acquires.iter().find(|a| a.epoch > c.epoch && a.t1 + SLACK_US < c.t0) {
                 report.violation(format!(
                     "{key}: commit with epoch {} accepted after epoch {} was granted",
@@ -319,6 +361,7 @@ fn client_view(report: &mut Report, records: &[Record]) {
             .iter()
             .filter(|r| r.op == "recover" && r.ok() && r.outcome == "RECOVERY_SOURCE_CONSUMER")
         {
+            report.examined("client view: recoveries, at or after every acknowledged position", 1);
             let acknowledged = recs
                 .iter()
                 .filter(|c| c.op == "commit" && c.ok() && c.t1 + SLACK_US < r.t0)
@@ -359,6 +402,7 @@ fn one_holder_at_a_time(report: &mut Report, records: &[Record], history: &BTree
         for row in &rows {
             match row.event.as_str() {
                 "LEASE_ACQUIRE" | "LEASE_TAKEOVER" => {
+                    report.examined("one holder at a time: grants", 1);
                     if let Some(prev) = previous
                         && !released
                         && prev.holder != row.holder
@@ -393,6 +437,7 @@ fn one_holder_at_a_time(report: &mut Report, records: &[Record], history: &BTree
 /// the lease is gone (pauses outlast the ttl, so it always is).
 fn fenced_learning(report: &mut Report, records: &[Record], faults: &[Fault]) {
     for pause in faults.iter().filter(|f| f.kind == "pause-worker") {
+        report.examined("paused workers: refused after resuming", 1);
         let worker: u32 = pause.target.trim_start_matches('w').parse().unwrap_or(u32::MAX);
         let Some(held) = records
             .iter()

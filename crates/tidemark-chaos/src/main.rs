@@ -198,8 +198,11 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     let database = Proxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], postgres.port()))).await?;
     let database_url = format!("postgres://tidemark@{}/postgres", database.addr);
     let mut replicas = Vec::new();
+    let mut metrics_ports = Vec::new();
     for i in 0..2 {
         let port = free_port();
+        let metrics_port = free_port();
+        metrics_ports.push(metrics_port);
         let name = format!("replica-{i}");
         let server_args: Vec<String> = [
             "--listen",
@@ -207,7 +210,7 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
             "--database-url",
             &database_url,
             "--metrics-listen",
-            "off",
+            &format!("127.0.0.1:{metrics_port}"),
             "--wait-for-database",
             "60s",
             "--db-acquire-timeout",
@@ -257,6 +260,10 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
         );
     }
 
+    // Group commit's counters, scraped from both replicas every second
+    // (summed across their restarts).
+    let batching = GroupCommitTally::default();
+    let scraper = tokio::spawn(batching.clone().scrape(metrics_ports, until));
     let faults = inject_faults(
         &args,
         seed,
@@ -294,7 +301,9 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
         .map(|p| p.log_lines().iter().filter(|l| l.contains("panicked")).count())
         .sum();
 
+    scraper.abort();
     let mut report = check::check(&records, &faults, &history, &finals);
+    report.group_commit = batching.totals();
     if panics > 0 {
         report.violations.push(format!("{panics} panics in the replicas' logs"));
     }
@@ -313,6 +322,79 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
         bail!("no commit was acknowledged: the run checked nothing");
     }
     Ok(())
+}
+
+/// Group commit's counters over a run.
+#[derive(Debug, Clone, Default)]
+struct GroupCommitTally(std::sync::Arc<std::sync::Mutex<Tally>>);
+
+#[derive(Debug, Default)]
+struct Tally {
+    /// Per replica: the counters last scraped.
+    last: BTreeMap<u16, check::GroupCommit>,
+    total: check::GroupCommit,
+}
+
+impl GroupCommitTally {
+    async fn scrape(self, ports: Vec<u16>, until: i64) {
+        loop {
+            for &port in &ports {
+                if let Some(now) = scrape_group_commit(port).await {
+                    let mut tally = self.0.lock().expect("not poisoned");
+                    let last = tally.last.get(&port).copied().unwrap_or_default();
+                    // A counter that went down: the replica restarted.
+                    let since = if now.statements < last.statements {
+                        now
+                    } else {
+                        now.minus(last)
+                    };
+                    tally.total = tally.total.plus(since);
+                    tally.last.insert(port, now);
+                }
+            }
+            if now_us() > until {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    fn totals(&self) -> check::GroupCommit {
+        self.0.lock().expect("not poisoned").total
+    }
+}
+
+/// A replica's group-commit counters from its metrics endpoint.
+async fn scrape_group_commit(port: u16) -> Option<check::GroupCommit> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::time::timeout(
+        Duration::from_millis(500),
+        tokio::net::TcpStream::connect(("127.0.0.1", port)),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .await
+        .ok()?;
+    let mut body = String::new();
+    tokio::time::timeout(Duration::from_secs(2), stream.read_to_string(&mut body))
+        .await
+        .ok()?
+        .ok()?;
+    let value = |name: &str| {
+        body.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .map_or(0, |v| v as u64)
+    };
+    Some(check::GroupCommit {
+        statements: value("tidemark_commit_statements_total"),
+        writes: value("tidemark_commit_statement_writes_total"),
+        alone: value("tidemark_commit_writes_alone_total"),
+    })
 }
 
 /// The consumer only worker `id` uses.
@@ -563,6 +645,23 @@ fn print_report(report: &check::Report, seed: u64) {
             learned.len(),
             learned[learned.len() - 1]
         );
+    }
+    let g = &report.group_commit;
+    println!(
+        "group commit: {} writes in {} statements (mean batch {:.2}); {} writes sent alone (row locked or batch \
+         failed)",
+        g.writes,
+        g.statements,
+        if g.statements > 0 {
+            g.writes as f64 / g.statements as f64
+        } else {
+            0.0
+        },
+        g.alone
+    );
+    println!("what each check examined:");
+    for (check, n) in &report.examined {
+        println!("  {check:<70} {n:>8}");
     }
     let l = &report.linearizability;
     println!(
