@@ -132,4 +132,38 @@ mod tests {
         };
         assert!(operator.every_table("list").is_ok());
     }
+
+    #[test]
+    fn a_worker_uses_only_its_own_leases_and_an_operator_any() {
+        let all = TableScope::All;
+        let lease = |principal: &str| LeaseRecord {
+            lease_id: Uuid::from_u128(7),
+            holder: "query".to_owned(),
+            principal: principal.to_owned(),
+            epoch: 1,
+            ttl: std::time::Duration::from_secs(30),
+            acquired_at: crate::Timestamp::from_micros(0),
+            deadline: crate::Timestamp::from_micros(30_000_000),
+            status: crate::state::LeaseStatus::Active,
+            last_batch: None,
+            wrote_consumer: false,
+            legacy_warned_snapshot: None,
+            full_scan_pin: None,
+        };
+        let worker = Access {
+            principal: "w",
+            scope: &all,
+            any_lease: false,
+        };
+        assert!(worker.lease(&lease("w")).is_ok());
+        let denied = worker.lease(&lease("other")).unwrap_err();
+        assert_eq!(denied.reason(), "LEASE_NOT_OWNED");
+        assert!(denied.to_string().contains("other"), "{denied}");
+        let operator = Access {
+            principal: "op",
+            scope: &all,
+            any_lease: true,
+        };
+        assert!(operator.lease(&lease("w")).is_ok());
+    }
 }

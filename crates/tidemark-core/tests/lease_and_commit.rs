@@ -630,3 +630,98 @@ fn c7_response_carries_outcome_position_ttl_lag_and_history_with_batch() {
     assert_eq!((e.kind, e.batch_id, e.epoch), (EventKind::Create, Some(4), Some(1)));
     assert_eq!(e.lease_id, Some(lease_id(1)));
 }
+
+// ------------------------------------------------------- names and history
+
+#[test]
+fn c3_every_write_is_recorded_with_its_own_event_and_outcome() {
+    let state = leased();
+    let (created, outcome) = apply(&state, 0, off(4, 0, false, Some(2)), at(1));
+    assert_eq!(outcome, CommitOutcome::Created);
+    let cases = [
+        (
+            1,
+            off(4, 1, false, Some(2)),
+            CommitOutcome::Advanced,
+            EventKind::Advance,
+        ),
+        (
+            2,
+            off(5, 0, false, Some(2)),
+            CommitOutcome::Refreshed,
+            EventKind::Refresh,
+        ),
+    ];
+    let mut current = created;
+    for (batch, end, want, kind) in cases {
+        let t = commit::commit(Some(&current), &req(&current, batch, end), at(2)).unwrap();
+        assert_eq!(t.output.outcome, want);
+        assert_eq!(t.events.len(), 1);
+        assert_eq!(t.events[0].kind, kind);
+        let detail = t.events[0].detail.clone().unwrap();
+        assert!(detail.starts_with(want.as_str()), "{detail}");
+        current = t.write.unwrap();
+    }
+    // A new lease's first write may move back: REWIND.
+    let taken = lease::acquire(
+        Some(&current),
+        &key(),
+        LeaseRequest {
+            holder: "holder-a",
+            principal: "anonymous",
+            ttl: None,
+            lease_id: lease_id(2),
+        },
+        &policy(),
+        None,
+        at(3),
+    )
+    .unwrap()
+    .write
+    .unwrap();
+    let t = commit::commit(Some(&taken), &req(&taken, 0, off(2, 0, false, Some(1))), at(4)).unwrap();
+    assert_eq!(t.output.outcome, CommitOutcome::Rewound);
+    assert_eq!(t.events[0].kind, EventKind::Rewind);
+}
+
+#[test]
+fn stable_names_of_outcomes_and_lease_losses() {
+    let names: Vec<_> = CommitOutcome::ALL.iter().map(|o| o.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "CREATED",
+            "ADVANCED",
+            "REFRESHED",
+            "REWOUND",
+            "UNCHANGED_INCOMPLETE_FULL_SCAN",
+            "UNCHANGED_LEGACY_OFFSET",
+            "DUPLICATE"
+        ]
+    );
+    let losses = [
+        (LeaseLoss::Expired, "expired"),
+        (LeaseLoss::Released, "released"),
+        (LeaseLoss::Revoked, "revoked"),
+        (LeaseLoss::Superseded, "superseded"),
+        (LeaseLoss::EpochMismatch, "epoch_mismatch"),
+        (LeaseLoss::Unknown, "unknown"),
+    ];
+    for (loss, name) in losses {
+        assert_eq!((loss.as_str(), loss.to_string()), (name, name.to_owned()));
+    }
+}
+
+#[test]
+fn e5_a_full_scan_pin_ends_once_a_commit_passes_its_snapshot() {
+    let state = leased();
+    // Partway through the initial full scan of snapshot 9: pinned.
+    let (pinned, _) = apply(&state, 0, off(9, 0, true, Some(3)), at(1));
+    assert_eq!(pinned.lease.as_ref().unwrap().full_scan_pin, Some(9));
+    // A commit still inside the scan keeps the pin.
+    let (still, _) = apply(&pinned, 1, off(9, 1, true, Some(3)), at(2));
+    assert_eq!(still.lease.as_ref().unwrap().full_scan_pin, Some(9));
+    // A later snapshot (the scan is over): the pin goes.
+    let (past, _) = apply(&still, 2, off(10, 0, false, Some(2)), at(3));
+    assert_eq!(past.lease.as_ref().unwrap().full_scan_pin, None);
+}
