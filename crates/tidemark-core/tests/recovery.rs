@@ -172,6 +172,15 @@ fn r3_from_snapshot_full() {
     assert_eq!(p.start, start(2, true), "max(id, earliest)");
     let err = plan(&request(StartupMode::FromSnapshotFull(11), range(2, 10)), None).unwrap_err();
     assert_eq!(err.reason(), "POSITION_AHEAD_OF_TABLE");
+    // The latest snapshot itself is still there to scan.
+    let p = plan(&request(StartupMode::FromSnapshotFull(10), range(2, 10)), None).unwrap();
+    assert_eq!(p.start, start(10, true));
+    // An empty table: snapshot 1, when it comes, is the same data read as a
+    // delta; any later id is ahead of the table.
+    let p = plan(&request(StartupMode::FromSnapshotFull(1), range(0, 0)), None).unwrap();
+    assert_eq!(p.start, start(1, false));
+    let err = plan(&request(StartupMode::FromSnapshotFull(2), range(0, 0)), None).unwrap_err();
+    assert_eq!(err.reason(), "POSITION_AHEAD_OF_TABLE");
 }
 
 #[test]
