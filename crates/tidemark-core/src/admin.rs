@@ -296,5 +296,7 @@ mod tests {
         assert_eq!(fields, ["including", "excluding"]);
         let long = "a".repeat(MAX_PATTERN_LEN + 1);
         assert!(ConsumerSelector::parse(&long, "").is_err());
+        let longest = "a".repeat(MAX_PATTERN_LEN);
+        assert!(ConsumerSelector::parse(&longest, &longest).is_ok());
     }
 }
