@@ -46,6 +46,20 @@ fn leased() -> KeyState {
     .unwrap()
 }
 
+/// `holder` takes the key's lease (lease id `n`, default ttl) at `now`.
+fn granted(state: &KeyState, holder: &str, n: u128, now: Timestamp) -> KeyState {
+    let request = LeaseRequest {
+        holder,
+        principal: "anonymous",
+        ttl: None,
+        lease_id: lease_id(n),
+    };
+    lease::acquire(Some(state), &key(), request, &policy(), None, now)
+        .unwrap()
+        .write
+        .unwrap()
+}
+
 fn off(snapshot_id: i64, index: i64, full: bool, total: Option<i64>) -> Offset {
     Offset {
         snapshot_id,
@@ -585,22 +599,7 @@ fn c6_a_leases_first_write_may_rewind_and_is_recorded() {
     let state = leased();
     let (state, _) = apply(&state, 0, off(20, 0, false, Some(1)), at(1));
     let released = lease::release(Some(&state), lease_id(1), 1, at(2)).write.unwrap();
-    let restarted = lease::acquire(
-        Some(&released),
-        &key(),
-        LeaseRequest {
-            holder: "holder-b",
-            principal: "anonymous",
-            ttl: None,
-            lease_id: lease_id(2),
-        },
-        &policy(),
-        None,
-        at(3),
-    )
-    .unwrap()
-    .write
-    .unwrap();
+    let restarted = granted(&released, "holder-b", 2, at(3));
     let t = commit::commit(Some(&restarted), &req(&restarted, 0, off(12, 0, false, Some(3))), at(4)).unwrap();
     assert_eq!(t.output.outcome, CommitOutcome::Rewound);
     assert_eq!(t.output.previous_next_snapshot, Some(21));
@@ -663,22 +662,7 @@ fn c3_every_write_is_recorded_with_its_own_event_and_outcome() {
         current = t.write.unwrap();
     }
     // A new lease's first write may move back: REWIND.
-    let taken = lease::acquire(
-        Some(&current),
-        &key(),
-        LeaseRequest {
-            holder: "holder-a",
-            principal: "anonymous",
-            ttl: None,
-            lease_id: lease_id(2),
-        },
-        &policy(),
-        None,
-        at(3),
-    )
-    .unwrap()
-    .write
-    .unwrap();
+    let taken = granted(&current, "holder-a", 2, at(3));
     let t = commit::commit(Some(&taken), &req(&taken, 0, off(2, 0, false, Some(1))), at(4)).unwrap();
     assert_eq!(t.output.outcome, CommitOutcome::Rewound);
     assert_eq!(t.events[0].kind, EventKind::Rewind);

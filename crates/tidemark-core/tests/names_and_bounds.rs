@@ -233,7 +233,6 @@ fn fences_say_what_set_them() {
     let inputs = FenceInputs {
         consumer_min: Some(5),
         pin_min: Some(7),
-        ..FenceInputs::default()
     };
     let fences = |snapshot, changelog, changelog_only| Fences {
         snapshot,
