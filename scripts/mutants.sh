@@ -26,6 +26,7 @@ declare -A CHECKS=(
   [ack_before_commit]="package(tidemark-store) | package(tidemark-e2e)"
   [group_commit_busy_as_written]="package(tidemark-store)"
   [expiry_by_replica_clock]="package(tidemark-store)"
+  [mirror_before_durable]="package(tidemark-e2e) & binary(paimon)"
   # The database's own: only the history checker runs a database it crashes.
   [database_acks_before_flush]=""
 )

@@ -17,6 +17,7 @@ on_both_backends!(
     existing_consumer_files_are_imported,
     registrations_are_validated_planned_and_listed,
     recovery_on_a_registered_table_reads_its_snapshot_range,
+    a_refused_commit_never_reaches_the_consumer_file,
 );
 
 async fn server(kind: Kind) -> TestServer {
@@ -319,4 +320,50 @@ async fn recovery_on_a_registered_table_reads_its_snapshot_range(kind: Kind) {
     let answer = client.get_recovery_position(other).await.unwrap().into_inner();
     assert_eq!(answer.start.unwrap().snapshot_id, 5);
     assert!(answer.warnings.iter().all(|w| !w.starts_with("TABLE_RANGE")));
+}
+
+/// SPEC §9: the file never shows a position the database does not hold. A
+/// commit refused (a regression under the lease, a fenced zombie) leaves
+/// the file as it was, at every moment, not only once the keeper has put
+/// it back.
+async fn a_refused_commit_never_reaches_the_consumer_file(kind: Kind) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 9);
+    let mut admin = admin(&server).await;
+    register(&mut admin, "db.orders", dir.path()).await;
+    let client = server.client().await;
+    let mut zombie = Worker::acquire(&client, &key("db.orders", "main", "q"), "a", None)
+        .await
+        .unwrap();
+    zombie.commit(0, offset(4, 0, false, Some(1))).await.unwrap();
+    let file = dir.path().join("consumer/consumer-q");
+    let at_five = r#"{"nextSnapshot":5}"#;
+    wait_for_file(&file, Some(at_five)).await;
+    let unchanged = |what: &str| {
+        let file = file.clone();
+        let what = what.to_owned();
+        async move {
+            // At once and for a while after: never another position.
+            let until = Instant::now() + Duration::from_millis(300);
+            while Instant::now() < until {
+                let shown = std::fs::read_to_string(&file).ok();
+                assert_eq!(shown.as_deref(), Some(r#"{"nextSnapshot":5}"#), "{what}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+
+    let regression = zombie.commit(1, offset(2, 0, false, Some(1))).await;
+    assert_eq!(api_error(regression).reason, "POSITION_REGRESSION");
+    unchanged("after a commit refused as a regression").await;
+
+    // The same query restarts (a takeover) and the old incarnation, now a
+    // zombie, commits further: refused, and the file does not move.
+    let _restarted = Worker::acquire(&client, &key("db.orders", "main", "q"), "a", None)
+        .await
+        .unwrap();
+    let fenced = zombie.commit(2, offset(8, 0, false, Some(1))).await;
+    assert_eq!(api_error(fenced).reason, "LEASE_NOT_HELD");
+    unchanged("after a fenced zombie's commit").await;
 }

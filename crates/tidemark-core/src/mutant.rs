@@ -46,6 +46,10 @@ pub const MUTANTS: &[(&str, &str)] = &[
         "Postgres: leases are judged by the replica's own clock instead of the database's (SPEC 1)",
     ),
     (
+        "mirror_before_durable",
+        "a commit's position reaches the table's consumer file before the database has it (or refused it) (SPEC 9)",
+    ),
+    (
         "store_skips_version_check",
         "a write goes through against whatever version the row has now: the compare-and-set is gone (lost updates)",
     ),

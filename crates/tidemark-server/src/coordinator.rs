@@ -30,6 +30,28 @@ impl CoordinatorService {
             rpcs: Rpcs::new("Coordinator", request_timeout),
         }
     }
+
+    /// Mutant: writes the position a commit asks for into the table's
+    /// consumer file before the database has it (or has refused it), as an
+    /// eager mirror would. SPEC §9: a file never shows a position before it
+    /// is durable.
+    async fn mirror_before_durable(&self, commit: &tidemark_core::CommitBatch) {
+        let (Ok(Some(state)), Some(end)) = (self.store.lease_key_state(commit.lease_id).await, commit.end) else {
+            return;
+        };
+        let Some(registered) = self.tables.table(&state.key.table).await else {
+            return;
+        };
+        let target = if end.is_complete() {
+            end.snapshot_id + 1
+        } else {
+            end.snapshot_id
+        };
+        let _ = registered
+            .directory
+            .write_consumer(state.key.branch.as_str(), state.key.consumer_id.as_str(), target)
+            .await;
+    }
 }
 
 #[tonic::async_trait]
@@ -109,6 +131,9 @@ impl Coordinator for CoordinatorService {
         self.rpcs
             .handle("CommitBatch", request, |ctx, commit| async move {
                 let (lease_id, epoch) = (commit.lease_id, commit.epoch);
+                if tidemark_core::mutant!("mirror_before_durable") {
+                    self.mirror_before_durable(&commit).await;
+                }
                 let done = self.store.commit_batch(&ctx, &commit).await?;
                 if done.log_legacy_warning {
                     tracing::warn!(

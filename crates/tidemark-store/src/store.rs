@@ -306,6 +306,12 @@ impl Store {
         Ok(self.backend.load(FindKey::Key(key)).await?.state)
     }
 
+    /// The state of the key a lease was granted on (whichever lease holds
+    /// it now), if the lease is known.
+    pub async fn lease_key_state(&self, lease_id: Uuid) -> Result<Option<KeyState>, StoreError> {
+        Ok(self.backend.load(FindKey::Lease(lease_id)).await?.state)
+    }
+
     /// The key's newest history rows, newest first.
     pub async fn history(&self, key: &ConsumerKey, limit: i64) -> Result<Vec<HistoryRecord>, StoreError> {
         self.backend.history_page(&HistoryFilter::key(key), None, limit).await
