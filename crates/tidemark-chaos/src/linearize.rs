@@ -20,9 +20,17 @@
 //! sent, or never. The search tries both, which is what makes it
 //! exponential in the worst case; each key gets a budget of search steps,
 //! and a key that exhausts it is inconclusive (never counted as passed).
+//!
+//! The search (`linearize/search.rs`) is generic over the specification;
+//! `linearize/porcupine.rs` checks it against Porcupine's published etcd
+//! histories, whose verdicts are known.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::hash::{DefaultHasher, Hash, Hasher};
+mod search;
+
+use std::collections::HashMap;
+
+pub(crate) use search::Verdict;
+use search::{Limits, Spec};
 
 use crate::record::Record;
 
@@ -37,18 +45,6 @@ pub(crate) const SLACK_US: i64 = 5_000;
 /// transaction dies with its connection, a paused one resumes within a
 /// few seconds.
 const LOST_ANSWER_HORIZON_US: i64 = 30_000_000;
-
-/// The verdict on one key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict {
-    /// An order exists; the search took this many steps.
-    Linearizable { steps: u64 },
-    /// No order exists: the calls before `at` (µs) admit no valid order
-    /// that the call at `at` could follow.
-    Violation { at: i64, steps: u64 },
-    /// The budget ran out first.
-    Inconclusive { steps: u64 },
-}
 
 /// What a call did, as the model needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,14 +92,7 @@ enum CommitAnswer {
     Refused(String),
 }
 
-#[derive(Debug, Clone)]
-struct Op {
-    call: Call,
-    t0: i64,
-    /// `i64::MAX` when the answer was lost.
-    t1: i64,
-    lost: bool,
-}
+type Op = search::Op<Call>;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq)]
 struct Lease {
@@ -442,147 +431,43 @@ fn requested_ttl(records: &[&Record], r: &Record) -> i64 {
         .map_or(1_500_000, |o| o.ttl_us)
 }
 
-/// One frame of the depth-first search.
-struct Frame {
-    model: Model,
-    /// The calls that may go next, and how many were tried.
-    candidates: Vec<usize>,
-    tried: usize,
-    /// The call placed to reach this frame (to undo).
-    placed: Option<usize>,
-}
+/// The SPEC's model, for the search.
+struct LeaseSpec;
 
-/// The calls not placed yet, indexed for the search.
-struct Open<'a> {
-    ops: &'a [Op],
-    /// Answered calls not placed, by index (= by request time) and by
-    /// answer time.
-    by_index: BTreeSet<usize>,
-    by_answer: BTreeSet<(i64, usize)>,
-    /// Calls whose answer was lost (by index), and which are placed.
-    lost: Vec<usize>,
-    placed: Vec<bool>,
-}
+impl Spec for LeaseSpec {
+    type Call = Call;
+    type State = Model;
 
-impl<'a> Open<'a> {
-    fn new(ops: &'a [Op]) -> Self {
-        let answered = ops.iter().enumerate().filter(|(_, o)| !o.lost);
-        Self {
-            ops,
-            by_index: answered.clone().map(|(i, _)| i).collect(),
-            by_answer: answered.map(|(i, o)| (o.t1, i)).collect(),
-            lost: ops.iter().enumerate().filter(|(_, o)| o.lost).map(|(i, _)| i).collect(),
-            placed: vec![false; ops.len()],
+    fn initial(&self) -> Model {
+        Model {
+            now: i64::MIN / 4,
+            high_water: 0,
+            lease: None,
+            position: None,
         }
     }
 
-    fn place(&mut self, i: usize) {
-        self.placed[i] = true;
-        if !self.ops[i].lost {
-            self.by_index.remove(&i);
-            self.by_answer.remove(&(self.ops[i].t1, i));
-        }
+    fn apply(&self, state: &Model, op: &Op) -> Option<Model> {
+        state.apply(op)
     }
 
-    fn unplace(&mut self, i: usize) {
-        self.placed[i] = false;
-        if !self.ops[i].lost {
-            self.by_index.insert(i);
-            self.by_answer.insert((self.ops[i].t1, i));
-        }
+    fn may_still_matter(&self, state: &Model, op: &Op) -> bool {
+        may_still_matter(op, state)
     }
 
-    /// The calls that may be placed next: sent before every unplaced
-    /// answered call was answered (real time, with slack both ways). Lost
-    /// answers count only within their horizon and while they can still
-    /// change anything. Answered calls first, earliest answer first.
-    fn candidates(&self, model: &Model) -> Vec<usize> {
-        let bound = self
-            .by_answer
-            .first()
-            .map_or(i64::MAX, |(t1, _)| *t1)
-            .saturating_add(2 * SLACK_US);
-        let mut next: Vec<usize> = self
-            .by_index
-            .iter()
-            .copied()
-            .take_while(|&i| self.ops[i].t0 <= bound)
-            .collect();
-        next.sort_by_key(|&i| self.ops[i].t1);
-        let from = self
-            .lost
-            .partition_point(|&i| self.ops[i].t0 + LOST_ANSWER_HORIZON_US < model.now);
-        next.extend(
-            self.lost[from..]
-                .iter()
-                .copied()
-                .take_while(|&i| self.ops[i].t0 <= bound)
-                .filter(|&i| !self.placed[i] && may_still_matter(&self.ops[i], model)),
-        );
-        next
+    fn now(&self, state: &Model) -> Option<i64> {
+        Some(state.now)
     }
 }
 
 /// Checks one key's records within `budget` search steps.
 pub(crate) fn check_key(records: &[&Record], budget: u64) -> Verdict {
-    let ops = calls(records);
-    let mut open = Open::new(&ops);
-    // Zobrist keys of the placed set, for the memory of dead ends.
-    let keys: Vec<u64> = (0..ops.len()).map(|i| splitmix(i as u64 + 1)).collect();
-    let mut set_hash = 0u64;
-    let mut dead: HashSet<u64> = HashSet::new();
-    let mut steps = 0u64;
-    let mut furthest = ops.first().map_or(0, |o| o.t0);
-    let start = Model {
-        now: i64::MIN / 4,
-        high_water: 0,
-        lease: None,
-        position: None,
+    let limits = Limits {
+        slack: SLACK_US,
+        lost_horizon: Some(LOST_ANSWER_HORIZON_US),
+        budget,
     };
-    let mut stack = vec![Frame {
-        candidates: open.candidates(&start),
-        model: start,
-        tried: 0,
-        placed: None,
-    }];
-    while let Some(frame) = stack.last_mut() {
-        if open.by_index.is_empty() {
-            return Verdict::Linearizable { steps };
-        }
-        steps += 1;
-        if steps > budget {
-            return Verdict::Inconclusive { steps };
-        }
-        let Some(&i) = frame.candidates.get(frame.tried) else {
-            // Every candidate failed: remember the dead end, back up.
-            let frame = stack.pop().expect("non-empty");
-            dead.insert(set_hash ^ hash_of(&frame.model));
-            if let Some(i) = frame.placed {
-                open.unplace(i);
-                set_hash ^= keys[i];
-            }
-            continue;
-        };
-        frame.tried += 1;
-        let Some(model) = frame.model.apply(&ops[i]) else {
-            continue;
-        };
-        if dead.contains(&(set_hash ^ keys[i] ^ hash_of(&model))) {
-            continue;
-        }
-        open.place(i);
-        set_hash ^= keys[i];
-        if !ops[i].lost {
-            furthest = furthest.max(ops[i].t1);
-        }
-        stack.push(Frame {
-            candidates: open.candidates(&model),
-            model,
-            tried: 0,
-            placed: Some(i),
-        });
-    }
-    Verdict::Violation { at: furthest, steps }
+    search::search(&LeaseSpec, &calls(records), limits)
 }
 
 /// Whether a call whose answer was lost can still change anything: calls on
@@ -598,18 +483,7 @@ fn may_still_matter(op: &Op, model: &Model) -> bool {
     }
 }
 
-fn hash_of(model: &Model) -> u64 {
-    let mut h = DefaultHasher::new();
-    model.hash(&mut h);
-    h.finish()
-}
-
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
+#[cfg(test)]
+mod porcupine;
 #[cfg(test)]
 mod tests;
