@@ -44,14 +44,9 @@ impl Spec for Register {
             Call::Read(seen) => (seen == *state).then_some(*state),
             Call::Write(value) => Some(Some(value)),
             Call::Cas { from, to, ok } => {
+                // A lost answer fits either way; a known one must match.
                 let swaps = *state == Some(from);
-                if op.lost {
-                    Some(if swaps { Some(to) } else { *state })
-                } else if ok == swaps {
-                    Some(if swaps { Some(to) } else { *state })
-                } else {
-                    None
-                }
+                (op.lost || ok == swaps).then_some(if swaps { Some(to) } else { *state })
             }
         }
     }
