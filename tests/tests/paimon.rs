@@ -58,6 +58,17 @@ async fn register_as(
         .into_inner()
 }
 
+/// A server with `db.orders` registered: a table of 9 snapshots with a
+/// `dev` branch, in the returned directory.
+async fn registered_table(kind: Kind) -> (TestServer, tempfile::TempDir, AdminClient<tonic::transport::Channel>) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 9);
+    let mut admin = admin(&server).await;
+    register(&mut admin, "db.orders", dir.path()).await;
+    (server, dir, admin)
+}
+
 async fn register(admin: &mut AdminClient<tonic::transport::Channel>, table: &str, location: &Path) {
     register_as(admin, table, location, true).await;
 }
@@ -91,11 +102,7 @@ async fn wait_for_file(path: &Path, want: Option<&str>) {
 }
 
 async fn consumers_are_mirrored_into_the_tables_files(kind: Kind) {
-    let server = server(kind).await;
-    let dir = tempfile::tempdir().unwrap();
-    paimon_table(dir.path(), 9);
-    let mut admin = admin(&server).await;
-    register(&mut admin, "db.orders", dir.path()).await;
+    let (server, dir, mut admin) = registered_table(kind).await;
     let client = server.client().await;
 
     let mut main = Worker::acquire(&client, &key("db.orders", "main", "q1"), "a", None)
@@ -327,19 +334,15 @@ async fn recovery_on_a_registered_table_reads_its_snapshot_range(kind: Kind) {
 /// the file as it was, at every moment, not only once the keeper has put
 /// it back.
 async fn a_refused_commit_never_reaches_the_consumer_file(kind: Kind) {
-    let server = server(kind).await;
-    let dir = tempfile::tempdir().unwrap();
-    paimon_table(dir.path(), 9);
-    let mut admin = admin(&server).await;
-    register(&mut admin, "db.orders", dir.path()).await;
+    let (server, dir, _admin) = registered_table(kind).await;
     let client = server.client().await;
     let mut zombie = Worker::acquire(&client, &key("db.orders", "main", "q"), "a", None)
         .await
         .unwrap();
     zombie.commit(0, offset(4, 0, false, Some(1))).await.unwrap();
     let file = dir.path().join("consumer/consumer-q");
-    let at_five = r#"{"nextSnapshot":5}"#;
-    wait_for_file(&file, Some(at_five)).await;
+    const AT_FIVE: &str = r#"{"nextSnapshot":5}"#;
+    wait_for_file(&file, Some(AT_FIVE)).await;
     let unchanged = |what: &str| {
         let file = file.clone();
         let what = what.to_owned();
@@ -348,7 +351,7 @@ async fn a_refused_commit_never_reaches_the_consumer_file(kind: Kind) {
             let until = Instant::now() + Duration::from_millis(300);
             while Instant::now() < until {
                 let shown = std::fs::read_to_string(&file).ok();
-                assert_eq!(shown.as_deref(), Some(r#"{"nextSnapshot":5}"#), "{what}");
+                assert_eq!(shown.as_deref(), Some(AT_FIVE), "{what}");
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }

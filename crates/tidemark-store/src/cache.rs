@@ -79,16 +79,16 @@ impl LeaseCache {
 
     /// Remembers the state just written (at database time `db_now`, as row
     /// version `version`), or forgets it when its lease is no longer active.
-    pub(crate) fn remember(&self, state: &KeyState, version: i64, options: &TableOptions, db_now: Timestamp) {
-        let Some(lease) = &state.lease else {
+    pub(crate) fn remember(&self, state: KeyState, version: i64, options: &TableOptions, db_now: Timestamp) {
+        let Some((lease_id, status)) = state.lease.as_ref().map(|l| (l.lease_id, l.status)) else {
             return;
         };
         let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if lease.status != LeaseStatus::Active {
-            entries.remove(&lease.lease_id);
+        if status != LeaseStatus::Active {
+            entries.remove(&lease_id);
             return;
         }
-        if entries.len() >= CAPACITY && !entries.contains_key(&lease.lease_id) {
+        if entries.len() >= CAPACITY && !entries.contains_key(&lease_id) {
             entries.retain(|_, e| e.seen.elapsed() <= FRESHNESS);
             if entries.len() >= CAPACITY {
                 // Still full of fresh entries: drop an arbitrary half; they
@@ -101,9 +101,9 @@ impl LeaseCache {
             }
         }
         entries.insert(
-            lease.lease_id,
+            lease_id,
             Entry {
-                state: state.clone(),
+                state,
                 version,
                 options: *options,
                 db_now,

@@ -205,7 +205,7 @@ impl Store {
         let version = loaded.version.map_or(1, |v| v + 1);
         // Remembered as stored: stamped by the write's clock reading.
         let stamped = crate::stamp::restamp(state, loaded.state.as_ref(), loaded.now, written_at);
-        self.leases.remember(&stamped, version, &loaded.options, written_at);
+        self.leases.remember(stamped, version, &loaded.options, written_at);
         Ok(Some(written_at))
     }
 
