@@ -60,6 +60,15 @@ target/debug/tidemark-fuzz --duration 15s --database-url "$fuzz_db"
 # Postgres, with faults injected; every recorded request is checked against
 # the SPEC's invariants (long runs: --soak, see docs/reliability.md).
 target/debug/tidemark-chaos --duration 40s --fault-every 1s
+# The same checker against a three-member Patroni cluster (etcd, synchronous
+# replication, HAProxy routing by Patroni's health checks): a failover (the
+# primary's node cut off from its standbys, then SIGKILLed) and a
+# switchover among the other faults; 0 violations and 0 acknowledged
+# commits lost, and what the workers waited, are printed. It fetches etcd,
+# HAProxy and Patroni itself and fails when it cannot. Long runs (>= 10
+# primary changes), asynchronous replication, a skewed member:
+# scripts/ha-chaos.sh, see docs/reliability.md.
+scripts/ha-chaos.sh --duration 100s
 
 # Kubernetes manifests: rendered with kubectl kustomize, validated strictly.
 "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider deploy/tests

@@ -200,3 +200,50 @@ def test_the_image_is_small_non_root_and_has_no_build_tools():
     assert "--locked" in stages[0]
     ignored = (REPO / ".dockerignore").read_text().split()
     assert "target/" in ignored and ".git/" in ignored
+
+
+def test_the_cloudnativepg_example_uses_the_read_write_service_and_synchronous_replication(tmp_path):
+    objs = objects("examples/cloudnativepg")
+    cluster = one(objs, "Cluster", "tidemark-db")
+    assert cluster["apiVersion"] == "postgresql.cnpg.io/v1"
+    spec = cluster["spec"]
+    assert spec["instances"] >= 3
+    synchronous = spec["postgresql"]["synchronous"]
+    assert synchronous["number"] >= 1
+    # A primary alone never acknowledges a commit.
+    assert synchronous["dataDurability"] == "required"
+    assert spec["postgresql"]["parameters"]["synchronous_commit"] in ("on", "remote_apply")
+    # Every container that reaches the database (migrations and the server)
+    # takes the URI CloudNativePG writes for its read-write Service.
+    pod = one(objs, "Deployment", "tidemark")["spec"]["template"]["spec"]
+    containers = pod["initContainers"] + pod["containers"]
+    for container in containers:
+        env = {e["name"]: e for e in container.get("env", [])}
+        assert env["TIDEMARK_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {
+            "name": "tidemark-db-app",
+            "key": "uri",
+        }, container["name"]
+    # The rest validates strictly (the Cluster is a custom resource the
+    # validator has no schema for).
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(yaml.safe_dump_all([o for o in objs if o["kind"] != "Cluster"]))
+    result = validate(rendered)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_patroni_example_is_what_the_failover_tests_run():
+    patroni = DEPLOY / "examples" / "patroni"
+    script = (REPO / "scripts" / "ha-cluster.sh").read_text()
+    # scripts/ha-cluster.sh builds its cluster from these very files.
+    assert "deploy/examples/patroni/patroni-dcs.yaml" in script
+    assert "deploy/examples/patroni/haproxy.cfg" in script
+    dcs = yaml.safe_load((patroni / "patroni-dcs.yaml").read_text())
+    assert dcs["synchronous_mode"] is True
+    assert dcs["postgresql"]["parameters"]["synchronous_commit"] in ("on", "remote_apply")
+    # Patroni's own rules: ttl at least 20 s, loop_wait + 2 retry_timeout within it.
+    assert dcs["ttl"] >= 20
+    assert dcs["loop_wait"] + 2 * dcs["retry_timeout"] <= dcs["ttl"]
+    haproxy = (patroni / "haproxy.cfg").read_text()
+    assert "http-check send meth OPTIONS uri /primary" in haproxy
+    assert "on-marked-down shutdown-sessions" in haproxy
+    assert "  bind *:5000\n" in haproxy

@@ -87,3 +87,47 @@ ensure_faketime() {
   fi
   export FAKETIME_LIB="$lib"
 }
+
+# HAProxy (the HA cluster's router), from Debian's haproxy package and the
+# libraries a minimal image lacks, unpacked into .tools/haproxy; exports
+# HAPROXY (a wrapper that finds those libraries).
+ensure_haproxy() {
+  local root="$TOOLS_DIR/haproxy" bin="$TOOLS_DIR/haproxy/haproxy"
+  if [ ! -x "$bin" ]; then
+    command -v apt-get >/dev/null 2>&1 || { echo "apt-get is needed to fetch haproxy" >&2; return 1; }
+    local packages="haproxy liblua5.3-0 libopentracing-c-wrapper0 libopentracing1" deb
+    mkdir -p "$TOOLS_DIR/download/haproxy"
+    # shellcheck disable=SC2086 # the list is words
+    if ! (cd "$TOOLS_DIR/download/haproxy" && apt-get download $packages >/dev/null 2>&1); then
+      apt-get update >/dev/null 2>&1 || true
+      (cd "$TOOLS_DIR/download/haproxy" && apt-get download $packages >/dev/null) || return 1
+    fi
+    rm -rf "$root"
+    for deb in "$TOOLS_DIR"/download/haproxy/*.deb; do dpkg -x "$deb" "$root"; done
+    cat >"$bin" <<WRAP
+#!/bin/sh
+LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "$root/usr/sbin/haproxy" "\$@"
+WRAP
+    chmod +x "$bin"
+    "$bin" -v >/dev/null || { echo "the unpacked haproxy does not run" >&2; return 1; }
+  fi
+  export HAPROXY="$bin"
+}
+
+# Patroni with its etcd3 and psycopg2 extras, pinned, in its own venv in
+# .tools/patroni. The venv is built from Debian's /usr/bin/python3 when there
+# is one: as root the members run as the postgres user, which cannot reach a
+# Python under /root. Exports PATRONI and PATRONICTL.
+PATRONI_REQUIREMENT="patroni[etcd3,psycopg2-binary]==4.0.7"
+ensure_patroni() {
+  local venv="$TOOLS_DIR/patroni" python=python3
+  [ -x /usr/bin/python3 ] && python=/usr/bin/python3
+  if [ "$(cat "$venv/.requirement" 2>/dev/null)" != "$PATRONI_REQUIREMENT" ]; then
+    echo "installing $PATRONI_REQUIREMENT into $venv (once; cached)" >&2
+    rm -rf "$venv"
+    "$python" -m venv "$venv" || return 1
+    "$venv/bin/pip" install --quiet --no-cache-dir "$PATRONI_REQUIREMENT" >&2 || return 1
+    echo "$PATRONI_REQUIREMENT" >"$venv/.requirement"
+  fi
+  export PATRONI="$venv/bin/patroni" PATRONICTL="$venv/bin/patronictl"
+}

@@ -25,9 +25,11 @@ class RetryPolicy:
     own deadline (the client's `timeout`), and transient failures are
     retried with jittered exponential backoff until `budget` seconds have
     passed since the first attempt (or `max_attempts` attempts, when set).
-    The default budget rides out a tidemark restart of about ten seconds."""
+    The default budget rides out a tidemark restart and a Postgres failover
+    (about 20 s with Patroni's smallest ttl, measured in
+    docs/reliability.md)."""
 
-    budget: float = 15.0
+    budget: float = 30.0
     initial_backoff: float = 0.05
     max_backoff: float = 1.0
     max_attempts: Optional[int] = None

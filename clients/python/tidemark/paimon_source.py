@@ -110,7 +110,7 @@ class SourceOptions:
         self.lease_ttl = float(get("tidemark.lease-ttl", "30"))
         # How long a call keeps retrying a tidemark that is away (a restart),
         # and each attempt's deadline.
-        self.retry_budget = float(get("tidemark.retry-budget", "15"))
+        self.retry_budget = float(get("tidemark.retry-budget", "30"))
         self.call_timeout = float(get("tidemark.call-timeout", "5"))
         self.holder = get("tidemark.holder")
         self.clamp = get("tidemark.on-expired", "fail").lower() == "clamp"

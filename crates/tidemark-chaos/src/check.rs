@@ -47,6 +47,8 @@ pub(crate) struct Report {
     pub examined: BTreeMap<String, u64>,
     /// Group commit's work in the replicas.
     pub group_commit: GroupCommit,
+    /// Each change of the database's primary, as the workers saw it.
+    pub primary_changes: Vec<crate::availability::Outage>,
 }
 
 /// Group commit's counters (see tidemark-store's group_commit.rs).
@@ -99,10 +101,41 @@ impl Report {
     }
 
     fn violation(&mut self, text: String) {
-        if self.violations.len() < 200 {
+        if self.violations.len() < MAX_VIOLATIONS_KEPT {
             self.violations.push(text);
         }
     }
+}
+
+/// Violations kept in the report (a broken run can find millions).
+const MAX_VIOLATIONS_KEPT: usize = 10_000;
+
+/// Violations by kind: the text without its key, times, ids and numbers,
+/// counted, most frequent first.
+pub(crate) fn violation_kinds(violations: &[String]) -> Vec<(String, usize)> {
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for v in violations {
+        let text = v.split_once(": ").map_or(v.as_str(), |(_, rest)| rest);
+        let mut kind = String::new();
+        let mut depth = 0;
+        for c in text.chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ if depth > 0 => {}
+                c if c.is_ascii_digit() => {
+                    if !kind.ends_with('N') {
+                        kind.push('N');
+                    }
+                }
+                c => kind.push(c),
+            }
+        }
+        *kinds.entry(kind).or_default() += 1;
+    }
+    let mut kinds: Vec<(String, usize)> = kinds.into_iter().collect();
+    kinds.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    kinds
 }
 
 fn writes_position(outcome: &str) -> bool {
@@ -115,7 +148,18 @@ fn writes_position(outcome: &str) -> bool {
 const COMMIT_EVENTS: [&str; 4] = ["CREATE", "ADVANCE", "REFRESH", "REWIND"];
 
 /// Checks everything; `history` and `finals` are per consumer id.
-pub(crate) fn check(records: &[Record], faults: &[Fault], history: &History, finals: &Finals) -> Report {
+///
+/// `clock_slack_us` bounds how far the database's clock may be from the
+/// clients' (at least [`SLACK_US`]): lease deadlines are on the database's
+/// clock, which a failover moves to another host.
+pub(crate) fn check(
+    records: &[Record],
+    faults: &[Fault],
+    history: &History,
+    finals: &Finals,
+    clock_slack_us: i64,
+) -> Report {
+    let clock_slack_us = clock_slack_us.max(SLACK_US);
     let mut report = Report::default();
     for r in records {
         let answer = if r.ok() {
@@ -129,21 +173,35 @@ pub(crate) fn check(records: &[Record], faults: &[Fault], history: &History, fin
             report.fenced_commits_refused += 1;
         }
     }
+    retryable_failures(&mut report, records);
     for f in faults {
         *report.faults.entry(f.kind.clone()).or_default() += 1;
     }
     server_history(&mut report, history, finals);
     acknowledged(&mut report, records, history, finals);
     client_view(&mut report, records);
-    one_holder_at_a_time(&mut report, records, history);
+    one_holder_at_a_time(&mut report, records, history, clock_slack_us);
     fenced_learning(&mut report, records, faults);
-    linearizable(&mut report, records);
+    linearizable(&mut report, records, clock_slack_us);
     report
+}
+
+/// No fault may turn into a wrong answer: a call the server could not
+/// complete (its database away, failing over, read-only) answers with a
+/// status the client retries, never INTERNAL.
+fn retryable_failures(report: &mut Report, records: &[Record]) {
+    report.examined("failed calls answered retryably: answers", records.len());
+    for r in records.iter().filter(|r| r.code == "Internal") {
+        report.violation(format!(
+            "w{} {} on {} answered INTERNAL at {} µs ({}): a failure must be retryable",
+            r.worker, r.op, r.key, r.t1, r.reason
+        ));
+    }
 }
 
 /// Every key's calls, as the clients saw them, have an order the SPEC's
 /// model accepts (see `linearize.rs`).
-fn linearizable(report: &mut Report, records: &[Record]) {
+fn linearizable(report: &mut Report, records: &[Record], clock_slack_us: i64) {
     let mut by_key: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
     for r in records {
         by_key.entry(r.key.as_str()).or_default().push(r);
@@ -155,7 +213,7 @@ fn linearizable(report: &mut Report, records: &[Record]) {
     let mut failures = Vec::new();
     for (key, records) in by_key {
         result.keys_checked += 1;
-        match crate::linearize::check_key(&records, LINEARIZABILITY_BUDGET) {
+        match crate::linearize::check_key(&records, LINEARIZABILITY_BUDGET, clock_slack_us) {
             Verdict::Linearizable { steps } => {
                 result.passed += 1;
                 result.steps += steps;
@@ -388,7 +446,12 @@ fn micros(t: Option<&prost_types::Timestamp>) -> i64 {
 /// the previous lease is known to be live (an OK answer on it reported time
 /// left, counted from when that call was sent) unless it was released
 /// first. A takeover by the same holder is allowed (L3).
-fn one_holder_at_a_time(report: &mut Report, records: &[Record], history: &BTreeMap<String, Vec<pb::HistoryEntry>>) {
+fn one_holder_at_a_time(
+    report: &mut Report,
+    records: &[Record],
+    history: &BTreeMap<String, Vec<pb::HistoryEntry>>,
+    clock_slack_us: i64,
+) {
     let mut live_until: HashMap<&str, i64> = HashMap::new();
     for r in records.iter().filter(|r| r.ok() && r.ttl_us > 0 && !r.lease.is_empty()) {
         let until = live_until.entry(r.lease.as_str()).or_insert(i64::MIN);
@@ -409,7 +472,7 @@ fn one_holder_at_a_time(report: &mut Report, records: &[Record], history: &BTree
                         && let Some(until) = live_until.get(prev.lease_id.as_str())
                     {
                         let granted = micros(row.at.as_ref());
-                        if granted + SLACK_US < *until {
+                        if granted + clock_slack_us < *until {
                             report.violation(format!(
                                 "{key}: {} was granted epoch {:?} while {}'s epoch {:?} was live for another {} ms",
                                 row.holder,
@@ -560,7 +623,7 @@ mod tests {
     #[test]
     fn a_clean_history_passes() {
         let (records, history, finals) = clean();
-        let report = check(&records, &[], &history, &finals);
+        let report = check(&records, &[], &history, &finals, 0);
         assert!(report.violations.is_empty(), "{:?}", report.violations);
         assert_eq!(report.acknowledged_commits, 2);
     }
@@ -572,7 +635,7 @@ mod tests {
             .get_mut("k0")
             .unwrap()
             .push(row(6, 50, "ADVANCE", 1, "L1", "w0", Some(7)));
-        let report = check(&records, &[], &history, &finals);
+        let report = check(&records, &[], &history, &finals, 0);
         assert!(
             report
                 .violations
@@ -584,10 +647,44 @@ mod tests {
     }
 
     #[test]
+    fn violations_are_counted_by_kind() {
+        let kinds = violation_kinds(&[
+            "k0: acknowledged commit (lease a, batch 1) is not in the server's history".into(),
+            "k1: acknowledged commit (lease b, batch 22) is not in the server's history".into(),
+            "own-w1: w3 was granted epoch 7 while w1's epoch 6 was live for another 12 ms".into(),
+        ]);
+        assert_eq!(
+            kinds,
+            vec![
+                ("acknowledged commit  is not in the server's history".to_owned(), 2),
+                (
+                    "wN was granted epoch N while wN's epoch N was live for another N ms".to_owned(),
+                    1
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_internal_answer_is_caught() {
+        let (mut records, history, finals) = clean();
+        let mut failed = records[1].clone();
+        failed.code = "Internal".into();
+        failed.outcome.clear();
+        records.push(failed);
+        let report = check(&records, &[], &history, &finals, 0);
+        assert!(
+            report.violations.iter().any(|v| v.contains("answered INTERNAL")),
+            "{:?}",
+            report.violations
+        );
+    }
+
+    #[test]
     fn a_lost_acknowledged_commit_is_caught() {
         let (records, mut history, finals) = clean();
         history.get_mut("k0").unwrap().retain(|r| r.id != 3);
-        let report = check(&records, &[], &history, &finals);
+        let report = check(&records, &[], &history, &finals, 0);
         assert_eq!(report.acknowledged_commits_lost, 1, "{:?}", report.violations);
     }
 
@@ -597,7 +694,7 @@ mod tests {
         // No release: w1's grant at 40 ms falls inside w0's lease.
         records.retain(|r| r.op != "release");
         history.get_mut("k0").unwrap().retain(|r| r.event != "LEASE_RELEASE");
-        let report = check(&records, &[], &history, &finals);
+        let report = check(&records, &[], &history, &finals, 0);
         assert!(
             report.violations.iter().any(|v| v.contains("while w0's epoch")),
             "{:?}",
@@ -633,7 +730,7 @@ mod tests {
         ] {
             let mut records = records.clone();
             records.push(late.clone());
-            let report = check(&records, std::slice::from_ref(&pause), &history, &finals);
+            let report = check(&records, std::slice::from_ref(&pause), &history, &finals, 0);
             assert_eq!(report.fenced_learned_ms.len(), usize::from(learned), "{late:?}");
             assert_eq!(
                 report.violations.is_empty(),
@@ -648,7 +745,7 @@ mod tests {
     fn passing_an_incomplete_snapshot_is_caught() {
         let (mut records, history, finals) = clean();
         records[2].next = Some(7); // end (6, 0, 3) is mid-snapshot
-        let report = check(&records, &[], &history, &finals);
+        let report = check(&records, &[], &history, &finals, 0);
         assert!(
             report
                 .violations
@@ -666,7 +763,7 @@ mod tests {
         rows.push(row(6, 50, "LEASE_ACQUIRE", 2, "L3", "w2", None));
         rows.push(row(7, 60, "ADVANCE", 2, "L3", "w2", Some(9)));
         rows.push(row(8, 70, "ADVANCE", 2, "L3", "w2", Some(8)));
-        let report = check(&records, &[], &history, &finals);
+        let report = check(&records, &[], &history, &finals, 0);
         assert!(
             report
                 .violations

@@ -131,17 +131,17 @@ impl Model {
 
     /// Places a call at the earliest instant in `[t0, t1]` (with slack) not
     /// before the last one; `None` when there is none.
-    fn at(&self, op: &Op) -> Option<i64> {
-        let t = self.now.max(op.t0 - SLACK_US);
-        (t <= op.t1.saturating_add(SLACK_US)).then_some(t)
+    fn at(&self, op: &Op, slack: i64) -> Option<i64> {
+        let t = self.now.max(op.t0 - slack);
+        (t <= op.t1.saturating_add(slack)).then_some(t)
     }
 
     /// The model after `op`, or `None` when the model cannot give `op`'s
     /// answer at any instant the call allows. Placing a call whose answer
     /// was lost means it took effect (not placing it, that it did not).
-    fn apply(&self, op: &Op) -> Option<Model> {
-        let mut t = self.at(op)?;
-        let latest = op.t1.saturating_add(SLACK_US);
+    fn apply(&self, op: &Op, slack: i64) -> Option<Model> {
+        let mut t = self.at(op, slack)?;
+        let latest = op.t1.saturating_add(slack);
         let mut next = self.clone();
         // The deadline a call placed at `t` sets, as an interval: the
         // database's instant lies somewhere up to the answer.
@@ -431,8 +431,11 @@ fn requested_ttl(records: &[&Record], r: &Record) -> i64 {
         .map_or(1_500_000, |o| o.ttl_us)
 }
 
-/// The SPEC's model, for the search.
-struct LeaseSpec;
+/// The SPEC's model, for the search, with the slack allowed between the
+/// database's clock and the clients' (µs).
+struct LeaseSpec {
+    slack: i64,
+}
 
 impl Spec for LeaseSpec {
     type Call = Call;
@@ -448,7 +451,7 @@ impl Spec for LeaseSpec {
     }
 
     fn apply(&self, state: &Model, op: &Op) -> Option<Model> {
-        state.apply(op)
+        state.apply(op, self.slack)
     }
 
     fn may_still_matter(&self, state: &Model, op: &Op) -> bool {
@@ -460,14 +463,17 @@ impl Spec for LeaseSpec {
     }
 }
 
-/// Checks one key's records within `budget` search steps.
-pub(crate) fn check_key(records: &[&Record], budget: u64) -> Verdict {
+/// Checks one key's records within `budget` search steps, the database's
+/// clock within `slack` µs of the clients' (at least [`SLACK_US`]; more
+/// when a failover moves it to a member whose clock is off).
+pub(crate) fn check_key(records: &[&Record], budget: u64, slack: i64) -> Verdict {
+    let slack = slack.max(SLACK_US);
     let limits = Limits {
-        slack: SLACK_US,
+        slack,
         lost_horizon: Some(LOST_ANSWER_HORIZON_US),
         budget,
     };
-    search::search(&LeaseSpec, &calls(records), limits)
+    search::search(&LeaseSpec { slack }, &calls(records), limits)
 }
 
 /// Whether a call whose answer was lost can still change anything: calls on

@@ -9,10 +9,16 @@
 //!
 //!   cargo run -p tidemark-chaos                    # the CI run (~45 s)
 //!   cargo run --release -p tidemark-chaos -- --soak   # 10 minutes, more workers
+//!
+//! With `--database-url` and `--cluster-control scripts/ha-cluster.sh` it
+//! runs against a Patroni cluster instead, failing its primary over and
+//! switching it over between the other faults (scripts/ha-chaos.sh).
 
 #![allow(clippy::print_stdout)] // a report is the point
 
+mod availability;
 mod check;
+mod cluster;
 mod linearize;
 mod proxy;
 mod record;
@@ -32,7 +38,9 @@ use tidemark_testkit::process::{ServerProcess, free_port, resolve_tidemark_binar
 use tidemark_testkit::{PgCluster, StopMode};
 use tonic::transport::Channel;
 
+use crate::availability::ReadinessSample;
 use crate::check::{Finals, History};
+use crate::cluster::{Database, PrimaryChange};
 use crate::proxy::Proxy;
 use crate::record::{Fault, Record, now_us};
 use crate::worker::{TABLE, WorkerArgs};
@@ -95,7 +103,25 @@ struct RunArgs {
     /// Only these fault kinds (comma-separated; default: all).
     #[arg(long, value_delimiter = ',')]
     faults: Vec<String>,
+    /// Run against this database instead of a private Postgres (its
+    /// `db.chaos` consumers must not exist yet): say, the Patroni cluster
+    /// behind HAProxy that scripts/ha-cluster.sh runs. The fault
+    /// postgres-restart needs the private one.
+    #[arg(long)]
+    database_url: Option<String>,
+    /// The cluster's control script (scripts/ha-cluster.sh): adds the
+    /// fault kinds failover and switchover, every other fault.
+    #[arg(long, requires = "database_url")]
+    cluster_control: Option<PathBuf>,
+    /// How far the database's clock may be from the workers' (default
+    /// 5ms): more when a cluster member's clock is skewed, since a failover
+    /// moves the database clock to it.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    clock_slack: Option<Duration>,
 }
+
+/// How often each replica's readiness is probed during a run.
+const READINESS_PROBE_EVERY: Duration = Duration::from_millis(250);
 
 /// A replica: its process, arguments (to restart it identically) and the
 /// proxy in front of it.
@@ -184,19 +210,28 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
              fetches it), or pass --no-clock-faults"
         ),
     };
-    let mut postgres = PgCluster::start().context("no PostgreSQL binaries")?;
+    let mut postgres = match &args.database_url {
+        Some(url) => Database::External {
+            url: url.clone(),
+            control: args.cluster_control.clone(),
+        },
+        None => Database::Private(PgCluster::start().context("no PostgreSQL binaries")?),
+    };
     // The database-side mutant (see tidemark-core's mutant.rs): a server that
     // acknowledges commits before their WAL is flushed, so a crash loses
     // acknowledged commits. The checker must notice.
     if std::env::var("TIDEMARK_MUTANT").as_deref() == Ok("database_acks_before_flush") {
-        postgres.set("synchronous_commit", "off");
+        let private = postgres
+            .private()
+            .context("mutant database_acks_before_flush needs the private Postgres")?;
+        private.set("synchronous_commit", "off");
         println!("mutant database_acks_before_flush: Postgres runs with synchronous_commit=off");
     }
     // The replicas reach Postgres through a proxy too, so the connection
     // between them can be cut (a commit's answer lost on its way back from
     // the database) or slowed.
-    let database = Proxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], postgres.port()))).await?;
-    let database_url = format!("postgres://tidemark@{}/postgres", database.addr);
+    let database = Proxy::start(postgres.address()?).await?;
+    let database_url = postgres.url_through(database.addr)?;
     let mut replicas = Vec::new();
     let mut metrics_ports = Vec::new();
     for i in 0..2 {
@@ -219,6 +254,8 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
             "500ms",
             "--shutdown-drain",
             "0s",
+            "--readiness-interval",
+            "250ms",
             "--log",
             "warn,tidemark=info",
         ]
@@ -264,7 +301,17 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     // (summed across their restarts).
     let batching = GroupCommitTally::default();
     let scraper = tokio::spawn(batching.clone().scrape(metrics_ports, until));
-    let faults = inject_faults(
+    let readiness = ReadinessLog::default();
+    let prober = tokio::spawn(
+        readiness.clone().probe(
+            replicas
+                .iter()
+                .filter_map(|r| r.process.as_ref())
+                .map(ServerProcess::url)
+                .collect(),
+        ),
+    );
+    let (faults, primary_changes) = inject_faults(
         &args,
         seed,
         until,
@@ -286,6 +333,9 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
         }
     }
     // Everything up again before reading the server's history back.
+    if let Some(control) = postgres.control() {
+        cluster::wait_healthy(control).await?;
+    }
     for replica in &mut replicas {
         let down = replica.process.as_mut().is_none_or(ServerProcess::exited);
         if down {
@@ -302,8 +352,16 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
         .sum();
 
     scraper.abort();
-    let mut report = check::check(&records, &faults, &history, &finals);
+    prober.abort();
+    let clock_slack = args
+        .clock_slack
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+    let mut report = check::check(&records, &faults, &history, &finals, clock_slack);
     report.group_commit = batching.totals();
+    report.primary_changes = availability::outages(&primary_changes, &records, &readiness.samples());
+    for violation in availability::violations(&report.primary_changes, READINESS_PROBE_EVERY.as_secs_f64() * 1000.0) {
+        report.violations.push(violation);
+    }
     if panics > 0 {
         report.violations.push(format!("{panics} panics in the replicas' logs"));
     }
@@ -409,13 +467,13 @@ async fn inject_faults(
     seed: u64,
     until: i64,
     replicas: &mut [Replica],
-    postgres: &mut PgCluster,
+    postgres: &mut Database,
     database: &Proxy,
     workers: &[Child],
     binary: &Path,
     dir: &Path,
-) -> anyhow::Result<Vec<Fault>> {
-    const ALL: [&str; 10] = [
+) -> anyhow::Result<(Vec<Fault>, Vec<(String, PrimaryChange)>)> {
+    const ALL: [&str; 12] = [
         "pause-worker",
         "kill-replica",
         "cut-connections",
@@ -426,24 +484,55 @@ async fn inject_faults(
         "pause-replica",
         "pause-replica-and-cut-database",
         "jump-replica-clock",
+        "failover",
+        "switchover",
     ];
+    const PRIMARY_CHANGES: [&str; 2] = ["failover", "switchover"];
     let clock_faults = !replicas[1].env.is_empty();
-    let kinds: Vec<&str> = ALL
-        .into_iter()
-        .filter(|k| args.faults.is_empty() || args.faults.iter().any(|f| f == k))
-        .filter(|k| *k != "jump-replica-clock" || clock_faults)
-        .collect();
+    let control = postgres.control().map(Path::to_path_buf);
+    let private = postgres.private().is_some();
+    let available = |k: &&str| match *k {
+        "jump-replica-clock" => clock_faults,
+        "postgres-restart" => private,
+        "failover" | "switchover" => control.is_some(),
+        _ => true,
+    };
     if let Some(unknown) = args.faults.iter().find(|f| !ALL.contains(&f.as_str())) {
         bail!("unknown fault kind {unknown} (known: {})", ALL.join(", "));
     }
-    anyhow::ensure!(!kinds.is_empty(), "no fault kind left to inject");
+    if let Some(impossible) = args.faults.iter().map(String::as_str).find(|f| !available(f)) {
+        bail!("fault kind {impossible} is not possible in this run (see --help)");
+    }
+    let chosen = |k: &&str| args.faults.is_empty() || args.faults.iter().any(|f| f == k);
+    // With a cluster, every other fault changes its primary.
+    let changes: Vec<&str> = PRIMARY_CHANGES.into_iter().filter(available).filter(chosen).collect();
+    let kinds: Vec<&str> = ALL
+        .into_iter()
+        .filter(|k| !PRIMARY_CHANGES.contains(k))
+        .filter(available)
+        .filter(chosen)
+        .collect();
+    anyhow::ensure!(!kinds.is_empty() || !changes.is_empty(), "no fault kind left to inject");
 
     let mut faults = Vec::new();
+    let mut primary_changes = Vec::new();
     let mut n = seed as usize;
+    let mut changes_done = 0;
     // Let the workers get going first.
     tokio::time::sleep(Duration::from_secs(2)).await;
     while now_us() + 4_000_000 < until {
-        let kind = kinds[n % kinds.len()];
+        // A change of primary takes a while (a failover waits out Patroni's
+        // ttl); start one only with time left to see the workers recover.
+        let change_fits = now_us() + PRIMARY_CHANGE_ROOM_US < until;
+        let kind = if !changes.is_empty() && change_fits && (kinds.is_empty() || faults.len() % 2 == 0) {
+            changes_done += 1;
+            changes[(changes_done - 1) % changes.len()]
+        } else if kinds.is_empty() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        } else {
+            kinds[n % kinds.len()]
+        };
         let t0 = now_us();
         let mut resumed = None;
         let target = match kind {
@@ -511,10 +600,24 @@ async fn inject_faults(
                 replica.name.clone()
             }
             "postgres-restart" => {
-                postgres.stop(StopMode::Immediate);
+                let private = postgres
+                    .private()
+                    .context("postgres-restart needs the private Postgres")?;
+                private.stop(StopMode::Immediate);
                 tokio::time::sleep(Duration::from_millis(1500)).await;
-                postgres.start_again();
+                private.start_again();
                 "postgres".into()
+            }
+            "failover" | "switchover" => {
+                let control = control.as_deref().context("no cluster control script")?;
+                let change = cluster::change_primary(control, kind).await?;
+                println!(
+                    "{kind} {}: routed to the new primary after {} ms",
+                    change.members, change.routed_ms
+                );
+                let members = change.members.clone();
+                primary_changes.push((kind.to_owned(), change));
+                members
             }
             _ => {
                 let replica = &replicas[n / kinds.len() % 2];
@@ -537,7 +640,36 @@ async fn inject_faults(
     while now_us() < until {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok(faults)
+    Ok((faults, primary_changes))
+}
+
+/// Room a change of primary needs before the end of the run (µs): a
+/// failover waits out Patroni's 20 s ttl, then the workers recover.
+const PRIMARY_CHANGE_ROOM_US: i64 = 35_000_000;
+
+/// Every replica's readiness, probed through the run.
+#[derive(Debug, Clone, Default)]
+struct ReadinessLog(std::sync::Arc<std::sync::Mutex<Vec<ReadinessSample>>>);
+
+impl ReadinessLog {
+    async fn probe(self, urls: Vec<String>) {
+        use tonic_health::pb::health_check_response::ServingStatus;
+        loop {
+            for url in &urls {
+                let status = tidemark_testkit::process::health(url.clone(), "readiness").await;
+                let sample = ReadinessSample {
+                    t: now_us(),
+                    serving: status.map(|s| s == ServingStatus::Serving),
+                };
+                self.0.lock().expect("not poisoned").push(sample);
+            }
+            tokio::time::sleep(READINESS_PROBE_EVERY).await;
+        }
+    }
+
+    fn samples(&self) -> Vec<ReadinessSample> {
+        self.0.lock().expect("not poisoned").clone()
+    }
 }
 
 /// Cuts in a burst, so some land mid-call (mid-statement, mid-answer).
@@ -669,9 +801,53 @@ fn print_report(report: &check::Report, seed: u64) {
          inconclusive ({} steps)",
         l.budget_per_key, l.keys_checked, l.passed, l.failed, l.inconclusive, l.steps
     );
+    if !report.primary_changes.is_empty() {
+        print_primary_changes(&report.primary_changes);
+    }
     println!("invariant violations: {}", report.violations.len());
-    for v in &report.violations {
+    for (kind, n) in check::violation_kinds(&report.violations) {
+        println!("  {n:>6} x {kind}");
+    }
+    for v in report.violations.iter().take(100) {
         println!("  VIOLATION {v}");
     }
+    if report.violations.len() > 100 {
+        println!(
+            "  ... and {} more (all of them in --json)",
+            report.violations.len() - 100
+        );
+    }
     println!("seed {seed}");
+}
+
+fn print_primary_changes(outages: &[availability::Outage]) {
+    let failed: BTreeMap<&str, u64> =
+        outages
+            .iter()
+            .flat_map(|o| &o.failed_calls)
+            .fold(BTreeMap::new(), |mut sum, (code, n)| {
+                *sum.entry(code.as_str()).or_default() += n;
+                sum
+            });
+    println!(
+        "primary changes: {} ({} failovers, {} switchovers); calls failed meanwhile: {failed:?}",
+        outages.len(),
+        outages.iter().filter(|o| o.kind == "failover").count(),
+        outages.iter().filter(|o| o.kind == "switchover").count(),
+    );
+    for kind in ["failover", "switchover"] {
+        if let Some((median, max, n)) = availability::spread(outages, kind) {
+            println!("  {kind}: no commit acknowledged for {median:.0} ms (median of {n}; max {max:.0} ms)");
+        }
+    }
+    for o in outages {
+        println!(
+            "  {:<10} {:<12} routed after {:>6} ms, no commit acknowledged for {:>8} ms, NOT_SERVING seen: {}",
+            o.kind,
+            o.members,
+            o.routed_ms,
+            o.unavailable_ms.map_or("ever".to_owned(), |ms| format!("{ms:.0}")),
+            o.not_ready_seen
+        );
+    }
 }

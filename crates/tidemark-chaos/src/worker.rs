@@ -74,6 +74,9 @@ struct Worker {
     endpoint: usize,
     out: std::io::BufWriter<std::fs::File>,
     rng: Rng,
+    /// Answers in a row that said nothing (the service or its database
+    /// away): the backoff grows with them, as the SDKs' retry policy does.
+    failures: u32,
 }
 
 fn duration_us(d: Option<&prost_types::Duration>) -> i64 {
@@ -124,6 +127,19 @@ impl Worker {
         // SIGSTOP must not hold records back.
         let _ = writeln!(self.out, "{line}");
         let _ = self.out.flush();
+        if ambiguous(&record.code) {
+            self.failures += 1;
+        } else {
+            self.failures = 0;
+        }
+    }
+
+    /// Waits before retrying after an ambiguous answer: jittered and
+    /// exponential, 50 ms doubling to 1 s (the SDKs' default policy), so
+    /// workers ride out a database failover without hammering it.
+    async fn back_off(&mut self) {
+        let cap_ms = (50u64 << self.failures.saturating_sub(1).min(5)).min(1_000);
+        tokio::time::sleep(Duration::from_millis(1 + self.rng.below(cap_ms))).await;
     }
 
     /// A record of `op` on a lease, sent now.
@@ -154,7 +170,11 @@ impl Worker {
                 _ => self.args.keys[self.rng.below(self.args.keys.len() as u64) as usize].clone(),
             };
             let Some((lease_id, epoch)) = self.acquire(&key, ttl).await else {
-                tokio::time::sleep(Duration::from_millis(20 + self.rng.below(150))).await;
+                if self.failures > 0 {
+                    self.back_off().await;
+                } else {
+                    tokio::time::sleep(Duration::from_millis(20 + self.rng.below(150))).await;
+                }
                 continue;
             };
             let Some(start) = self.recover(&key, &lease_id, epoch).await else {
@@ -281,7 +301,8 @@ impl Worker {
     /// answer is ambiguous. `false` when the lease is lost or the commit
     /// was refused.
     async fn commit(&mut self, key: &str, lease_id: &str, epoch: i64, batch: i64, end: (i64, i64, i64)) -> bool {
-        for attempt in 0..40 {
+        // Enough attempts to ride out a failover (Patroni's ttl is 20 s at least).
+        for _ in 0..120 {
             let mut record = Record {
                 batch,
                 end,
@@ -321,7 +342,7 @@ impl Worker {
                 return false;
             }
             self.switch_endpoint();
-            tokio::time::sleep(Duration::from_millis(25 * (1 + attempt.min(8)))).await;
+            self.back_off().await;
         }
         false
     }
@@ -392,6 +413,7 @@ pub(crate) async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let mut worker = Worker {
         endpoint: args.id as usize % clients.len(),
         rng: Rng(args.seed),
+        failures: 0,
         clients,
         out,
         args,

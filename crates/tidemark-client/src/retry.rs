@@ -13,7 +13,8 @@ use crate::ApiError;
 /// has its own deadline, and transient failures are retried with jittered
 /// exponential backoff until `budget` has passed since the first attempt
 /// (or `max_attempts` attempts). The default budget rides out a tidemark
-/// restart of about ten seconds.
+/// restart and a Postgres failover (about 20 s with Patroni's smallest
+/// ttl, measured in docs/reliability.md).
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
     /// Attempts in all (1 = no retry); usually the budget ends retrying first.
@@ -32,7 +33,7 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         Self {
             max_attempts: u32::MAX,
-            budget: Duration::from_secs(15),
+            budget: Duration::from_secs(30),
             call_timeout: Duration::from_secs(5),
             initial_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(1),

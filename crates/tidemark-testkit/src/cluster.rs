@@ -68,6 +68,44 @@ impl PgCluster {
         Some(cluster)
     }
 
+    /// A hot standby of `primary` (a base backup streaming from it), on a
+    /// port of its own: read-only until [`PgCluster::promote`].
+    pub fn standby_of(primary: &PgCluster) -> Self {
+        let dir = std::env::temp_dir().join(format!("tidemark-standby-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).expect("standby dir");
+        if let Some(owner) = &primary.owner {
+            run(Command::new("chown").args([owner.as_str(), &dir.display().to_string()]));
+        }
+        let mut standby = Self {
+            bin: primary.bin.clone(),
+            dir,
+            owner: primary.owner.clone(),
+            port: free_port(),
+            running: false,
+        };
+        run(standby.command("pg_basebackup").args([
+            "-D",
+            &standby.data_dir().display().to_string(),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &primary.port.to_string(),
+            "-U",
+            "tidemark",
+            "--write-recovery-conf",
+            "--checkpoint=fast",
+        ]));
+        standby.start_again();
+        standby
+    }
+
+    /// Promotes a standby to a primary and waits until it accepts writes.
+    pub fn promote(&self) {
+        run(self
+            .command("pg_ctl")
+            .args(["-D", &self.data_dir().display().to_string(), "-w", "promote"]));
+    }
+
     /// Its loopback port.
     pub fn port(&self) -> u16 {
         self.port

@@ -1,7 +1,7 @@
 //! Histories with a known answer: each valid one must pass and each
 //! invalid one must fail, so the search is shown able to fail.
 
-use super::{Verdict, check_key};
+use super::{SLACK_US, Verdict, check_key};
 use crate::record::Record;
 
 const MS: i64 = 1_000;
@@ -91,7 +91,7 @@ impl H {
 
     fn verdict(&self) -> Verdict {
         let records: Vec<&Record> = self.0.iter().collect();
-        check_key(&records, 100_000)
+        check_key(&records, 100_000, SLACK_US)
     }
 
     fn passes(&self) -> bool {
@@ -215,5 +215,5 @@ fn concurrent_calls_may_go_in_either_order() {
 fn a_budget_too_small_is_inconclusive_not_passed() {
     let h = streaming();
     let records: Vec<&Record> = h.0.iter().collect();
-    assert!(matches!(check_key(&records, 2), Verdict::Inconclusive { .. }));
+    assert!(matches!(check_key(&records, 2, SLACK_US), Verdict::Inconclusive { .. }));
 }

@@ -121,6 +121,24 @@ impl PostgresBackend {
 
 pub(crate) use crate::decode::{from_ts, ts};
 
+/// A pooled connection that reaches a primary. One that reaches a standby
+/// in recovery (read-only) fails with UNAVAILABLE and is closed rather than
+/// pooled again, so the next call connects afresh (and a balancer that has
+/// caught up with a failover sends it to the new primary).
+async fn writable_connection(pool: &PgPool) -> Result<sqlx::pool::PoolConnection<sqlx::Postgres>, StoreError> {
+    let mut connection = pool.acquire().await?;
+    let standby: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+        .fetch_one(&mut *connection)
+        .await?;
+    if standby {
+        connection.close_on_drop();
+        return Err(StoreError::Unavailable(
+            "the database is a standby in recovery (read-only); tidemark needs the primary".into(),
+        ));
+    }
+    Ok(connection)
+}
+
 impl TimestampColumns for PgRow {
     fn timestamp(&self, column: &str) -> Result<Option<Timestamp>, sqlx::Error> {
         Ok(self.try_get::<Option<DateTime<Utc>>, _>(column)?.map(from_ts))
@@ -147,23 +165,33 @@ impl Backend for PostgresBackend {
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
+        // Never on a standby: behind a balancer that has not yet noticed a
+        // failover, or given a replica's address by mistake, the run would
+        // fail halfway (or, with nothing to apply, pass without a primary).
+        // The check and the run share one connection, so they reach the
+        // same server.
+        let mut connection = writable_connection(&self.pool).await?;
         // sqlx takes a Postgres advisory lock around the run, so replicas
-        // starting at once apply each migration exactly once.
-        MIGRATOR.run(&self.pool).await.map_err(|e| match e {
-            sqlx::migrate::MigrateError::Execute(inner) => StoreError::from(inner),
-            other => StoreError::Internal(format!("migration failed: {other}")),
-        })
+        // starting at once apply each migration exactly once. (`run_direct`
+        // is `run` on a connection already held: `run`'s `Acquire` bound on
+        // `&mut PgConnection` does not hold across async_trait's future.)
+        MIGRATOR
+            .run_direct(None, &mut *connection, false)
+            .await
+            .map_err(|e| match e {
+                sqlx::migrate::MigrateError::Execute(inner) => StoreError::from(inner),
+                other => StoreError::Internal(format!("migration failed: {other}")),
+            })
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
         // Twice: the first attempt may land on a pooled connection that died
-        // with a database restart (it is then discarded).
-        match sqlx::query("SELECT 1").execute(&self.pool).await {
+        // with a database restart (it is then discarded). Ready means
+        // writable: a standby (a demoted primary a balancer still routes
+        // to) answers, but every write would fail.
+        match writable_connection(&self.pool).await {
             Ok(_) => Ok(()),
-            Err(_) => {
-                sqlx::query("SELECT 1").execute(&self.pool).await?;
-                Ok(())
-            }
+            Err(_) => writable_connection(&self.pool).await.map(drop),
         }
     }
 
