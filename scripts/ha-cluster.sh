@@ -297,6 +297,17 @@ for m in json.load(sys.stdin)["members"]:
     print("%-5s %-13s %-10s timeline %s lag %s" % (m["name"], m["role"], m["state"], m.get("timeline", "-"), m.get("lag", 0)))'
 }
 
+# Waits until a member other than OLD leads and HAProxy routes writes to
+# it (at most 120 s from T0, ms); prints its name.
+wait_for_new_primary() {
+  local old="$1" t0="$2" new
+  until new=$(leader) && [ -n "$new" ] && [ "$new" != "$old" ] && writable_through_haproxy; do
+    [ $(($(now_ms) - t0)) -lt 120000 ] || die "no new primary within 120 s"
+    sleep 0.1
+  done
+  echo "$new"
+}
+
 # The member's standbys stop hearing from it (its WAL senders frozen), as
 # when its node loses the network before it dies; it keeps running and, with
 # asynchronous replication, acknowledging commits.
@@ -331,10 +342,7 @@ failover() {
   fi
   kill_member "$old"
   t0=$(now_ms)
-  until new=$(leader) && [ -n "$new" ] && [ "$new" != "$old" ] && writable_through_haproxy; do
-    [ $(($(now_ms) - t0)) -lt 120000 ] || die "no new primary within 120 s"
-    sleep 0.1
-  done
+  new=$(wait_for_new_primary "$old" "$t0") || exit 1
   t1=$(now_ms)
   start_member "$old"
   echo "failover $old -> $new $((t1 - t0)) $t0"
@@ -363,11 +371,9 @@ switchover() {
   curl -fsS --max-time 60 -XPOST "http://127.0.0.1:$(rest_port "$old")/switchover" \
     -d "{\"leader\": \"$old\", \"candidate\": \"$to\"}" >"$DIR/switchover.out" 2>&1 ||
     { cat "$DIR/switchover.out" >&2; die "switchover $old -> $to refused"; }
-  until new=$(leader) && [ "$new" = "$to" ] && writable_through_haproxy; do
-    [ $(($(now_ms) - t0)) -lt 120000 ] || die "no new primary within 120 s"
-    sleep 0.1
-  done
+  new=$(wait_for_new_primary "$old" "$t0") || exit 1
   t1=$(now_ms)
+  [ "$new" = "$to" ] || die "switchover to $to, but $new is the primary"
   echo "switchover $old -> $new $((t1 - t0)) $t0"
   wait_healthy 180
 }

@@ -90,9 +90,29 @@ pub(crate) struct Linearizability {
     pub budget_per_key: u64,
 }
 
-/// Search steps each key may take (a history the search walks straight
-/// through takes about one step per call).
-const LINEARIZABILITY_BUDGET: u64 = 1_000_000;
+/// Search steps each key may take by default (a history the search walks
+/// straight through takes about one step per call).
+pub(crate) const LINEARIZABILITY_BUDGET: u64 = 1_000_000;
+
+/// How strict the checks are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    /// How far the database's clock may be from the clients' (µs; at least
+    /// [`SLACK_US`]): lease deadlines are on the database's clock, which a
+    /// failover moves to another host.
+    pub clock_slack_us: i64,
+    /// Search steps each key's linearizability check may take.
+    pub search_budget: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            clock_slack_us: SLACK_US,
+            search_budget: LINEARIZABILITY_BUDGET,
+        }
+    }
+}
 
 impl Report {
     /// Counts `n` items examined by `check`.
@@ -148,18 +168,14 @@ fn writes_position(outcome: &str) -> bool {
 const COMMIT_EVENTS: [&str; 4] = ["CREATE", "ADVANCE", "REFRESH", "REWIND"];
 
 /// Checks everything; `history` and `finals` are per consumer id.
-///
-/// `clock_slack_us` bounds how far the database's clock may be from the
-/// clients' (at least [`SLACK_US`]): lease deadlines are on the database's
-/// clock, which a failover moves to another host.
 pub(crate) fn check(
     records: &[Record],
     faults: &[Fault],
     history: &History,
     finals: &Finals,
-    clock_slack_us: i64,
+    settings: &Settings,
 ) -> Report {
-    let clock_slack_us = clock_slack_us.max(SLACK_US);
+    let clock_slack_us = settings.clock_slack_us.max(SLACK_US);
     let mut report = Report::default();
     for r in records {
         let answer = if r.ok() {
@@ -182,7 +198,7 @@ pub(crate) fn check(
     client_view(&mut report, records);
     one_holder_at_a_time(&mut report, records, history, clock_slack_us);
     fenced_learning(&mut report, records, faults);
-    linearizable(&mut report, records, clock_slack_us);
+    linearizable(&mut report, records, clock_slack_us, settings.search_budget);
     report
 }
 
@@ -201,7 +217,7 @@ fn retryable_failures(report: &mut Report, records: &[Record]) {
 
 /// Every key's calls, as the clients saw them, have an order the SPEC's
 /// model accepts (see `linearize.rs`).
-fn linearizable(report: &mut Report, records: &[Record], clock_slack_us: i64) {
+fn linearizable(report: &mut Report, records: &[Record], clock_slack_us: i64, budget: u64) {
     let mut by_key: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
     for r in records {
         by_key.entry(r.key.as_str()).or_default().push(r);
@@ -209,11 +225,11 @@ fn linearizable(report: &mut Report, records: &[Record], clock_slack_us: i64) {
     let calls: usize = by_key.values().map(Vec::len).sum();
     report.examined("linearizability: calls", calls);
     let result = &mut report.linearizability;
-    result.budget_per_key = LINEARIZABILITY_BUDGET;
+    result.budget_per_key = budget;
     let mut failures = Vec::new();
     for (key, records) in by_key {
         result.keys_checked += 1;
-        match crate::linearize::check_key(&records, LINEARIZABILITY_BUDGET, clock_slack_us) {
+        match crate::linearize::check_key(&records, budget, clock_slack_us) {
             Verdict::Linearizable { steps } => {
                 result.passed += 1;
                 result.steps += steps;
@@ -623,7 +639,7 @@ mod tests {
     #[test]
     fn a_clean_history_passes() {
         let (records, history, finals) = clean();
-        let report = check(&records, &[], &history, &finals, 0);
+        let report = check(&records, &[], &history, &finals, &Settings::default());
         assert!(report.violations.is_empty(), "{:?}", report.violations);
         assert_eq!(report.acknowledged_commits, 2);
     }
@@ -635,7 +651,7 @@ mod tests {
             .get_mut("k0")
             .unwrap()
             .push(row(6, 50, "ADVANCE", 1, "L1", "w0", Some(7)));
-        let report = check(&records, &[], &history, &finals, 0);
+        let report = check(&records, &[], &history, &finals, &Settings::default());
         assert!(
             report
                 .violations
@@ -672,7 +688,7 @@ mod tests {
         failed.code = "Internal".into();
         failed.outcome.clear();
         records.push(failed);
-        let report = check(&records, &[], &history, &finals, 0);
+        let report = check(&records, &[], &history, &finals, &Settings::default());
         assert!(
             report.violations.iter().any(|v| v.contains("answered INTERNAL")),
             "{:?}",
@@ -684,7 +700,7 @@ mod tests {
     fn a_lost_acknowledged_commit_is_caught() {
         let (records, mut history, finals) = clean();
         history.get_mut("k0").unwrap().retain(|r| r.id != 3);
-        let report = check(&records, &[], &history, &finals, 0);
+        let report = check(&records, &[], &history, &finals, &Settings::default());
         assert_eq!(report.acknowledged_commits_lost, 1, "{:?}", report.violations);
     }
 
@@ -694,7 +710,7 @@ mod tests {
         // No release: w1's grant at 40 ms falls inside w0's lease.
         records.retain(|r| r.op != "release");
         history.get_mut("k0").unwrap().retain(|r| r.event != "LEASE_RELEASE");
-        let report = check(&records, &[], &history, &finals, 0);
+        let report = check(&records, &[], &history, &finals, &Settings::default());
         assert!(
             report.violations.iter().any(|v| v.contains("while w0's epoch")),
             "{:?}",
@@ -730,7 +746,13 @@ mod tests {
         ] {
             let mut records = records.clone();
             records.push(late.clone());
-            let report = check(&records, std::slice::from_ref(&pause), &history, &finals, 0);
+            let report = check(
+                &records,
+                std::slice::from_ref(&pause),
+                &history,
+                &finals,
+                &Settings::default(),
+            );
             assert_eq!(report.fenced_learned_ms.len(), usize::from(learned), "{late:?}");
             assert_eq!(
                 report.violations.is_empty(),
@@ -745,7 +767,7 @@ mod tests {
     fn passing_an_incomplete_snapshot_is_caught() {
         let (mut records, history, finals) = clean();
         records[2].next = Some(7); // end (6, 0, 3) is mid-snapshot
-        let report = check(&records, &[], &history, &finals, 0);
+        let report = check(&records, &[], &history, &finals, &Settings::default());
         assert!(
             report
                 .violations
@@ -763,7 +785,7 @@ mod tests {
         rows.push(row(6, 50, "LEASE_ACQUIRE", 2, "L3", "w2", None));
         rows.push(row(7, 60, "ADVANCE", 2, "L3", "w2", Some(9)));
         rows.push(row(8, 70, "ADVANCE", 2, "L3", "w2", Some(8)));
-        let report = check(&records, &[], &history, &finals, 0);
+        let report = check(&records, &[], &history, &finals, &Settings::default());
         assert!(
             report
                 .violations

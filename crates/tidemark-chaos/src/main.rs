@@ -118,6 +118,10 @@ struct RunArgs {
     /// moves the database clock to it.
     #[arg(long, value_parser = humantime::parse_duration)]
     clock_slack: Option<Duration>,
+    /// Search steps the linearizability check may take per key before it
+    /// calls the key inconclusive (a wide --clock-slack needs more).
+    #[arg(long, default_value_t = check::LINEARIZABILITY_BUDGET)]
+    search_budget: u64,
 }
 
 /// How often each replica's readiness is probed during a run.
@@ -353,10 +357,13 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
 
     scraper.abort();
     prober.abort();
-    let clock_slack = args
-        .clock_slack
-        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
-    let mut report = check::check(&records, &faults, &history, &finals, clock_slack);
+    let settings = check::Settings {
+        clock_slack_us: args
+            .clock_slack
+            .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX)),
+        search_budget: args.search_budget,
+    };
+    let mut report = check::check(&records, &faults, &history, &finals, &settings);
     report.group_commit = batching.totals();
     report.primary_changes = availability::outages(&primary_changes, &records, &readiness.samples());
     for violation in availability::violations(&report.primary_changes, READINESS_PROBE_EVERY.as_secs_f64() * 1000.0) {

@@ -15,6 +15,19 @@ use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tidemark_testkit::PgCluster;
 use tidemark_testkit::process::health;
 use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_types::StatusExt;
+
+fn acquire(consumer_id: &str) -> pb::AcquireLeaseRequest {
+    pb::AcquireLeaseRequest {
+        consumer: Some(pb::ConsumerKey {
+            table: "db.t".into(),
+            branch: "main".into(),
+            consumer_id: consumer_id.into(),
+        }),
+        holder: "w".into(),
+        ttl: Some(prost_types::Duration { seconds: 30, nanos: 0 }),
+    }
+}
 
 fn migrate(url: &str) -> std::process::Output {
     Command::new(BIN)
@@ -44,8 +57,38 @@ async fn a_standby_is_never_migrated_nor_served_until_promoted() {
     assert!(!refused.status.success(), "migrate succeeded on a standby: {stderr}");
     assert!(stderr.contains("standby in recovery"), "{stderr}");
 
-    // serve waits for a primary (it migrates first), saying why.
     let dir = tempfile::tempdir().unwrap();
+    // Told not to migrate, serve starts on the standby, but is not ready,
+    // and a write fails retryably (UNAVAILABLE), never INTERNAL.
+    {
+        let on_standby = Served::start(
+            &[
+                "--database-url",
+                &standby.url(),
+                "--no-migrate",
+                "--readiness-interval",
+                "200ms",
+            ],
+            dir.path(),
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            health(on_standby.url(), "readiness").await,
+            Some(ServingStatus::NotServing)
+        );
+        let mut client = CoordinatorClient::connect(on_standby.url()).await.unwrap();
+        let refused = client
+            .acquire_lease(acquire("on-the-standby"))
+            .await
+            .expect_err("a write on a standby");
+        assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+        assert_eq!(
+            refused.get_details_error_info().map(|i| i.reason).as_deref(),
+            Some("STORE_UNAVAILABLE")
+        );
+    }
+
+    // serve waits for a primary (it migrates first), saying why.
     let url = standby.url();
     let path = dir.path().to_path_buf();
     let started = Instant::now();
@@ -81,15 +124,7 @@ async fn a_standby_is_never_migrated_nor_served_until_promoted() {
     }
     let mut worker = CoordinatorClient::connect(served.url()).await.unwrap();
     let granted = worker
-        .acquire_lease(pb::AcquireLeaseRequest {
-            consumer: Some(pb::ConsumerKey {
-                table: "db.t".into(),
-                branch: "main".into(),
-                consumer_id: "after-promotion".into(),
-            }),
-            holder: "w".into(),
-            ttl: Some(prost_types::Duration { seconds: 30, nanos: 0 }),
-        })
+        .acquire_lease(acquire("after-promotion"))
         .await
         .expect("a write on the promoted standby");
     assert!(granted.into_inner().lease.is_some());
