@@ -19,6 +19,8 @@ DEPLOY = pathlib.Path(__file__).resolve().parents[1]
 REPO = DEPLOY.parent
 KUBERNETES_VERSION = "1.37.0"
 TARGETS = ["base", "overlays/dev", "overlays/prod"]
+# What is deployed as it is (the base is only built upon).
+DEPLOYABLE = ["overlays/dev", "overlays/prod", "examples/cloudnativepg"]
 
 
 def render(target: str) -> str:
@@ -247,3 +249,25 @@ def test_the_patroni_example_is_what_the_failover_tests_run():
     assert "http-check send meth OPTIONS uri /primary" in haproxy
     assert "on-marked-down shutdown-sessions" in haproxy
     assert "  bind *:5000\n" in haproxy
+
+
+def test_each_overlay_names_its_own_image():
+    """The base leaves the placeholder `tidemark`; each deployable target's
+    `images:` entry (what `kustomize edit set image tidemark=...` writes)
+    is what its pods run."""
+    for container in pod_containers("base"):
+        assert container["image"] == "tidemark"
+    for target in DEPLOYABLE:
+        kustomization = yaml.safe_load((DEPLOY / target / "kustomization.yaml").read_text())
+        entries = [i for i in kustomization.get("images") or [] if i["name"] == "tidemark"]
+        if not entries:
+            continue  # inherits its base's (the CloudNativePG example: prod's)
+        want = f"{entries[0]['newName']}:{entries[0]['newTag']}"
+        for container in pod_containers(target):
+            assert container["image"] == want, (target, container["name"], container["image"])
+
+
+def pod_containers(target: str) -> list:
+    deployment = one(objects(target), "Deployment", "tidemark")
+    spec = deployment["spec"]["template"]["spec"]
+    return spec.get("initContainers", []) + spec["containers"]

@@ -12,6 +12,7 @@ mod cache;
 mod clock;
 mod decode;
 mod error;
+mod migrations;
 mod paimon;
 pub mod postgres;
 mod row;

@@ -171,17 +171,23 @@ impl Backend for PostgresBackend {
         // The check and the run share one connection, so they reach the
         // same server.
         let mut connection = writable_connection(&self.pool).await?;
+        // The connection leaves with session state: the statement timeout
+        // lifted below, and after a failed run the migrator's advisory lock
+        // (sqlx releases it only on success), which would otherwise block
+        // every other replica's migrations for as long as it stays pooled.
+        connection.close_on_drop();
+        // A migration may rewrite a large table: no --db-statement-timeout.
+        sqlx::query("SET statement_timeout = 0")
+            .execute(&mut *connection)
+            .await?;
         // sqlx takes a Postgres advisory lock around the run, so replicas
         // starting at once apply each migration exactly once. (`run_direct`
         // is `run` on a connection already held: `run`'s `Acquire` bound on
         // `&mut PgConnection` does not hold across async_trait's future.)
-        MIGRATOR
+        crate::migrations::expand_only(&MIGRATOR)
             .run_direct(None, &mut *connection, false)
             .await
-            .map_err(|e| match e {
-                sqlx::migrate::MigrateError::Execute(inner) => StoreError::from(inner),
-                other => StoreError::Internal(format!("migration failed: {other}")),
-            })
+            .map_err(crate::migrations::failure)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -109,10 +109,10 @@ impl Backend for SqliteBackend {
             }
             None => None,
         };
-        let result = MIGRATOR.run(&self.writer).await.map_err(|e| match e {
-            sqlx::migrate::MigrateError::Execute(inner) => StoreError::from(inner),
-            other => StoreError::Internal(format!("migration failed: {other}")),
-        });
+        let result = crate::migrations::expand_only(&MIGRATOR)
+            .run(&self.writer)
+            .await
+            .map_err(crate::migrations::failure);
         drop(lock);
         result
     }

@@ -1,0 +1,161 @@
+//! Migrations across rolling upgrades and rollbacks: an older binary runs
+//! on a schema a newer release expanded (a fixture migration applied
+//! beyond the binary's own), migrations are not cut short by the statement
+//! timeout, and a failed run leaves no advisory lock behind for the other
+//! replicas to wait on.
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::{BIN, Served};
+use tidemark_proto::v1 as pb;
+use tidemark_proto::v1::coordinator_client::CoordinatorClient;
+use tidemark_testkit::postgres::FreshDatabase;
+
+/// A later release's migration, as `_sqlx_migrations` records it, and the
+/// table it added.
+const LATER_VERSION: i64 = 99_990_101_000_000;
+
+fn migrate(url: &str, extra: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(["migrate", "--database-url", url, "--wait-for-database", "0s"])
+        .args(extra)
+        .output()
+        .expect("run tidemark migrate")
+}
+
+async fn acquire_works(url: String) {
+    let mut client = CoordinatorClient::connect(url).await.unwrap();
+    let granted = client
+        .acquire_lease(pb::AcquireLeaseRequest {
+            consumer: Some(pb::ConsumerKey {
+                table: "db.t".into(),
+                branch: "main".into(),
+                consumer_id: "upgrade".into(),
+            }),
+            holder: "w".into(),
+            ttl: None,
+        })
+        .await
+        .expect("the older binary serves on the newer schema");
+    assert!(granted.into_inner().lease.is_some());
+}
+
+#[tokio::test]
+async fn an_older_binary_migrates_and_serves_on_a_newer_expand_only_schema_postgres() {
+    let Some(db) = FreshDatabase::create().await else {
+        return;
+    };
+    let first = migrate(&db.url, &[]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    for sql in [
+        "CREATE TABLE later_release_feature (id bigint PRIMARY KEY)".to_owned(),
+        format!(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+             VALUES ({LATER_VERSION}, 'a later release', true, '\\x00', 1)"
+        ),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap();
+    }
+    pool.close().await;
+    let again = migrate(&db.url, &[]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(&["--database-url", &db.url], dir.path());
+    acquire_works(served.url()).await;
+    drop(served);
+    db.drop_now().await;
+}
+
+#[tokio::test]
+async fn an_older_binary_migrates_and_serves_on_a_newer_expand_only_schema_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let first = migrate(&url, &[]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    for sql in [
+        "CREATE TABLE later_release_feature (id INTEGER PRIMARY KEY)".to_owned(),
+        format!(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+             VALUES ({LATER_VERSION}, 'a later release', 1, x'00', 1)"
+        ),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap();
+    }
+    pool.close().await;
+    let again = migrate(&url, &[]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let served = Served::start(&["--database-url", &url], dir.path());
+    acquire_works(served.url()).await;
+}
+
+#[tokio::test]
+async fn migrations_are_not_cut_short_by_the_statement_timeout() {
+    let Some(db) = FreshDatabase::create().await else {
+        return;
+    };
+    // Every migration file takes longer than a millisecond.
+    let output = migrate(&db.url, &["--db-statement-timeout", "1ms"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    db.drop_now().await;
+}
+
+#[tokio::test]
+async fn a_failed_migration_leaves_no_advisory_lock_behind() {
+    let Some(db) = FreshDatabase::create().await else {
+        return;
+    };
+    let first = migrate(&db.url, &[]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    // A run that failed halfway, as sqlx records it: every later run
+    // refuses (after taking the lock).
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    sqlx::query(
+        "UPDATE _sqlx_migrations SET success = false WHERE version = (SELECT max(version) FROM _sqlx_migrations)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    // serve keeps retrying its migrations meanwhile (a pod waiting for its
+    // database); between attempts it must hold no lock.
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "off"])
+        .args(["--database-url", &db.url, "--wait-for-database", "60s"])
+        .stderr(log.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let limit = Instant::now() + Duration::from_secs(10);
+    let (mut samples, mut held) = (0, 0);
+    while Instant::now() < limit {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let locks: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+             WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'tidemark'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        samples += 1;
+        held += usize::from(locks > 0);
+    }
+    let _ = serve.kill();
+    let _ = serve.wait();
+    pool.close().await;
+    let attempts = std::fs::read_to_string(log.path())
+        .unwrap()
+        .matches("migrations failed")
+        .count();
+    assert!(attempts >= 2, "serve did not keep retrying its migrations");
+    // A lock is held only while an attempt runs (milliseconds), not
+    // between attempts, which is nearly every sample.
+    assert!(
+        held * 5 < samples,
+        "an advisory lock stayed held between attempts ({held} of {samples} samples)"
+    );
+    db.drop_now().await;
+}
