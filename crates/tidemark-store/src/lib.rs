@@ -61,16 +61,44 @@ pub async fn open_backend(url: &str, postgres: &PostgresOptions) -> Result<Arc<d
 
 /// A database URL without its password, for logs and errors.
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let credentials = &url[scheme_end + 3..at];
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let (head, query) = match url[scheme_end..].find('?') {
+        Some(q) => url.split_at(scheme_end + q),
+        None => (url, ""),
+    };
+    let authority_end = head[scheme_end..].find('/').map_or(head.len(), |i| scheme_end + i);
+    let mut out = String::with_capacity(url.len());
+    match head[scheme_end..authority_end].rfind('@') {
+        Some(at) => {
+            let credentials = &head[scheme_end..scheme_end + at];
             match credentials.find(':') {
-                Some(colon) => format!("{}{}:***{}", &url[..scheme_end + 3], &credentials[..colon], &url[at..]),
-                None => url.to_owned(),
+                Some(colon) => {
+                    out.push_str(&head[..scheme_end + colon]);
+                    out.push_str(":***");
+                    out.push_str(&head[scheme_end + at..]);
+                }
+                None => out.push_str(head),
             }
         }
-        _ => url.to_owned(),
+        None => out.push_str(head),
     }
+    // libpq's query parameters that carry secrets.
+    for (i, pair) in query.trim_start_matches('?').split('&').enumerate() {
+        if query.is_empty() {
+            break;
+        }
+        out.push(if i == 0 { '?' } else { '&' });
+        match pair.split_once('=') {
+            Some((key, _)) if matches!(key, "password" | "sslpassword") => {
+                out.push_str(key);
+                out.push_str("=***");
+            }
+            _ => out.push_str(pair),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -83,5 +111,14 @@ mod tests {
         );
         assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
         assert_eq!(super::redact("sqlite://tidemark.db"), "sqlite://tidemark.db");
+        // As query parameters (libpq's password and sslpassword), too.
+        assert_eq!(
+            super::redact("postgres://u@h/db?sslmode=require&password=se@cret&sslpassword=k"),
+            "postgres://u@h/db?sslmode=require&password=***&sslpassword=***"
+        );
+        assert_eq!(
+            super::redact("postgresql://u:p@h/db?application_name=x"),
+            "postgresql://u:***@h/db?application_name=x"
+        );
     }
 }
