@@ -20,7 +20,7 @@ REPO = DEPLOY.parent
 KUBERNETES_VERSION = "1.37.0"
 TARGETS = ["base", "overlays/dev", "overlays/prod"]
 # What is deployed as it is (the base is only built upon).
-DEPLOYABLE = ["overlays/dev", "overlays/prod", "examples/cloudnativepg"]
+DEPLOYABLE = ["overlays/dev", "overlays/prod", "examples/cloudnativepg", "examples/migrate-job"]
 
 
 def render(target: str) -> str:
@@ -268,6 +268,34 @@ def test_each_overlay_names_its_own_image():
 
 
 def pod_containers(target: str) -> list:
-    deployment = one(objects(target), "Deployment", "tidemark")
-    spec = deployment["spec"]["template"]["spec"]
-    return spec.get("initContainers", []) + spec["containers"]
+    containers = []
+    for workload in objects(target):
+        if workload["kind"] in ("Deployment", "Job"):
+            spec = workload["spec"]["template"]["spec"]
+            containers += spec.get("initContainers", []) + spec["containers"]
+    return containers
+
+
+def test_production_spreads_by_node_waits_before_counting_a_pod_and_guards_reflection():
+    objs = objects("overlays/prod")
+    deployment = one(objs, "Deployment", "tidemark")
+    assert deployment["spec"]["minReadySeconds"] >= 5
+    spread = {c["topologyKey"]: c for c in deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]}
+    assert spread["kubernetes.io/hostname"]["whenUnsatisfiable"] == "DoNotSchedule"
+    assert spread["topology.kubernetes.io/zone"]["whenUnsatisfiable"] == "ScheduleAnyway"
+    assert len(spread) == 2
+    config = one(objs, "ConfigMap", "tidemark-config")["data"]
+    assert config["TIDEMARK_REFLECTION_REQUIRES_AUTH"] == "true"
+
+
+def test_the_migration_job_replaces_the_init_container():
+    objs = objects("examples/migrate-job")
+    job = one(objs, "Job", "tidemark-migrate")
+    deployment = one(objs, "Deployment", "tidemark")
+    assert "initContainers" not in deployment["spec"]["template"]["spec"]
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["migrate"]
+    # The Job lands beside the server and reads the same settings.
+    assert job["metadata"]["namespace"] == deployment["metadata"]["namespace"]
+    config = one(objs, "ConfigMap", "tidemark-config")["metadata"]["name"]
+    assert container["envFrom"][0]["configMapRef"]["name"] == config

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import socket
 import subprocess
 import time
@@ -119,13 +120,24 @@ def listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def run_to_completion(pod: Pod, container: dict, image: Image, scratch: pathlib.Path) -> None:
+    log = scratch / f"{container['name']}.log"
+    process = pod.start(container, image, binary(), log)
+    try:
+        code = process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail(f"container {container['name']} did not finish:\n{log.read_text()}")
+    assert code == 0, f"container {container['name']} failed ({code}):\n{log.read_text()}"
+
+
 @pytest.mark.parametrize("target", DEPLOYABLE)
 def test_every_overlay_s_pods_start_as_the_kubelet_would_run_them(target, tmp_path):
     assert os.geteuid() == 0, "the pod-start test needs root (mount namespaces and chroot), as CI runs it"
     objs = objects(target)
     image = Image(DEPLOY / "Dockerfile")
     configmaps = {o["metadata"]["name"]: configmap_data(o) for o in objs if o["kind"] == "ConfigMap"}
-    database_url = fresh_database("pod_start_" + target.replace("/", "_"))
+    database_url = fresh_database("pod_start_" + re.sub(r"\W", "_", target))
     secrets = the_outside_secrets(tmp_path, database_url)
     # Secrets the overlay generates itself are used as rendered, but the
     # database URL always points at the test's Postgres.
@@ -134,6 +146,15 @@ def test_every_overlay_s_pods_start_as_the_kubelet_would_run_them(target, tmp_pa
     for name in list(secrets):
         if name.startswith("tidemark-database"):
             secrets[name] = {"url": database_url.encode()}
+    # Jobs (migrations) run to completion first, as an operator applies
+    # and waits for them; then the Deployments' pods start.
+    for job in [o for o in objs if o["kind"] == "Job"]:
+        spec = job["spec"]["template"]["spec"]
+        scratch = tmp_path / job["metadata"]["name"]
+        scratch.mkdir()
+        pod = Pod(spec, configmaps, secrets, scratch)
+        for container in (spec.get("initContainers") or []) + spec["containers"]:
+            run_to_completion(pod, container, image, scratch)
     deployments = [o for o in objs if o["kind"] == "Deployment"]
     assert deployments
     for deployment in deployments:
@@ -142,14 +163,7 @@ def test_every_overlay_s_pods_start_as_the_kubelet_would_run_them(target, tmp_pa
         scratch.mkdir()
         pod = Pod(spec, configmaps, secrets, scratch)
         for container in spec.get("initContainers") or []:
-            log = scratch / f"{container['name']}.log"
-            process = pod.start(container, image, binary(), log)
-            try:
-                code = process.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                pytest.fail(f"init container {container['name']} did not finish:\n{log.read_text()}")
-            assert code == 0, f"init container {container['name']} failed ({code}):\n{log.read_text()}"
+            run_to_completion(pod, container, image, scratch)
         for container in spec["containers"]:
             env = pod.env(container, image)
             ports = {p["name"]: p["containerPort"] for p in container.get("ports") or []}
