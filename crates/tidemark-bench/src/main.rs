@@ -30,6 +30,7 @@ mod etcd {
     tonic::include_proto!("etcdserverpb");
     pub use kv_client::KvClient;
 }
+mod history;
 mod keeper;
 mod procs;
 mod report;
@@ -59,6 +60,7 @@ enum Scenario {
     Sqlite,
     Memory,
     Keeper,
+    History,
 }
 
 #[derive(Debug, Parser)]
@@ -80,7 +82,7 @@ struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "commit,recover,churn,fence,sqlite,memory,keeper"
+        default_value = "commit,recover,churn,fence,sqlite,memory,keeper,history"
     )]
     scenarios: Vec<Scenario>,
     /// A Postgres to use (its CPU is not measured unless it is local and
@@ -220,6 +222,7 @@ async fn main() -> anyhow::Result<()> {
     let mut rows = Vec::new();
     let mut memory = None;
     let mut keeper = None;
+    let mut history = None;
     let scenarios = bench.args.scenarios.clone();
     let concurrency = bench.args.concurrency.clone();
     for scenario in scenarios {
@@ -257,6 +260,11 @@ async fn main() -> anyhow::Result<()> {
                 keeper::print(&figures);
                 keeper = Some(figures);
             }
+            Scenario::History => {
+                let figures = history::run(&binary, &bench.database_url, bench.args.quick).await?;
+                history::print(&figures);
+                history = Some(figures);
+            }
         }
     }
     print_summary(&rows);
@@ -265,6 +273,7 @@ async fn main() -> anyhow::Result<()> {
         rows,
         memory,
         keeper,
+        history,
     };
     if let Some(path) = &bench.args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;

@@ -83,8 +83,6 @@ impl Tidemark {
             database_url,
             "--db-max-connections",
             &db_connections.to_string(),
-            "--sweep-interval",
-            "0s",
             "--max-lease-ttl",
             "1h",
             "--log",
@@ -92,6 +90,10 @@ impl Tidemark {
         ]
         .map(String::from)
         .to_vec();
+        // No sweeper unless asked for: it would compete with the measured work.
+        if !extra.contains(&"--sweep-interval") {
+            args.extend(["--sweep-interval".to_owned(), "0s".to_owned()]);
+        }
         args.extend(extra.iter().map(|a| (*a).to_owned()));
         let process = ServerProcess::start(binary, &args, dir, "tidemark")
             .with_context(|| format!("cannot start {}", binary.display()))?;

@@ -31,6 +31,7 @@ pub(crate) struct Report {
     pub(crate) rows: Vec<Row>,
     pub(crate) memory: Option<Memory>,
     pub(crate) keeper: Option<keeper::KeeperFigures>,
+    pub(crate) history: Option<crate::history::HistoryFigures>,
 }
 
 #[derive(Debug, Serialize)]

@@ -20,8 +20,16 @@ pub(crate) struct SweeperSettings {
     pub(crate) history_retention: Option<Duration>,
 }
 
-/// Most history rows one sweep prunes.
-const PRUNE_LIMIT: i64 = 10_000;
+/// History rows one prune statement deletes: each batch is a short
+/// transaction of its own; a sweep runs batches until it has caught up.
+const PRUNE_BATCH: i64 = 10_000;
+
+/// How long one sweep may spend pruning: half its interval, so a backlog
+/// (a retention shortened, a replica that was down) drains over a few
+/// sweeps without a sweep running into the next.
+fn prune_budget(interval: Duration) -> Duration {
+    (interval / 2).max(Duration::from_secs(1))
+}
 
 /// Sweeps every `settings.interval` until `stop`.
 pub(crate) async fn run(store: Store, settings: SweeperSettings, stop: CancellationToken) {
@@ -53,7 +61,19 @@ pub(crate) async fn sweep(store: &Store, settings: SweeperSettings) {
         Err(e) => Err(e),
     };
     let pruned = match settings.history_retention {
-        Some(age) => store.prune(age, PRUNE_LIMIT).await.map(|p| p.history),
+        Some(age) => store
+            .prune_until_caught_up(age, PRUNE_BATCH, prune_budget(settings.interval))
+            .await
+            .map(|run| {
+                if !run.caught_up {
+                    tracing::warn!(
+                        pruned = run.history,
+                        batches = run.batches,
+                        "history pruning has not caught up within its budget; it goes on next sweep"
+                    );
+                }
+                run.history
+            }),
         None => Ok(0),
     };
     match (expired, pruned) {

@@ -11,7 +11,9 @@ use tidemark_core::{
     BranchName, ConsumerKey, CoreError, EventKind, KeyState, Revoked, TableName, TableOptions, Timestamp, Transition,
 };
 
-use crate::backend::{CallContext, FindKey, HistoryFilter, HistoryRecord, KeyFilter, Loaded, Pruned, StoredOptions};
+use crate::backend::{
+    CallContext, FindKey, HistoryFilter, HistoryRecord, KeyFilter, Loaded, PruneRun, Pruned, StoredOptions,
+};
 use crate::error::StoreError;
 use crate::store::Store;
 
@@ -364,6 +366,34 @@ impl Store {
     /// A5: deletes history rows and stale lease grants older than `max_age`.
     pub async fn prune(&self, max_age: Duration, limit: i64) -> Result<Pruned, StoreError> {
         self.backend().prune(max_age, limit).await
+    }
+
+    /// A5, keeping up with any commit rate: prunes `batch` rows at a time
+    /// (each its own short transaction) until a batch finds fewer than
+    /// `batch` rows to delete, or `budget` has passed. `caught_up` says
+    /// which.
+    pub async fn prune_until_caught_up(
+        &self,
+        max_age: Duration,
+        batch: i64,
+        budget: Duration,
+    ) -> Result<PruneRun, StoreError> {
+        let started = std::time::Instant::now();
+        let mut run = PruneRun::default();
+        loop {
+            let pruned = self.prune(max_age, batch).await?;
+            run.history += pruned.history;
+            run.grants += pruned.grants;
+            run.batches += 1;
+            let full = |n: u64| i64::try_from(n).unwrap_or(i64::MAX) >= batch;
+            if !full(pruned.history) && !full(pruned.grants) {
+                run.caught_up = true;
+                return Ok(run);
+            }
+            if started.elapsed() >= budget {
+                return Ok(run);
+            }
+        }
     }
 
     /// A5: a page of history, newest first.

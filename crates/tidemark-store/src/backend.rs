@@ -220,6 +220,19 @@ pub struct Pruned {
     pub grants: u64,
 }
 
+/// What [`crate::Store::prune_until_caught_up`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PruneRun {
+    /// History rows deleted.
+    pub history: u64,
+    /// Lease grant records deleted.
+    pub grants: u64,
+    /// Statements it took.
+    pub batches: u64,
+    /// Whether nothing old enough is left (else the budget ran out).
+    pub caught_up: bool,
+}
+
 /// A Paimon table registered with its storage location (SPEC §9).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisteredTable {

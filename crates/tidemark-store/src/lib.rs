@@ -29,7 +29,7 @@ pub use admin::{
 pub use backend::{
     Backend, BranchView, CallContext, Change, ESTIMATED_NOW_TOLERANCE, FindKey, HistoryFilter, HistoryRecord,
     HistoryStore, KeyFilter, KeyStore, Listed, Loaded, MirrorEntry, MirrorState, MirrorTask, OptionsStore, PaimonStore,
-    Pruned, RegisteredTable, StoredOptions,
+    PruneRun, Pruned, RegisteredTable, StoredOptions,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;

@@ -37,6 +37,7 @@ macro_rules! admin_conformance_suite {
             expire_consumers_once_even_from_two_replicas_at_once,
             acquiring_a_key_expires_its_expired_consumer_first,
             prune_removes_old_history_and_stale_grants_only,
+            pruning_catches_up_in_batches_within_its_budget,
             explain_lists_holders_lowest_first_with_idle_and_expiry,
         );
     };
@@ -855,6 +856,30 @@ pub(crate) async fn prune_removes_old_history_and_stale_grants_only(kind: Kind) 
     ));
     let unknown = store.renew_lease(&ctx("r"), Uuid::new_v4(), 1, None).await.unwrap_err();
     assert_eq!(rule(unknown).reason(), "LEASE_NOT_HELD");
+}
+
+pub(crate) async fn pruning_catches_up_in_batches_within_its_budget(kind: Kind) {
+    let (db, store) = manual(kind).await;
+    for next in 2..12 {
+        store
+            .reset_consumer(&ctx("op"), &key("busy"), next, None, false, true)
+            .await
+            .unwrap();
+    }
+    let rows = store.history(&key("busy"), 100).await.unwrap().len();
+    assert_eq!(rows, 10);
+    db.advance(Duration::from_secs(86_400 * 40)).await;
+    let month = Duration::from_secs(86_400 * 30);
+    // No budget: one batch, and it says it has not caught up.
+    let first = store.prune_until_caught_up(month, 3, Duration::ZERO).await.unwrap();
+    assert_eq!((first.history, first.batches, first.caught_up), (3, 1, false));
+    // Then batches until one finds fewer than a batch.
+    let rest = store
+        .prune_until_caught_up(month, 3, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!((rest.history, rest.batches, rest.caught_up), (7, 3, true));
+    assert!(store.history(&key("busy"), 100).await.unwrap().is_empty());
 }
 
 pub(crate) async fn explain_lists_holders_lowest_first_with_idle_and_expiry(kind: Kind) {
