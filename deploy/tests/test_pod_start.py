@@ -120,6 +120,16 @@ def listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM, as the kubelet sends; SIGKILL after a grace period."""
+    process.terminate()
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def run_to_completion(pod: Pod, container: dict, image: Image, scratch: pathlib.Path) -> None:
     log = scratch / f"{container['name']}.log"
     process = pod.start(container, image, binary(), log)
@@ -185,12 +195,7 @@ def test_every_overlay_s_pods_start_as_the_kubelet_would_run_them(target, tmp_pa
                 assert port_of(env["TIDEMARK_LISTEN"]) == ports["grpc"]
                 assert process.poll() is None, log.read_text()
             finally:
-                process.terminate()
-                try:
-                    process.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+                stop(process)
 
 
 def test_the_image_serves_as_docker_run_documents_it(tmp_path):
@@ -214,9 +219,4 @@ def test_the_image_serves_as_docker_run_documents_it(tmp_path):
         data = pathlib.Path(f"/proc/{process.pid}/root") / image.workdir.lstrip("/")
         assert any(p.name.endswith(".db") for p in data.iterdir()), f"no SQLite file in {image.workdir}"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
