@@ -378,14 +378,26 @@ impl Keeper {
                 .iter()
                 .find(|e| e.lease == Some(lease))
                 .is_none_or(|e| e.next_snapshot.is_none() || e.mirrored_next == e.next_snapshot);
-            if in_sync {
-                table.delete_consumer(branch, id).await?;
-                metrics::mirror_repair("stale_pin");
-                tracing::info!(
-                    location = %table.location(), %branch, file = %id,
-                    "mirror keeper: deleted a pin file without a live pin"
-                );
+            if !in_sync {
+                continue;
             }
+            // The pass read its pins before it listed the files: a pin taken
+            // in between (its file written before its answer) is not in
+            // `live`. Only a pin the database says is gone now is stale.
+            match store.live_pin(lease).await {
+                Ok(None) => {}
+                Ok(Some(_)) => continue,
+                Err(e) => {
+                    tracing::warn!(file = %id, error = %e, "mirror keeper: cannot check a pin; keeping its file");
+                    continue;
+                }
+            }
+            table.delete_consumer(branch, id).await?;
+            metrics::mirror_repair("stale_pin");
+            tracing::info!(
+                location = %table.location(), %branch, file = %id,
+                "mirror keeper: deleted a pin file without a live pin"
+            );
         }
         Ok(())
     }

@@ -312,6 +312,18 @@ impl Store {
         Ok(self.backend.load(FindKey::Lease(lease_id)).await?.state)
     }
 
+    /// The snapshot `lease_id` pins for its initial full scan right now
+    /// (E5): `None` unless it is its key's live lease and holds a pin.
+    pub async fn live_pin(&self, lease_id: Uuid) -> Result<Option<i64>, StoreError> {
+        let loaded = self.backend.load(FindKey::Lease(lease_id)).await?;
+        Ok(loaded
+            .state
+            .as_ref()
+            .and_then(|state| state.live_lease(loaded.now))
+            .filter(|lease| lease.lease_id == lease_id)
+            .and_then(|lease| lease.full_scan_pin))
+    }
+
     /// The key's newest history rows, newest first.
     pub async fn history(&self, key: &ConsumerKey, limit: i64) -> Result<Vec<HistoryRecord>, StoreError> {
         self.backend.history_page(&HistoryFilter::key(key), None, limit).await
