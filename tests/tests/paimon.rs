@@ -123,14 +123,24 @@ async fn consumers_are_mirrored_into_the_tables_files(kind: Kind) {
     let committed = main.commit(1, offset(6, 0, false, Some(1))).await.unwrap();
     assert_eq!(committed.lag, Some(3), "{committed:?}");
     wait_for_file(&main_file, Some(r#"{"nextSnapshot":7}"#)).await;
-    let described = admin
-        .describe_consumer(pb::DescribeConsumerRequest {
-            consumer: Some(key("db.orders", "main", "q1")),
-            history_limit: 1,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    // The mirror writes the file first, then records it: wait (bounded) for
+    // the record, which follows the file by a statement.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let described = loop {
+        let described = admin
+            .describe_consumer(pb::DescribeConsumerRequest {
+                consumer: Some(key("db.orders", "main", "q1")),
+                history_limit: 1,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let recorded = described.mirror.as_ref().and_then(|m| m.mirrored_next_snapshot);
+        if recorded == Some(7) || Instant::now() > deadline {
+            break described;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     let consumer = described.info.as_ref().unwrap().consumer.as_ref().unwrap();
     assert_eq!(
         (consumer.latest_snapshot, consumer.lag),
