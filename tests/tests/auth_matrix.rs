@@ -39,7 +39,7 @@ fn auth() -> Arc<AuthConfig> {
 
 async fn secured(kind: Kind) -> TestServer {
     let config = ServerConfig {
-        auth: auth(),
+        auth: auth().into(),
         ..ServerConfig::default()
     };
     TestServer::start_with(kind, test_policy(), config).await

@@ -4,7 +4,6 @@
 //! refused, and the certificate's common name is the principal; the health
 //! port answers in plaintext.
 
-use std::sync::Arc;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use tidemark_client::{ClientOptions, ClientTls, CoordinatorClient};
@@ -66,7 +65,7 @@ async fn server(pki: &Pki, mutual: bool) -> TestServer {
             key_pem: pki.server.1.clone().into_bytes(),
             client_ca_pem: mutual.then(|| pki.ca_pem.clone().into_bytes()),
         }),
-        auth: Arc::new(auth),
+        auth: tidemark_server::reload::SharedAuth::new(auth),
         ..ServerConfig::default()
     };
     TestServer::start_full(Kind::Sqlite, test_policy(), config, true).await

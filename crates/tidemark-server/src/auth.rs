@@ -27,6 +27,7 @@ use tonic::Status;
 use tonic::body::Body;
 use tonic_types::{ErrorDetails, StatusExt};
 
+use crate::reload::SharedAuth;
 use crate::status::ERROR_DOMAIN;
 
 /// A role a credential carries.
@@ -399,15 +400,16 @@ fn peer_certificate<B>(request: &http::Request<B>) -> Option<Vec<u8>> {
     certs.first().map(|c| c.as_ref().to_vec())
 }
 
-/// The tower layer that authenticates every call and checks its role.
+/// The tower layer that authenticates every call and checks its role,
+/// against the credentials in force at the call (they can be reloaded).
 #[derive(Debug, Clone)]
 pub struct AuthLayer {
-    config: Arc<AuthConfig>,
+    config: SharedAuth,
 }
 
 impl AuthLayer {
-    /// A layer enforcing `config` (a no-op when it has no credentials).
-    pub fn new(config: Arc<AuthConfig>) -> Self {
+    /// A layer enforcing `config` (a no-op while it has no credentials).
+    pub fn new(config: SharedAuth) -> Self {
         Self { config }
     }
 }
@@ -418,7 +420,7 @@ impl<S> tower::Layer<S> for AuthLayer {
     fn layer(&self, inner: S) -> Self::Service {
         AuthService {
             inner,
-            config: Arc::clone(&self.config),
+            config: self.config.clone(),
         }
     }
 }
@@ -427,7 +429,7 @@ impl<S> tower::Layer<S> for AuthLayer {
 #[derive(Debug, Clone)]
 pub struct AuthService<S> {
     inner: S,
-    config: Arc<AuthConfig>,
+    config: SharedAuth,
 }
 
 impl<S, B> tower::Service<http::Request<B>> for AuthService<S>
@@ -445,10 +447,11 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
-        if !self.config.is_enabled() {
+        let config = self.config.current();
+        if !config.is_enabled() {
             return Box::pin(self.inner.call(request));
         }
-        match authorize(&self.config, &request) {
+        match authorize(&config, &request) {
             Ok(grant) => {
                 if let Some(grant) = grant {
                     request.extensions_mut().insert(Authenticated(grant));

@@ -15,12 +15,14 @@ mod coordinator;
 pub mod metrics;
 mod mirror;
 mod registry;
+pub mod reload;
 mod request;
 mod retention;
 mod server;
 pub mod status;
 mod sweeper;
 mod tables;
+mod tls;
 
 pub use admin::AdminService;
 pub use coordinator::CoordinatorService;

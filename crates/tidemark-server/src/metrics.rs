@@ -48,6 +48,9 @@ pub mod names {
     pub const MIRROR_BRANCHES_MISSING: &str = "tidemark_mirror_branches_missing";
     /// Gauge: how long the mirror keeper's last pass took, in seconds.
     pub const MIRROR_KEEPER_PASS: &str = "tidemark_mirror_keeper_pass_seconds";
+    /// Counter: reloads of credentials and TLS material, by what
+    /// (auth/tls) and outcome (applied/refused).
+    pub const CONFIG_RELOADS: &str = "tidemark_config_reloads_total";
     /// Counters of Postgres group commit (recorded by the store).
     pub use tidemark_store::group_commit_metrics::{
         STATEMENT_WRITES as COMMIT_STATEMENT_WRITES, STATEMENTS as COMMIT_STATEMENTS,
@@ -127,4 +130,9 @@ pub(crate) fn mirror_keeper_pass(elapsed: Duration) {
 /// One consumer file written or deleted by the mirror.
 pub(crate) fn mirror_write(ok: bool) {
     metrics::counter!(names::MIRROR_WRITES, "result" => if ok { "ok" } else { "error" }).increment(1);
+}
+
+/// A reload of credentials or TLS material, applied or refused.
+pub(crate) fn config_reload(what: &'static str, outcome: &'static str) {
+    metrics::counter!(names::CONFIG_RELOADS, "what" => what, "outcome" => outcome).increment(1);
 }

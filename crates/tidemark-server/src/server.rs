@@ -2,7 +2,6 @@
 //! reflection, tower layers, readiness tracking and graceful shutdown.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tidemark_proto::v1::admin_server::AdminServer;
@@ -11,8 +10,8 @@ use tidemark_proto::v1::retention_server::RetentionServer;
 use tidemark_store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
-use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tower::limit::GlobalConcurrencyLimitLayer;
@@ -20,6 +19,7 @@ use tower::limit::GlobalConcurrencyLimitLayer;
 use crate::admin::AdminService;
 use crate::auth::{AuthConfig, AuthLayer};
 use crate::coordinator::CoordinatorService;
+use crate::reload::{ReloadSettings, SharedAuth, SharedTls};
 use crate::retention::RetentionService;
 
 /// The health service name whose status tracks the database: SERVING while
@@ -62,10 +62,23 @@ pub struct ServerConfig {
     /// History rows (and stale lease grants) older than this are pruned;
     /// `None` keeps them forever.
     pub history_retention: Option<Duration>,
+    /// Connections older than this are asked to go away (HTTP/2 GOAWAY),
+    /// so clients reconnect and spread over the replicas there are now;
+    /// `None` keeps connections forever.
+    pub max_connection_age: Option<Duration>,
+    /// How long calls in flight on a connection past its age may take
+    /// before it is closed.
+    pub max_connection_age_grace: Duration,
+    /// HTTP/2 pings on idle connections this often, to find dead peers.
+    pub keepalive_interval: Option<Duration>,
+    /// A ping not answered within this closes the connection.
+    pub keepalive_timeout: Duration,
     /// Credentials and their roles; empty means no authentication.
-    pub auth: Arc<AuthConfig>,
+    pub auth: SharedAuth,
     /// TLS for the gRPC port; `None` serves plaintext.
     pub tls: Option<TlsSettings>,
+    /// Files to re-read for new credentials and certificates.
+    pub reload: Option<ReloadSettings>,
 }
 
 /// The server's TLS material (PEM).
@@ -103,8 +116,13 @@ impl Default for ServerConfig {
             mirror_interval: Duration::from_secs(1),
             mirror_refresh: Duration::from_secs(60),
             history_retention: Some(Duration::from_secs(30 * 86_400)),
-            auth: Arc::new(AuthConfig::default()),
+            max_connection_age: Some(Duration::from_secs(300)),
+            max_connection_age_grace: Duration::from_secs(30),
+            keepalive_interval: Some(Duration::from_secs(30)),
+            keepalive_timeout: Duration::from_secs(10),
+            auth: SharedAuth::new(AuthConfig::default()),
             tls: None,
+            reload: None,
         }
     }
 }
@@ -115,6 +133,9 @@ pub enum ServeError {
     /// The reflection service could not be built from the descriptors.
     #[error("cannot build the reflection service: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
+    /// The TLS material is not usable.
+    #[error("{0}")]
+    Tls(String),
     /// The transport failed.
     #[error("gRPC transport error: {0}")]
     Transport(#[from] tonic::transport::Error),
@@ -190,16 +211,31 @@ pub async fn serve_with_health(
     };
     let sweeper = tokio::spawn(crate::sweeper::run(store, sweeper, stop_accepting.clone()));
 
+    let tls = config
+        .tls
+        .as_ref()
+        .map(SharedTls::new)
+        .transpose()
+        .map_err(ServeError::Tls)?;
+    let reload = config.reload.clone().map(|settings| {
+        tokio::spawn(crate::reload::watch(
+            settings,
+            config.auth.clone(),
+            tls.clone(),
+            stop_accepting.clone(),
+        ))
+    });
+
     let layers = tower::ServiceBuilder::new()
         .load_shed()
         .layer(GlobalConcurrencyLimitLayer::new(config.max_in_flight));
-    let mut builder = Server::builder();
-    if let Some(tls) = &config.tls {
-        let mut tls_config = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
-        if let Some(ca) = &tls.client_ca_pem {
-            tls_config = tls_config.client_ca_root(Certificate::from_pem(ca));
-        }
-        builder = builder.tls_config(tls_config)?;
+    let mut builder = Server::builder()
+        .http2_keepalive_interval(config.keepalive_interval)
+        .http2_keepalive_timeout(Some(config.keepalive_timeout));
+    if let Some(age) = config.max_connection_age {
+        builder = builder
+            .max_connection_age(age)
+            .max_connection_age_grace(config.max_connection_age_grace);
     }
     let health_task = match health_listener {
         Some(health_listener) => {
@@ -226,7 +262,7 @@ pub async fn serve_with_health(
         .concurrency_limit_per_connection(config.per_connection_limit)
         .tcp_nodelay(true)
         .layer(layers)
-        .layer(AuthLayer::new(Arc::clone(&config.auth)))
+        .layer(AuthLayer::new(config.auth.clone()))
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
@@ -235,11 +271,20 @@ pub async fn serve_with_health(
         .add_service(admin);
 
     let local = listener.local_addr().ok();
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     // The server runs as its own task so it keeps accepting and answering
     // while this function drains.
-    let mut server =
-        tokio::spawn(router.serve_with_incoming_shutdown(incoming, stop_accepting.clone().cancelled_owned()));
+    let mut server = match tls {
+        // TLS handshakes happen here rather than in tonic, so every
+        // handshake takes the certificate in force at that moment.
+        Some(tls) => {
+            let incoming = crate::tls::incoming(listener, tls, stop_accepting.clone());
+            tokio::spawn(router.serve_with_incoming_shutdown(incoming, stop_accepting.clone().cancelled_owned()))
+        }
+        None => {
+            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            tokio::spawn(router.serve_with_incoming_shutdown(incoming, stop_accepting.clone().cancelled_owned()))
+        }
+    };
     tracing::info!(address = ?local, "serving gRPC");
 
     tokio::select! {
@@ -248,6 +293,9 @@ pub async fn serve_with_health(
             let _ = readiness.await;
             let _ = sweeper.await;
             let _ = mirror.await;
+            if let Some(task) = reload {
+                let _ = task.await;
+            }
             if let Some(task) = health_task {
                 let _ = task.await;
             }
@@ -264,6 +312,9 @@ pub async fn serve_with_health(
     let _ = readiness.await;
     let _ = sweeper.await;
     let _ = mirror.await;
+    if let Some(task) = reload {
+        let _ = task.await;
+    }
     if let Some(task) = health_task {
         let _ = task.await;
     }

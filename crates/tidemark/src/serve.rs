@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::Args;
 use tidemark_core::LeasePolicy;
-use tidemark_server::auth::AuthConfig;
-use tidemark_server::{ServerConfig, TlsSettings};
+use tidemark_server::ServerConfig;
+use tidemark_server::reload::{AuthSource, ReloadSettings, SharedAuth, TlsFiles};
 use tidemark_store::{Store, redact};
 
 use crate::database::DatabaseArgs;
@@ -101,47 +101,64 @@ pub(crate) struct ServeArgs {
     /// and files changed from outside are put back within an eighth of it.
     #[arg(long, env = "TIDEMARK_MIRROR_REFRESH", default_value_t = HumanDuration(ServerConfig::default().mirror_refresh))]
     mirror_refresh: HumanDuration,
+    /// How often the credentials file and the TLS files are read for
+    /// changes ("0s": only on SIGHUP). A change takes effect once two reads
+    /// agree, so within two intervals; SIGHUP takes it at once.
+    #[arg(long, env = "TIDEMARK_RELOAD_INTERVAL", default_value = "5s")]
+    reload_interval: HumanDuration,
+    /// Connections older than this are asked to reconnect (HTTP/2 GOAWAY),
+    /// so clients spread over the replicas there are now ("0s": never).
+    #[arg(long, env = "TIDEMARK_MAX_CONNECTION_AGE", default_value_t = HumanDuration(ServerConfig::default().max_connection_age.unwrap_or_default()))]
+    max_connection_age: HumanDuration,
+    /// Calls in flight on a connection past its age may take this long.
+    #[arg(long, env = "TIDEMARK_MAX_CONNECTION_AGE_GRACE", default_value_t = HumanDuration(ServerConfig::default().max_connection_age_grace))]
+    max_connection_age_grace: HumanDuration,
+    /// HTTP/2 pings on connections this often, to find dead clients ("0s":
+    /// off).
+    #[arg(long, env = "TIDEMARK_KEEPALIVE_INTERVAL", default_value_t = HumanDuration(ServerConfig::default().keepalive_interval.unwrap_or_default()))]
+    keepalive_interval: HumanDuration,
+    /// A ping not answered within this closes the connection.
+    #[arg(long, env = "TIDEMARK_KEEPALIVE_TIMEOUT", default_value_t = HumanDuration(ServerConfig::default().keepalive_timeout))]
+    keepalive_timeout: HumanDuration,
     /// Prune history rows older than this ("0s": keep forever).
     #[arg(long, env = "TIDEMARK_HISTORY_RETENTION", default_value_t = HumanDuration(ServerConfig::default().history_retention.unwrap_or_default()))]
     history_retention: HumanDuration,
 }
 
-/// The credentials: the file, plus TIDEMARK_AUTH (the same TOML inline, for
-/// a Kubernetes Secret exposed as an environment variable).
-fn load_auth(args: &ServeArgs) -> anyhow::Result<AuthConfig> {
-    let mut config = AuthConfig::default();
-    if let Some(path) = &args.auth_file {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        config = config
-            .merge(AuthConfig::parse(&text, &path.display().to_string()).map_err(anyhow::Error::msg)?)
-            .map_err(anyhow::Error::msg)?;
+/// Where the credentials come from: the file, plus TIDEMARK_AUTH (the same
+/// TOML inline, for a Kubernetes Secret exposed as an environment variable).
+fn auth_source(args: &ServeArgs) -> AuthSource {
+    AuthSource {
+        file: args.auth_file.clone(),
+        inline: std::env::var("TIDEMARK_AUTH").ok(),
+        reflection_requires_auth: args.reflection_requires_auth,
     }
-    if let Ok(text) = std::env::var("TIDEMARK_AUTH")
-        && !text.trim().is_empty()
-    {
-        config = config
-            .merge(AuthConfig::parse(&text, "TIDEMARK_AUTH").map_err(anyhow::Error::msg)?)
-            .map_err(anyhow::Error::msg)?;
-    }
-    config.reflection_requires_auth = args.reflection_requires_auth;
-    Ok(config)
 }
 
-fn load_tls(args: &ServeArgs) -> anyhow::Result<Option<TlsSettings>> {
-    let read = |p: &std::path::PathBuf| std::fs::read(p).with_context(|| format!("cannot read {}", p.display()));
+fn tls_files(args: &ServeArgs) -> Option<TlsFiles> {
     match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Ok(Some(TlsSettings {
-            cert_pem: read(cert)?,
-            key_pem: read(key)?,
-            client_ca_pem: args.tls_client_ca.as_ref().map(read).transpose()?,
-        })),
-        _ => Ok(None),
+        (Some(cert), Some(key)) => Some(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: args.tls_client_ca.clone(),
+        }),
+        _ => None,
     }
 }
 
 pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let auth = load_auth(&args)?;
-    let tls = load_tls(&args)?;
+    let auth_source = auth_source(&args);
+    let auth = auth_source.load().map_err(anyhow::Error::msg)?;
+    let tls_files = tls_files(&args);
+    let tls = tls_files
+        .as_ref()
+        .map(TlsFiles::load)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    if let Some(tls) = &tls {
+        // Refuse unusable material now, before migrations, with its reason.
+        tidemark_server::reload::rustls_config(tls).map_err(anyhow::Error::msg)?;
+    }
     if !auth.is_enabled() {
         if !args.listen.ip().is_loopback() && !args.insecure_no_auth {
             bail!(
@@ -206,9 +223,20 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("listening on {}", listener.local_addr()?);
 
+    let trigger = std::sync::Arc::new(tokio::sync::Notify::new());
+    let reload = (args.auth_file.is_some() || tls_files.is_some()).then(|| ReloadSettings {
+        interval: args.reload_interval.0,
+        trigger: std::sync::Arc::clone(&trigger),
+        auth: args.auth_file.is_some().then_some(auth_source),
+        tls: tls_files,
+    });
+    if reload.is_some() {
+        tokio::spawn(reload_on_sighup(trigger));
+    }
     let config = ServerConfig {
-        auth: std::sync::Arc::new(auth),
+        auth: SharedAuth::new(auth),
         tls,
+        reload,
         ..server_config(&args)
     };
     tidemark_server::serve_with_health(config, store, listener, health_listener, shutdown_signal()).await?;
@@ -259,6 +287,10 @@ fn server_config(args: &ServeArgs) -> ServerConfig {
         mirror_interval: args.mirror_interval.0,
         mirror_refresh: args.mirror_refresh.0,
         history_retention: (!args.history_retention.0.is_zero()).then_some(args.history_retention.0),
+        max_connection_age: (!args.max_connection_age.0.is_zero()).then_some(args.max_connection_age.0),
+        max_connection_age_grace: args.max_connection_age_grace.0,
+        keepalive_interval: (!args.keepalive_interval.0.is_zero()).then_some(args.keepalive_interval.0),
+        keepalive_timeout: args.keepalive_timeout.0,
         ..ServerConfig::default()
     }
 }
@@ -277,6 +309,21 @@ fn install_metrics(address: SocketAddr) -> anyhow::Result<()> {
         .idle_timeout(MetricKindMask::GAUGE, Some(Duration::from_secs(3600)))
         .install()
         .with_context(|| format!("cannot serve metrics on {address}"))
+}
+
+/// Asks for a reload of credentials and certificates on every SIGHUP.
+async fn reload_on_sighup(trigger: std::sync::Arc<tokio::sync::Notify>) {
+    #[cfg(unix)]
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(mut hangup) => {
+            while hangup.recv().await.is_some() {
+                trigger.notify_one();
+            }
+        }
+        Err(e) => tracing::error!("cannot listen for SIGHUP: {e}"),
+    }
+    #[cfg(not(unix))]
+    let _ = trigger;
 }
 
 /// Completes on SIGINT or SIGTERM.

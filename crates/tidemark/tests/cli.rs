@@ -532,3 +532,63 @@ async fn a_pin_file_left_by_a_killed_server_goes_once_its_lease_lapses() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The code a call to acquire a fresh consumer gets with `token`.
+async fn code_with_token(url: &str, token: &str) -> tonic::Code {
+    let channel = tonic::transport::Endpoint::from_shared(url.to_owned())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let bearer: tonic::metadata::MetadataValue<_> = format!("Bearer {token}").parse().unwrap();
+    let mut client = CoordinatorClient::with_interceptor(channel, move |mut request: tonic::Request<()>| {
+        request.metadata_mut().insert("authorization", bearer.clone());
+        Ok(request)
+    });
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    match client
+        .acquire_lease(pb::AcquireLeaseRequest {
+            consumer: Some(key(&format!("hup-{n}"))),
+            holder: "q".into(),
+            ttl: None,
+        })
+        .await
+    {
+        Ok(_) => tonic::Code::Ok,
+        Err(status) => status.code(),
+    }
+}
+
+#[tokio::test]
+async fn sighup_reloads_the_credentials_file() {
+    use tidemark_server::auth::{hash_token, hex};
+    let dir = tempfile::tempdir().unwrap();
+    let entry = |name: &str, token: &str| {
+        format!(
+            "[[token]]\nname = \"{name}\"\nsha256 = \"{}\"\nroles = [\"worker\"]\n",
+            hex(&hash_token(token))
+        )
+    };
+    let file = dir.path().join("auth.toml");
+    std::fs::write(&file, entry("old", "tdm_old")).unwrap();
+    // No polling: only SIGHUP reloads.
+    let served = Served::start(&["--auth-file", "auth.toml", "--reload-interval", "0s"], dir.path());
+    let url = served.url();
+    assert_eq!(code_with_token(&url, "tdm_old").await, tonic::Code::Ok);
+    std::fs::write(&file, entry("new", "tdm_new")).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        code_with_token(&url, "tdm_old").await,
+        tonic::Code::Ok,
+        "nothing changes before the signal"
+    );
+    served.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while code_with_token(&url, "tdm_old").await != tonic::Code::Unauthenticated {
+        assert!(Instant::now() < deadline, "SIGHUP did not reload:\n{}", served.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(code_with_token(&url, "tdm_new").await, tonic::Code::Ok);
+    assert!(served.logs().contains("credentials reloaded"), "{}", served.logs());
+}
