@@ -38,7 +38,11 @@ def objects(target: str) -> list:
 
 
 def one(objs: list, kind: str, name: str) -> dict:
-    found = [o for o in objs if o["kind"] == kind and o["metadata"]["name"].startswith(name)]
+    def named(actual: str) -> bool:
+        # Generated ConfigMaps and Secrets carry a content hash suffix.
+        return actual == name or (kind in ("ConfigMap", "Secret") and actual.startswith(name + "-"))
+
+    found = [o for o in objs if o["kind"] == kind and named(o["metadata"]["name"])]
     assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
     return found[0]
 
@@ -146,6 +150,12 @@ def test_service_disruption_budget_and_network_policy(target):
     assert selects(service["spec"]["selector"])
     grpc = next(p for p in service["spec"]["ports"] if p["name"] == "grpc")
     assert grpc["appProtocol"] == "grpc"
+    # The headless Service the SDKs balance over: only ready replicas.
+    headless = one(objs, "Service", "tidemark-headless")
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"].get("publishNotReadyAddresses", False) is False
+    assert selects(headless["spec"]["selector"])
+    assert [p["port"] for p in headless["spec"]["ports"]] == [50051]
     budget = one(objs, "PodDisruptionBudget", "tidemark")
     assert selects(budget["spec"]["selector"]["matchLabels"])
     policy = one(objs, "NetworkPolicy", "tidemark")

@@ -4,7 +4,6 @@
 //! refused, and the certificate's common name is the principal; the health
 //! port answers in plaintext.
 
-
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use tidemark_client::{ClientOptions, ClientTls, CoordinatorClient};
 use tidemark_e2e::{Kind, TestServer, key, test_policy};

@@ -42,10 +42,17 @@ class TidemarkServer:
     """`tidemark serve` on a fixed loopback port; stop/kill and start again
     on the same port and database, as an operator would."""
 
-    def __init__(self, database_url: str, log_path: pathlib.Path, extra_args: Optional[List[str]] = None):
+    def __init__(
+        self,
+        database_url: str,
+        log_path: pathlib.Path,
+        extra_args: Optional[List[str]] = None,
+        host: str = "127.0.0.1",
+        port: Optional[int] = None,
+    ):
         self.database_url = database_url
-        self.port = free_port()
-        self.endpoint = f"127.0.0.1:{self.port}"
+        self.port = port or free_port()
+        self.endpoint = f"{host}:{self.port}"
         self.log_path = log_path
         self.extra_args = list(extra_args or [])
         self.process: Optional[subprocess.Popen] = None

@@ -3,6 +3,7 @@ worker calls with safe retries."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -81,10 +82,22 @@ class Client:
         target, secure = _target(endpoint)
         # Reconnect promptly once a restarted server is back (gRPC's default
         # backoff grows to two minutes, far past any retry budget).
+        # Balancing by connection: each (re)connection picks one of the
+        # addresses the host resolves to at random (with a headless Service,
+        # the ready replicas), and a reconnection after the server's max
+        # connection age resolves again, so connections spread over replicas
+        # that were added since. Every call on a connection goes to one
+        # replica, which keeps its lease state cache and group commit useful.
         options = [
             ("grpc.initial_reconnect_backoff_ms", 100),
             ("grpc.min_reconnect_backoff_ms", 100),
             ("grpc.max_reconnect_backoff_ms", 1000),
+            ("grpc.dns_min_time_between_resolutions_ms", 1000),
+            # Each Client its own connection: gRPC would otherwise share one
+            # connection per address among a process's Clients, so they would
+            # all land on one replica.
+            ("grpc.use_local_subchannel_pool", 1),
+            ("grpc.service_config", json.dumps({"loadBalancingConfig": [{"pick_first": {"shuffleAddressList": True}}]})),
         ]
         if secure or ca is not None or cert is not None:
             credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)

@@ -6,9 +6,11 @@
 //! `BadRequest` field violations.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 mod client;
+pub mod connector;
 mod keeper;
 pub mod retry;
 
@@ -45,6 +47,10 @@ pub struct ClientOptions {
     pub tls: Option<ClientTls>,
     /// How long connecting may take (default 5 s).
     pub connect_timeout: Option<Duration>,
+    /// How the endpoint's host is resolved for each new connection (default:
+    /// the system resolver). Every connection picks one of the addresses at
+    /// random; see [`connector`].
+    pub resolve: Option<connector::Resolve>,
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -53,6 +59,7 @@ impl std::fmt::Debug for ClientOptions {
             .field("endpoint", &self.endpoint)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("tls", &self.tls)
+            .field("resolve", &self.resolve.as_ref().map(|_| "custom"))
             .finish()
     }
 }
@@ -133,8 +140,11 @@ pub async fn connect(options: &ClientOptions) -> Result<AuthChannel, ConnectErro
             .tls_config(config)
             .map_err(|e| ConnectError(format!("TLS configuration: {e}")))?;
     }
+    let resolve = options.resolve.clone().unwrap_or_else(connector::system_resolver);
     let channel = endpoint
-        .connect()
+        .connect_with_connector(tower::service_fn(move |uri| {
+            connector::connect(Arc::clone(&resolve), uri)
+        }))
         .await
         .map_err(|e| ConnectError(format!("{}: {e}", options.endpoint)))?;
     Ok(InterceptedService::new(

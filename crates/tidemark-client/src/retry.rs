@@ -70,11 +70,18 @@ fn jitter() -> u64 {
 /// Whether a failed call may be retried. Only transient failures where the
 /// call either did not happen or is safe to repeat: the server was
 /// unreachable or overloaded, the call timed out, or the server asked for a
-/// retry (ABORTED/CONTENTION: nothing was changed). Never a refusal such as
-/// FAILED_PRECONDITION (a fenced lease must stop, not retry).
+/// retry (ABORTED/CONTENTION: nothing was changed), or the connection went
+/// away under the call: a server ending a connection at its max age or on
+/// shutdown (HTTP/2 GOAWAY) makes tonic fail calls racing it with CANCELLED
+/// or INTERNAL "h2 protocol error", with no server reason (tidemark's own
+/// INTERNAL always carries one); gRPC's transparent retry of such calls is
+/// missing from tonic. Never a refusal such as FAILED_PRECONDITION (a fenced
+/// lease must stop, not retry).
 pub fn is_retryable(err: &ApiError) -> bool {
     match err.code {
         Code::Unavailable | Code::DeadlineExceeded | Code::ResourceExhausted => true,
+        Code::Cancelled => err.reason.is_empty(),
+        Code::Internal => err.reason.is_empty() && err.message.starts_with("h2 protocol error"),
         Code::Aborted => err.reason == "CONTENTION",
         _ => false,
     }
@@ -152,6 +159,15 @@ mod tests {
         assert!(is_retryable(&err(Code::DeadlineExceeded, "TIMEOUT")));
         assert!(is_retryable(&err(Code::ResourceExhausted, "")));
         assert!(is_retryable(&err(Code::Aborted, "CONTENTION")));
+        assert!(
+            is_retryable(&err(Code::Cancelled, "")),
+            "a connection gone away under the call"
+        );
+        let goaway = ApiError {
+            message: "h2 protocol error: http2 error".into(),
+            ..err(Code::Internal, "")
+        };
+        assert!(is_retryable(&goaway), "a call racing a GOAWAY");
         for (code, reason) in [
             (Code::FailedPrecondition, "LEASE_NOT_HELD"),
             (Code::FailedPrecondition, "LEASE_HELD"),

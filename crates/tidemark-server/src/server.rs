@@ -64,11 +64,9 @@ pub struct ServerConfig {
     pub history_retention: Option<Duration>,
     /// Connections older than this are asked to go away (HTTP/2 GOAWAY),
     /// so clients reconnect and spread over the replicas there are now;
-    /// `None` keeps connections forever.
+    /// calls in flight finish (each within `request_timeout`, the grace
+    /// period). `None` keeps connections forever.
     pub max_connection_age: Option<Duration>,
-    /// How long calls in flight on a connection past its age may take
-    /// before it is closed.
-    pub max_connection_age_grace: Duration,
     /// HTTP/2 pings on idle connections this often, to find dead peers.
     pub keepalive_interval: Option<Duration>,
     /// A ping not answered within this closes the connection.
@@ -117,7 +115,6 @@ impl Default for ServerConfig {
             mirror_refresh: Duration::from_secs(60),
             history_retention: Some(Duration::from_secs(30 * 86_400)),
             max_connection_age: Some(Duration::from_secs(300)),
-            max_connection_age_grace: Duration::from_secs(30),
             keepalive_interval: Some(Duration::from_secs(30)),
             keepalive_timeout: Duration::from_secs(10),
             auth: SharedAuth::new(AuthConfig::default()),
@@ -233,9 +230,11 @@ pub async fn serve_with_health(
         .http2_keepalive_interval(config.keepalive_interval)
         .http2_keepalive_timeout(Some(config.keepalive_timeout));
     if let Some(age) = config.max_connection_age {
-        builder = builder
-            .max_connection_age(age)
-            .max_connection_age_grace(config.max_connection_age_grace);
+        // No `max_connection_age_grace`: tonic 0.14 then skips the graceful
+        // GOAWAY and closes the connection at age + grace, failing calls in
+        // flight. Without it, calls in flight finish; each is bounded by the
+        // request timeout, which is the grace.
+        builder = builder.max_connection_age(age);
     }
     let health_task = match health_listener {
         Some(health_listener) => {

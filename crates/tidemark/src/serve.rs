@@ -107,12 +107,10 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "TIDEMARK_RELOAD_INTERVAL", default_value = "5s")]
     reload_interval: HumanDuration,
     /// Connections older than this are asked to reconnect (HTTP/2 GOAWAY),
-    /// so clients spread over the replicas there are now ("0s": never).
+    /// so clients spread over the replicas there are now; calls in flight
+    /// finish, within --request-timeout ("0s": never).
     #[arg(long, env = "TIDEMARK_MAX_CONNECTION_AGE", default_value_t = HumanDuration(ServerConfig::default().max_connection_age.unwrap_or_default()))]
     max_connection_age: HumanDuration,
-    /// Calls in flight on a connection past its age may take this long.
-    #[arg(long, env = "TIDEMARK_MAX_CONNECTION_AGE_GRACE", default_value_t = HumanDuration(ServerConfig::default().max_connection_age_grace))]
-    max_connection_age_grace: HumanDuration,
     /// HTTP/2 pings on connections this often, to find dead clients ("0s":
     /// off).
     #[arg(long, env = "TIDEMARK_KEEPALIVE_INTERVAL", default_value_t = HumanDuration(ServerConfig::default().keepalive_interval.unwrap_or_default()))]
@@ -288,7 +286,6 @@ fn server_config(args: &ServeArgs) -> ServerConfig {
         mirror_refresh: args.mirror_refresh.0,
         history_retention: (!args.history_retention.0.is_zero()).then_some(args.history_retention.0),
         max_connection_age: (!args.max_connection_age.0.is_zero()).then_some(args.max_connection_age.0),
-        max_connection_age_grace: args.max_connection_age_grace.0,
         keepalive_interval: (!args.keepalive_interval.0.is_zero()).then_some(args.keepalive_interval.0),
         keepalive_timeout: args.keepalive_timeout.0,
         ..ServerConfig::default()

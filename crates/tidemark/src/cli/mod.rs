@@ -86,6 +86,7 @@ impl Connection {
             token: self.token.clone(),
             tls,
             connect_timeout: Some(Duration::from_secs(5)),
+            resolve: None,
         };
         Ok(tidemark_client::connect(&options).await?)
     }
