@@ -16,12 +16,18 @@ source scripts/lib/tools.sh
 if [ -z "${DATABASE_URL:-}" ]; then
   # The test cluster trades durability for speed; benchmarks use their own.
   start_throwaway_postgres fsync=off synchronous_commit=off full_page_writes=off
+  trap 'drop_created_databases; stop_throwaway_postgres' EXIT
+else
+  # A server we were given: only the databases this run creates are dropped.
+  trap drop_created_databases EXIT
 fi
+# Every tool a test needs; any that cannot be fetched fails the run.
 ensure_grpcurl
 ensure_python_env
 ensure_wheelhouse
-ensure_etcd || echo "could not fetch etcd: the benchmark smoke run skips its etcd peer" >&2
+ensure_etcd
 ensure_faketime
+ensure_promtool
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
@@ -70,13 +76,11 @@ target/debug/tidemark-chaos --duration 40s --fault-every 1s
 # scripts/ha-chaos.sh, see docs/reliability.md.
 scripts/ha-chaos.sh --duration 100s
 
-# Kubernetes manifests: rendered with kubectl kustomize, validated strictly.
+# Kubernetes manifests: rendered with kubectl kustomize, validated strictly;
+# the monitoring component's alert rules checked and unit-tested with
+# promtool; every pod started as the kubelet would.
 "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider deploy/tests
 
-# The Python suite runs the real binary against its own Postgres database
-# (SQLite when the server does not let us create one).
-python_db=$(fresh_postgres_database tidemark_python) || {
-  echo "could not create a Postgres database for the Python tests; they use SQLite" >&2
-  python_db=""
-}
+# The Python suite runs the real binary against its own Postgres database.
+python_db=$(fresh_postgres_database tidemark_python)
 TIDEMARK_TEST_DATABASE_URL="$python_db" "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider clients/python/tests

@@ -21,6 +21,8 @@ KUBERNETES_VERSION = "1.37.0"
 TARGETS = ["base", "overlays/dev", "overlays/prod"]
 # What is deployed as it is (the base is only built upon).
 DEPLOYABLE = ["overlays/dev", "overlays/prod", "examples/cloudnativepg", "examples/migrate-job"]
+# Rendered and validated; its pods are prod's.
+EXAMPLES = ["examples/monitoring"]
 
 
 def render(target: str) -> str:

@@ -57,11 +57,14 @@ stop_throwaway_postgres() {
   fi
 }
 
-# fresh_postgres_database NAME: prints a URL for a new, empty database NAME
-# on DATABASE_URL's server (dropped first if it exists); fails when the
-# server does not allow it.
+# fresh_postgres_database PREFIX: creates a new, empty database named
+# PREFIX_<random> on DATABASE_URL's server and prints its URL. It never
+# touches a database it did not create: the name is new, and the databases
+# it created are recorded for drop_created_databases (scripts/test.sh runs it
+# on exit). Fails when the server does not allow it.
 fresh_postgres_database() {
-  local name="$1" pg_bin url
+  local name pg_bin url
+  name="$1_$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
   pg_bin=$(find_pg_bin) || return 1
   url=$(python3 - "$DATABASE_URL" "$name" <<'PY'
 import sys, urllib.parse
@@ -70,6 +73,26 @@ print(urllib.parse.urlunsplit(parts._replace(path="/" + sys.argv[2])))
 PY
 ) || return 1
   PGOPTIONS="--client-min-messages=warning" "$pg_bin/psql" -q -v ON_ERROR_STOP=1 "$DATABASE_URL" \
-    -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" -c "CREATE DATABASE $name" >/dev/null || return 1
+    -c "CREATE DATABASE $name" >/dev/null || return 1
+  echo "$name" >>"$(created_databases_file)"
   echo "$url"
+}
+
+# Where fresh_postgres_database records what it created ($$ is the
+# top-level shell's, also in command substitutions).
+created_databases_file() {
+  echo "${TMPDIR:-/tmp}/tidemark-created-databases.$$"
+}
+
+# Drops the databases fresh_postgres_database created, and only those.
+drop_created_databases() {
+  local file pg_bin name
+  file=$(created_databases_file)
+  [ -f "$file" ] || return 0
+  pg_bin=$(find_pg_bin) || return 0
+  while read -r name; do
+    PGOPTIONS="--client-min-messages=warning" "$pg_bin/psql" -q "$DATABASE_URL" \
+      -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null 2>&1 || true
+  done <"$file"
+  rm -f "$file"
 }

@@ -114,6 +114,25 @@ WRAP
   export HAPROXY="$bin"
 }
 
+# promtool, from Debian's prometheus package (unpacked into .tools, not
+# installed): the monitoring component's alert rules are checked and
+# unit-tested with it. Exports PROMTOOL.
+ensure_promtool() {
+  local root="$TOOLS_DIR/prometheus" bin="$TOOLS_DIR/prometheus/usr/bin/promtool"
+  if [ ! -x "$bin" ]; then
+    command -v apt-get >/dev/null 2>&1 || { echo "apt-get is needed to fetch promtool" >&2; return 1; }
+    mkdir -p "$TOOLS_DIR/download/prometheus"
+    if ! (cd "$TOOLS_DIR/download/prometheus" && apt-get download prometheus >/dev/null 2>&1); then
+      apt-get update >/dev/null 2>&1 || true
+      (cd "$TOOLS_DIR/download/prometheus" && apt-get download prometheus >/dev/null) || return 1
+    fi
+    rm -rf "$root"
+    dpkg -x "$TOOLS_DIR"/download/prometheus/prometheus_*.deb "$root" || return 1
+    "$bin" --version >/dev/null 2>&1 || { echo "the unpacked promtool does not run" >&2; return 1; }
+  fi
+  export PROMTOOL="$bin"
+}
+
 # Patroni with its etcd3 and psycopg2 extras, pinned, in its own venv in
 # .tools/patroni. The venv is built from Debian's /usr/bin/python3 when there
 # is one: as root the members run as the postgres user, which cannot reach a

@@ -131,6 +131,31 @@ pub fn target(end: &Offset) -> Target {
 /// idempotency (C5), decision (C3), no regression under a lease (C6). A
 /// successful commit renews the lease (L7).
 pub fn commit(state: Option<&KeyState>, req: &CommitBatch, now: Timestamp) -> Result<Transition<Committed>, CoreError> {
+    commit_with(state, req, now, RefreshHistory::Full)
+}
+
+/// How refreshes (commits that leave the position where it was) are kept
+/// in the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RefreshHistory {
+    /// Every refresh is a history row.
+    #[default]
+    Full,
+    /// A refresh repeating the lease's previous batch end (an idle stream
+    /// committing the same offset again and again) is not recorded: the row
+    /// of the batch that set the position stands for it, and the consumer's
+    /// `updated_at` still moves. Every change of position, and a refresh
+    /// with another end, are recorded.
+    Compact,
+}
+
+/// [`commit`], keeping refreshes in the history as `refreshes` says.
+pub fn commit_with(
+    state: Option<&KeyState>,
+    req: &CommitBatch,
+    now: Timestamp,
+    refreshes: RefreshHistory,
+) -> Result<Transition<Committed>, CoreError> {
     let lease = check_lease(state, req.lease_id, req.epoch, now)?;
     let Some(end) = req.end else {
         return Err(CoreError::invalid("end", "the batch's end offset is required"));
@@ -207,6 +232,7 @@ pub fn commit(state: Option<&KeyState>, req: &CommitBatch, now: Timestamp) -> Re
     };
 
     let lease = next.lease.as_mut().expect("checked lease");
+    let repeats_previous_end = lease.last_batch.is_some_and(|previous| previous.end == end);
     lease.last_batch = Some(CommittedBatch {
         batch_id: req.batch_id,
         end,
@@ -233,10 +259,13 @@ pub fn commit(state: Option<&KeyState>, req: &CommitBatch, now: Timestamp) -> Re
             CommitOutcome::Refreshed => EventKind::Refresh,
             _ => EventKind::Rewind,
         };
-        let mut event = HistoryEvent::new(kind, current, Some(target)).with_lease(lease);
-        event.batch_id = Some(req.batch_id);
-        event.detail = Some(format!("{}: end {end}", outcome.as_str()));
-        events.push(event);
+        let quiet = refreshes == RefreshHistory::Compact && outcome == CommitOutcome::Refreshed && repeats_previous_end;
+        if !quiet {
+            let mut event = HistoryEvent::new(kind, current, Some(target)).with_lease(lease);
+            event.batch_id = Some(req.batch_id);
+            event.detail = Some(format!("{}: end {end}", outcome.as_str()));
+            events.push(event);
+        }
     }
     let lease_ttl = lease.ttl;
     let next_snapshot = next.next_snapshot();

@@ -21,7 +21,7 @@ pub mod state;
 pub mod time;
 pub mod validate;
 
-pub use commit::{CommitBatch, CommitOutcome, Committed};
+pub use commit::{CommitBatch, CommitOutcome, Committed, RefreshHistory};
 pub use error::{CoreError, LeaseLoss};
 pub use ids::{BranchName, ConsumerId, ConsumerKey, TableName};
 pub use lease::{Acquired, LeasePolicy, Revoked};

@@ -669,6 +669,60 @@ fn c3_every_write_is_recorded_with_its_own_event_and_outcome() {
 }
 
 #[test]
+fn compact_refresh_history_skips_repeated_ends_and_keeps_every_move() {
+    use commit::RefreshHistory;
+    let state = leased();
+    let (mut current, _) = apply(&state, 0, off(4, 0, false, Some(1)), at(1));
+    let mut recorded = Vec::new();
+    // An idle stream: the same end again and again, then a move, then
+    // another idle run at the new end.
+    let ends = [
+        off(4, 0, false, Some(1)),
+        off(4, 0, false, Some(1)),
+        off(4, 0, false, Some(1)),
+        off(6, 0, false, Some(1)),
+        off(6, 0, false, Some(1)),
+        off(6, 0, false, Some(1)),
+    ];
+    for (batch, end) in (1..).zip(ends) {
+        let t = commit::commit_with(
+            Some(&current),
+            &req(&current, batch, end),
+            at(1 + batch),
+            RefreshHistory::Compact,
+        )
+        .unwrap();
+        recorded.extend(t.events.iter().map(|e| (batch, e.kind)));
+        let written = t.write.unwrap();
+        // The consumer is written (updated_at moves) whether or not the
+        // refresh is recorded.
+        assert_eq!(written.consumer.unwrap().updated_at, at(1 + batch));
+        current = written;
+    }
+    assert_eq!(
+        recorded,
+        [(4, EventKind::Advance)],
+        "a refresh repeating the previous batch's end is not recorded: the row of the batch that set the position \
+         stands for it"
+    );
+    // In full, every one is.
+    let (mut current, _) = apply(&state, 0, off(4, 0, false, Some(1)), at(1));
+    let mut count = 0;
+    for (batch, end) in (1..).zip(ends) {
+        let t = commit::commit_with(
+            Some(&current),
+            &req(&current, batch, end),
+            at(1 + batch),
+            RefreshHistory::Full,
+        )
+        .unwrap();
+        count += t.events.len();
+        current = t.write.unwrap();
+    }
+    assert_eq!(count, ends.len());
+}
+
+#[test]
 fn stable_names_of_outcomes_and_lease_losses() {
     let names: Vec<_> = CommitOutcome::ALL.iter().map(|o| o.as_str()).collect();
     assert_eq!(

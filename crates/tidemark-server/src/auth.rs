@@ -466,6 +466,11 @@ where
                     denial.message
                 );
                 crate::metrics::auth_denied();
+                crate::metrics::error(
+                    crate::metrics::method_of(request.uri().path()),
+                    denial.code,
+                    denial.reason,
+                );
                 let response = denial.into_response();
                 Box::pin(async move { Ok(response) })
             }

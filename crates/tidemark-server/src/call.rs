@@ -40,6 +40,7 @@ where
     let _entered = span.enter();
     let answer = match result {
         Err(_) => {
+            metrics::timed_out(method);
             tracing::warn!(method, request_id = %ctx.request_id, ?timeout, "call timed out");
             Err(with_request_id(&ctx, timeout_status(timeout)))
         }
@@ -56,7 +57,15 @@ where
     };
     let code = match &answer {
         Ok(_) => tonic::Code::Ok,
-        Err(status) => status.code(),
+        Err(status) => {
+            use tonic_types::StatusExt;
+            let reason = status
+                .get_details_error_info()
+                .map(|info| info.reason)
+                .unwrap_or_default();
+            metrics::error(method, status.code(), &reason);
+            status.code()
+        }
     };
     metrics::rpc(service, method, code, started.elapsed());
     answer

@@ -156,9 +156,6 @@ impl Coordinator for CoordinatorService {
                     (Some(next), Some(latest)) => crate::tables::registered_lag(next, latest, commit.latest_snapshot),
                     _ => done.lag,
                 };
-                if let Some(lag) = lag {
-                    metrics::consumer_lag(&done.key, lag);
-                }
                 Ok(pb::CommitBatchResponse {
                     outcome: convert::outcome_to_pb(done.outcome).into(),
                     next_snapshot: done.next_snapshot,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use tidemark_core::{CommitOutcome, ConsumerKey};
+use tidemark_core::CommitOutcome;
 
 /// Metric names, for the exporter's configuration and the docs.
 pub mod names {
@@ -19,12 +19,54 @@ pub mod names {
     pub const LEASE_ACQUISITIONS: &str = "tidemark_lease_acquisitions_total";
     /// Counter: acquisitions and operator changes refused with LEASE_HELD.
     pub const LEASE_CONFLICTS: &str = "tidemark_lease_conflicts_total";
-    /// Gauge: snapshots not yet consumed, per consumer, from its last commit
-    /// that reported the latest snapshot (on the replica that served it).
+    /// Gauge: the most snapshots any consumer of a branch has not consumed
+    /// yet, per table and branch: from the branch's latest snapshot (the
+    /// table's directory for a registered table, else the highest any of
+    /// its consumers reported) down to the lowest position. Computed every
+    /// `--gauge-interval` by the one collecting replica, so a stopped
+    /// query's lag keeps growing.
     pub const CONSUMER_LAG: &str = "tidemark_consumer_lag_snapshots";
-    /// Gauge: the last computed fence per table, branch and kind
-    /// (snapshot/changelog); -1 when nothing fences.
+    /// Gauge: the same per consumer, for the `--per-consumer-metrics` most
+    /// lagging consumers only (off by default: 100,000 consumers must not
+    /// become 100,000 series).
+    pub const CONSUMER_LAG_PER_CONSUMER: &str = "tidemark_consumer_lag_snapshots_per_consumer";
+    /// Gauge: consumers per table and branch.
+    pub const CONSUMERS: &str = "tidemark_consumers";
+    /// Gauge: how long the most idle consumer of a branch that still has
+    /// snapshots to read has not moved, in seconds (0 when none is behind).
+    pub const CONSUMER_BEHIND_IDLE: &str = "tidemark_consumer_behind_idle_seconds";
+    /// Gauge: the fence per table, branch and kind (snapshot/changelog),
+    /// computed periodically; -1 when nothing fences.
     pub const RETENTION_FENCE: &str = "tidemark_retention_fence";
+    /// Gauge: snapshots from the snapshot fence to the branch's latest: what
+    /// the fence keeps from expiring.
+    pub const RETENTION_FENCE_LAG: &str = "tidemark_retention_fence_lag_snapshots";
+    /// Gauge: leases live now (whole fleet).
+    pub const LEASES_LIVE: &str = "tidemark_leases_live";
+    /// Gauge: history rows (Postgres: the planner's estimate).
+    pub const HISTORY_ROWS: &str = "tidemark_history_rows";
+    /// Gauge: age of the oldest history row, in seconds (with a history
+    /// retention set).
+    pub const HISTORY_OLDEST_AGE: &str = "tidemark_history_oldest_age_seconds";
+    /// Gauge: 1 on the replica computing the fleet gauges above, else 0.
+    pub const GAUGE_COLLECTOR: &str = "tidemark_gauge_collector";
+    /// Gauge: 1, labelled with the version.
+    pub const BUILD_INFO: &str = "tidemark_build_info";
+    /// Gauge: database connections of this replica, by state (open/idle).
+    pub const DB_POOL_CONNECTIONS: &str = "tidemark_db_pool_connections";
+    /// Gauge: the most database connections this replica may open.
+    pub const DB_POOL_MAX: &str = "tidemark_db_pool_max_connections";
+    /// Gauge: 1 while this replica's readiness check reaches a writable
+    /// database, else 0.
+    pub const DATABASE_READY: &str = "tidemark_database_ready";
+    /// Counter: failed calls by method, gRPC code and `ErrorInfo` reason
+    /// (including calls refused before their handler and calls shed).
+    pub const ERRORS: &str = "tidemark_errors_total";
+    /// Counter: calls shed at once because `--max-in-flight` calls were
+    /// running, by method.
+    pub const CALLS_SHED: &str = "tidemark_calls_shed_total";
+    /// Counter: calls that ran out of `--request-timeout`, by method.
+    pub const CALLS_TIMED_OUT: &str = "tidemark_calls_timed_out_total";
     /// Counter: sweeper runs by result (ok/error).
     pub const SWEEPER_RUNS: &str = "tidemark_sweeper_runs_total";
     /// Counter: consumers the sweeper expired.
@@ -82,19 +124,142 @@ pub(crate) fn lease_conflict() {
     metrics::counter!(names::LEASE_CONFLICTS).increment(1);
 }
 
-pub(crate) fn consumer_lag(key: &ConsumerKey, lag: i64) {
+/// One branch's figures from the gauge collector.
+pub(crate) struct BranchGauges<'a> {
+    pub(crate) table: &'a str,
+    pub(crate) branch: &'a str,
+    pub(crate) consumers: i64,
+    pub(crate) lag: Option<i64>,
+    pub(crate) behind_idle: Duration,
+    pub(crate) fence: Option<(Option<i64>, Option<i64>)>,
+    pub(crate) fence_lag: Option<i64>,
+}
+
+pub(crate) fn branch_gauges(g: &BranchGauges<'_>) {
+    let labels = [("table", g.table.to_owned()), ("branch", g.branch.to_owned())];
+    metrics::gauge!(names::CONSUMERS, &labels).set(g.consumers as f64);
+    if let Some(lag) = g.lag {
+        metrics::gauge!(names::CONSUMER_LAG, &labels).set(lag as f64);
+    }
+    metrics::gauge!(names::CONSUMER_BEHIND_IDLE, &labels).set(g.behind_idle.as_secs_f64());
+    if let Some((snapshot, changelog)) = g.fence {
+        fence(g.table, g.branch, "snapshot", snapshot);
+        fence(g.table, g.branch, "changelog", changelog);
+    }
+    if let Some(lag) = g.fence_lag {
+        metrics::gauge!(names::RETENTION_FENCE_LAG, &labels).set(lag as f64);
+    }
+}
+
+pub(crate) fn consumer_lag(table: &str, branch: &str, consumer_id: &str, lag: i64) {
     metrics::gauge!(
-        names::CONSUMER_LAG,
-        "table" => key.table.as_str().to_owned(),
-        "branch" => key.branch.as_str().to_owned(),
-        "consumer_id" => key.consumer_id.as_str().to_owned()
+        names::CONSUMER_LAG_PER_CONSUMER,
+        "table" => table.to_owned(),
+        "branch" => branch.to_owned(),
+        "consumer_id" => consumer_id.to_owned()
     )
     .set(lag as f64);
 }
 
-pub(crate) fn fence(table: &str, branch: &str, kind: &'static str, position: Option<i64>) {
+fn fence(table: &str, branch: &str, kind: &'static str, position: Option<i64>) {
     metrics::gauge!(names::RETENTION_FENCE, "table" => table.to_owned(), "branch" => branch.to_owned(), "kind" => kind)
         .set(position.map_or(-1.0, |p| p as f64));
+}
+
+/// Fleet-wide figures from the gauge collector.
+pub(crate) fn fleet(live_leases: i64, history_rows: Option<i64>, history_oldest_age: Option<Duration>) {
+    metrics::gauge!(names::LEASES_LIVE).set(live_leases as f64);
+    if let Some(rows) = history_rows {
+        metrics::gauge!(names::HISTORY_ROWS).set(rows as f64);
+    }
+    if let Some(age) = history_oldest_age {
+        metrics::gauge!(names::HISTORY_OLDEST_AGE).set(age.as_secs_f64());
+    }
+}
+
+/// What every replica reports every round.
+pub(crate) fn replica(collecting: bool, pool: tidemark_store::PoolStats) {
+    metrics::gauge!(names::GAUGE_COLLECTOR).set(if collecting { 1.0 } else { 0.0 });
+    metrics::gauge!(names::BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    metrics::gauge!(names::DB_POOL_CONNECTIONS, "state" => "open").set(f64::from(pool.open));
+    metrics::gauge!(names::DB_POOL_CONNECTIONS, "state" => "idle").set(f64::from(pool.idle));
+    metrics::gauge!(names::DB_POOL_MAX).set(f64::from(pool.max));
+}
+
+pub(crate) fn database_ready(ready: bool) {
+    metrics::gauge!(names::DATABASE_READY).set(if ready { 1.0 } else { 0.0 });
+}
+
+/// A failed call. `method` is a known method's name (never a path a client
+/// made up: labels must stay bounded).
+pub(crate) fn error(method: &'static str, code: tonic::Code, reason: &str) {
+    metrics::counter!(
+        names::ERRORS,
+        "method" => method,
+        "code" => crate::status::code_name(code),
+        "reason" => bounded_reason(reason)
+    )
+    .increment(1);
+}
+
+/// Reasons are this server's own (a few dozen); they are interned once, and
+/// past a bound (which only a bug could reach) counted as OTHER, so labels
+/// stay bounded.
+fn bounded_reason(reason: &str) -> &'static str {
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex};
+    static SEEN: LazyLock<Mutex<HashMap<String, &'static str>>> = LazyLock::new(Mutex::default);
+    if reason.is_empty() {
+        return "";
+    }
+    let mut seen = SEEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(interned) = seen.get(reason) {
+        return interned;
+    }
+    if seen.len() >= 256 {
+        return "OTHER";
+    }
+    let interned: &'static str = Box::leak(reason.to_owned().into_boxed_str());
+    seen.insert(reason.to_owned(), interned);
+    interned
+}
+
+pub(crate) fn shed(method: &'static str) {
+    metrics::counter!(names::CALLS_SHED, "method" => method).increment(1);
+    error(method, tonic::Code::ResourceExhausted, "");
+}
+
+pub(crate) fn timed_out(method: &'static str) {
+    metrics::counter!(names::CALLS_TIMED_OUT, "method" => method).increment(1);
+}
+
+/// The method name of a request path when it names a method this server
+/// serves, else "unknown" (a client can send any path).
+pub(crate) fn method_of(path: &str) -> &'static str {
+    use std::collections::HashMap;
+    use std::sync::LazyLock;
+    static METHODS: LazyLock<HashMap<String, &'static str>> = LazyLock::new(|| {
+        use prost::Message;
+        let mut methods = HashMap::new();
+        for set in [
+            tidemark_proto::FILE_DESCRIPTOR_SET,
+            tonic_health::pb::FILE_DESCRIPTOR_SET,
+        ] {
+            let Ok(files) = prost_types::FileDescriptorSet::decode(set) else {
+                continue;
+            };
+            for file in files.file {
+                for service in &file.service {
+                    for method in &service.method {
+                        let path = format!("/{}.{}/{}", file.package(), service.name(), method.name());
+                        methods.insert(path, &*Box::leak(method.name().to_owned().into_boxed_str()));
+                    }
+                }
+            }
+        }
+        methods
+    });
+    METHODS.get(path).copied().unwrap_or("unknown")
 }
 
 pub(crate) fn sweeper_run(ok: bool, expired: usize, pruned: u64) {

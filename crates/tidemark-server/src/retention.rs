@@ -4,12 +4,11 @@ use std::time::Duration;
 
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::retention_server::Retention;
-use tidemark_store::{FenceReport, Store};
+use tidemark_store::Store;
 use tonic::{Request, Response, Status};
 
 use crate::call::Rpcs;
 use crate::convert;
-use crate::metrics;
 
 /// Retention fences over a [`Store`].
 #[derive(Debug, Clone)]
@@ -28,11 +27,6 @@ impl RetentionService {
     }
 }
 
-fn record(table: &str, branch: &str, report: &FenceReport) {
-    metrics::fence(table, branch, "snapshot", report.fences.snapshot);
-    metrics::fence(table, branch, "changelog", report.fences.changelog);
-}
-
 #[tonic::async_trait]
 impl Retention for RetentionService {
     async fn get_retention_fence(
@@ -46,7 +40,6 @@ impl Retention for RetentionService {
                     .store
                     .fence(table, branch, req.changelog_decoupled, req.limit)
                     .await?;
-                record(table.as_str(), branch.as_str(), &report);
                 Ok(pb::GetRetentionFenceResponse {
                     snapshot_fence: report.fences.snapshot,
                     changelog_fence: report.fences.changelog,
@@ -71,7 +64,6 @@ impl Retention for RetentionService {
                     .explain(table, branch, req.changelog_decoupled, req.limit)
                     .await?;
                 let report = &explained.fences;
-                record(table.as_str(), branch.as_str(), report);
                 Ok(pb::ExplainRetentionResponse {
                     snapshot_fence: report.fences.snapshot,
                     changelog_fence: report.fences.changelog,

@@ -62,6 +62,12 @@ pub struct ServerConfig {
     /// History rows (and stale lease grants) older than this are pruned;
     /// `None` keeps them forever.
     pub history_retention: Option<Duration>,
+    /// How often gauges are computed (see `metrics`); zero turns the
+    /// collector off.
+    pub gauge_interval: Duration,
+    /// Per-consumer lag series for this many most lagging consumers (0:
+    /// none, only per-branch maxima).
+    pub per_consumer_metrics: i64,
     /// Connections older than this are asked to go away (HTTP/2 GOAWAY),
     /// so clients reconnect and spread over the replicas there are now;
     /// calls in flight finish (each within `request_timeout`, the grace
@@ -114,6 +120,8 @@ impl Default for ServerConfig {
             mirror_interval: Duration::from_secs(1),
             mirror_refresh: Duration::from_secs(60),
             history_retention: Some(Duration::from_secs(30 * 86_400)),
+            gauge_interval: Duration::from_secs(15),
+            per_consumer_metrics: 0,
             max_connection_age: Some(Duration::from_secs(300)),
             keepalive_interval: Some(Duration::from_secs(30)),
             keepalive_timeout: Duration::from_secs(10),
@@ -206,6 +214,13 @@ pub async fn serve_with_health(
         limit: config.sweep_limit,
         history_retention: config.history_retention,
     };
+    let gauges = crate::gauges::GaugeSettings {
+        interval: config.gauge_interval,
+        per_consumer: config.per_consumer_metrics,
+        history_retention: config.history_retention,
+        sweep_interval: config.sweep_interval,
+    };
+    let gauges = tokio::spawn(crate::gauges::run(store.clone(), gauges, stop_accepting.clone()));
     let sweeper = tokio::spawn(crate::sweeper::run(store, sweeper, stop_accepting.clone()));
 
     let tls = config
@@ -224,6 +239,7 @@ pub async fn serve_with_health(
     });
 
     let layers = tower::ServiceBuilder::new()
+        .layer(crate::shed::CountShedLayer)
         .load_shed()
         .layer(GlobalConcurrencyLimitLayer::new(config.max_in_flight));
     let mut builder = Server::builder()
@@ -292,6 +308,7 @@ pub async fn serve_with_health(
             let _ = readiness.await;
             let _ = sweeper.await;
             let _ = mirror.await;
+            let _ = gauges.await;
             if let Some(task) = reload {
                 let _ = task.await;
             }
@@ -311,6 +328,7 @@ pub async fn serve_with_health(
     let _ = readiness.await;
     let _ = sweeper.await;
     let _ = mirror.await;
+    let _ = gauges.await;
     if let Some(task) = reload {
         let _ = task.await;
     }
@@ -369,6 +387,7 @@ async fn track_readiness(reporter: HealthReporter, store: Store, every: Duration
             reporter.set_service_status(READINESS_SERVICE, status).await;
             ready = Some(now_ready);
         }
+        crate::metrics::database_ready(now_ready);
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}

@@ -308,7 +308,7 @@ pub struct MirrorState {
 /// asked, only while its lease is live by the database clock), and writes
 /// the row, the grant and the history in one transaction.
 #[async_trait]
-pub trait Backend: KeyStore + HistoryStore + OptionsStore + PaimonStore + std::fmt::Debug {
+pub trait Backend: KeyStore + HistoryStore + OptionsStore + PaimonStore + crate::StatsStore + std::fmt::Debug {
     /// Short name for logs ("postgres", "sqlite").
     fn name(&self) -> &'static str;
 

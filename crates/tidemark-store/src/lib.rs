@@ -18,6 +18,7 @@ pub mod postgres;
 mod row;
 pub mod sqlite;
 mod stamp;
+mod stats;
 mod store;
 
 use std::sync::Arc;
@@ -37,6 +38,7 @@ pub use paimon::PaimonRegistry;
 pub use postgres::group_commit::{GroupCommitStats, metric_names as group_commit_metrics};
 pub use postgres::{PostgresBackend, PostgresOptions};
 pub use sqlite::SqliteBackend;
+pub use stats::{BranchStats, ConsumerLagRow, FleetStats, PoolStats, StatsStore};
 pub use store::Store;
 pub use tidemark_core::Timestamp;
 

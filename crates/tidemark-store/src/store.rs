@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidemark_core::commit::{self, CommitBatch, Committed};
+use tidemark_core::commit::{self, CommitBatch, Committed, RefreshHistory};
 use tidemark_core::lease::{self, Acquired, LeasePolicy, LeaseRequest};
 use tidemark_core::recovery::{self, Recovered, RecoveryRequest};
 use tidemark_core::{ConsumerKey, CoreError, KeyState, Timestamp, Transition};
@@ -33,6 +33,7 @@ pub struct Store {
     backend: Arc<dyn Backend>,
     policy: LeasePolicy,
     leases: Arc<LeaseCache>,
+    refreshes: RefreshHistory,
 }
 
 impl Store {
@@ -42,12 +43,45 @@ impl Store {
             backend,
             policy,
             leases: Arc::new(LeaseCache::default()),
+            refreshes: RefreshHistory::Full,
         }
+    }
+
+    /// Keeps refreshes in the history as `refreshes` says (default: every
+    /// one).
+    pub fn with_refresh_history(mut self, refreshes: RefreshHistory) -> Self {
+        self.refreshes = refreshes;
+        self
     }
 
     /// The backend (this crate's own door to it).
     pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
+    }
+
+    /// Whether this process computes the fleet's gauges now (see
+    /// [`crate::StatsStore::claim_collector`]).
+    pub async fn claim_collector(&self) -> Result<bool, StoreError> {
+        self.backend.claim_collector().await
+    }
+
+    /// The fleet's figures for the metrics (see
+    /// [`crate::StatsStore::fleet_stats`]).
+    pub async fn fleet_stats(
+        &self,
+        branch_limit: i64,
+        worst: i64,
+        history_retention: Option<Duration>,
+        window: Duration,
+    ) -> Result<crate::FleetStats, StoreError> {
+        self.backend
+            .fleet_stats(branch_limit, worst, history_retention, window)
+            .await
+    }
+
+    /// The database connection pool now.
+    pub fn pool_stats(&self) -> crate::PoolStats {
+        self.backend.pool_stats()
     }
 
     /// Loads, decides and writes with compare-and-set, deciding again on
@@ -275,7 +309,7 @@ impl Store {
     /// C1–C7: records a committed micro-batch.
     pub async fn commit_batch(&self, ctx: &CallContext, req: &CommitBatch) -> Result<Committed, StoreError> {
         self.apply(FindKey::Lease(req.lease_id), ctx, |loaded| {
-            commit::commit(loaded.state.as_ref(), req, loaded.now)
+            commit::commit_with(loaded.state.as_ref(), req, loaded.now, self.refreshes)
         })
         .await
     }

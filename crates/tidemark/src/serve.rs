@@ -118,6 +118,23 @@ pub(crate) struct ServeArgs {
     /// A ping not answered within this closes the connection.
     #[arg(long, env = "TIDEMARK_KEEPALIVE_TIMEOUT", default_value_t = HumanDuration(ServerConfig::default().keepalive_timeout))]
     keepalive_timeout: HumanDuration,
+    /// How often gauges are computed: each replica's own, and the fleet's
+    /// (lag, consumers and fences per branch, live leases, history) by the
+    /// one replica holding the collector role ("0s": off).
+    #[arg(long, env = "TIDEMARK_GAUGE_INTERVAL", default_value_t = HumanDuration(ServerConfig::default().gauge_interval))]
+    gauge_interval: HumanDuration,
+    /// Also export lag per consumer for this many most lagging consumers
+    /// (tidemark_consumer_lag_snapshots_per_consumer); 0: per-branch
+    /// maxima only.
+    #[arg(long, env = "TIDEMARK_PER_CONSUMER_METRICS", default_value_t = ServerConfig::default().per_consumer_metrics,
+          value_parser = clap::value_parser!(i64).range(0..=10_000))]
+    per_consumer_metrics: i64,
+    /// Do not record a commit in the history when it repeats its lease's
+    /// previous batch end (an idle stream refreshing its position): the row
+    /// of the batch that set the position stands for it, and the consumer's
+    /// updated_at still moves. Cuts history growth from idle queries.
+    #[arg(long, env = "TIDEMARK_COMPACT_REFRESH_HISTORY")]
+    compact_refresh_history: bool,
     /// Prune history rows older than this ("0s": keep forever).
     #[arg(long, env = "TIDEMARK_HISTORY_RETENTION", default_value_t = HumanDuration(ServerConfig::default().history_retention.unwrap_or_default()))]
     history_retention: HumanDuration,
@@ -197,10 +214,15 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         args.database.migrate(backend.as_ref()).await?;
     }
     tracing::info!(database = %redact(&args.database.database_url), backend = backend.name(), "database ready");
-    let store = Store::new(backend.clone(), policy);
+    let refreshes = if args.compact_refresh_history {
+        tidemark_core::RefreshHistory::Compact
+    } else {
+        tidemark_core::RefreshHistory::Full
+    };
+    let store = Store::new(backend.clone(), policy).with_refresh_history(refreshes);
 
     if let MetricsListen(Some(address)) = args.metrics_listen {
-        install_metrics(address)?;
+        install_metrics(address, gauge_idle_timeout(&args))?;
         tracing::info!("metrics on http://{address}/metrics");
     }
 
@@ -288,13 +310,25 @@ fn server_config(args: &ServeArgs) -> ServerConfig {
         max_connection_age: (!args.max_connection_age.0.is_zero()).then_some(args.max_connection_age.0),
         keepalive_interval: (!args.keepalive_interval.0.is_zero()).then_some(args.keepalive_interval.0),
         keepalive_timeout: args.keepalive_timeout.0,
+        gauge_interval: args.gauge_interval.0,
+        per_consumer_metrics: args.per_consumer_metrics,
         ..ServerConfig::default()
     }
 }
 
-/// Serves Prometheus metrics on `address`; stale per-consumer gauges vanish
-/// after an hour without updates.
-fn install_metrics(address: SocketAddr) -> anyhow::Result<()> {
+/// How long a gauge nobody updates stays exported: three gauge rounds (so
+/// a replica that lost the collector role, or a consumer that left the
+/// per-consumer top, stops being reported), and at least as long as the
+/// mirror keeper's passes take to come round.
+fn gauge_idle_timeout(args: &ServeArgs) -> Duration {
+    (args.gauge_interval.0 * 3)
+        .max(args.mirror_refresh.0 / 2)
+        .max(Duration::from_secs(60))
+}
+
+/// Serves Prometheus metrics on `address`; gauges not updated within
+/// `idle` vanish.
+fn install_metrics(address: SocketAddr, idle: Duration) -> anyhow::Result<()> {
     use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
     use metrics_util::MetricKindMask;
     PrometheusBuilder::new()
@@ -303,7 +337,7 @@ fn install_metrics(address: SocketAddr) -> anyhow::Result<()> {
             Matcher::Full(tidemark_server::metrics::names::RPC_DURATION.to_owned()),
             &tidemark_server::metrics::RPC_BUCKETS,
         )?
-        .idle_timeout(MetricKindMask::GAUGE, Some(Duration::from_secs(3600)))
+        .idle_timeout(MetricKindMask::GAUGE, Some(idle))
         .install()
         .with_context(|| format!("cannot serve metrics on {address}"))
 }

@@ -347,7 +347,7 @@ async fn metrics_endpoint_exports_rpc_commit_lease_and_fence_metrics() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let metrics = format!("127.0.0.1:{port}");
-    let served = Served::start(&["--metrics-listen", &metrics], dir.path());
+    let served = Served::start(&["--metrics-listen", &metrics, "--gauge-interval", "200ms"], dir.path());
     let lease = acquire(served.url(), "m").await;
     let mut coordinator = CoordinatorClient::connect(served.url()).await.unwrap();
     commit_first_batch(&mut coordinator, &lease, 3, Some(10)).await.unwrap();
@@ -359,17 +359,47 @@ async fn metrics_endpoint_exports_rpc_commit_lease_and_fence_metrics() {
         })
         .await
         .unwrap_err();
-    let mut retention = tidemark_proto::v1::retention_client::RetentionClient::connect(served.url())
-        .await
-        .unwrap();
-    retention
-        .get_retention_fence(pb::GetRetentionFenceRequest {
-            table: "db.orders".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let body = tokio::task::spawn_blocking(move || {
+    let expected = [
+        r#"tidemark_rpc_requests_total{service="Coordinator",method="CommitBatch",code="OK"} 1"#,
+        r#"tidemark_rpc_requests_total{service="Coordinator",method="AcquireLease",code="FAILED_PRECONDITION"} 1"#,
+        r#"tidemark_errors_total{method="AcquireLease",code="FAILED_PRECONDITION",reason="LEASE_HELD"} 1"#,
+        r#"tidemark_commits_total{outcome="CREATED"} 1"#,
+        "tidemark_lease_conflicts_total 1",
+        r#"tidemark_lease_acquisitions_total{kind="acquire"} 1"#,
+        // Computed by the gauge collector, per table and branch.
+        r#"tidemark_consumer_lag_snapshots{table="db.orders",branch="main"} 7"#,
+        r#"tidemark_consumers{table="db.orders",branch="main"} 1"#,
+        r#"tidemark_retention_fence{table="db.orders",branch="main",kind="snapshot"} 4"#,
+        r#"tidemark_retention_fence_lag_snapshots{table="db.orders",branch="main"} 7"#,
+        "tidemark_leases_live 1",
+        "tidemark_gauge_collector 1",
+        "tidemark_database_ready 1",
+        r#"tidemark_build_info{version=""#,
+        r#"tidemark_db_pool_connections{state="open"}"#,
+        "tidemark_db_pool_max_connections 5",
+        "tidemark_history_rows ",
+        "tidemark_history_oldest_age_seconds ",
+        "tidemark_rpc_duration_seconds_bucket",
+    ];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let body = scrape(port).await;
+        let missing: Vec<_> = expected.iter().filter(|line| !body.contains(*line)).collect();
+        if missing.is_empty() {
+            assert!(
+                !body.contains("consumer_id="),
+                "no per-consumer series unless asked:\n{body}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "{missing:?} missing from:\n{body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The Prometheus text a metrics port serves now.
+async fn scrape(port: u16) -> String {
+    tokio::task::spawn_blocking(move || {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         write!(
@@ -382,19 +412,7 @@ async fn metrics_endpoint_exports_rpc_commit_lease_and_fence_metrics() {
         body
     })
     .await
-    .unwrap();
-    for expected in [
-        r#"tidemark_rpc_requests_total{service="Coordinator",method="CommitBatch",code="OK"} 1"#,
-        r#"tidemark_rpc_requests_total{service="Coordinator",method="AcquireLease",code="FAILED_PRECONDITION"} 1"#,
-        r#"tidemark_commits_total{outcome="CREATED"} 1"#,
-        "tidemark_lease_conflicts_total 1",
-        r#"tidemark_lease_acquisitions_total{kind="acquire"} 1"#,
-        r#"tidemark_consumer_lag_snapshots{table="db.orders",branch="main",consumer_id="m"} 7"#,
-        r#"tidemark_retention_fence{table="db.orders",branch="main",kind="snapshot"} 4"#,
-        "tidemark_rpc_duration_seconds_bucket",
-    ] {
-        assert!(body.contains(expected), "{expected} missing from:\n{body}");
-    }
+    .unwrap()
 }
 
 /// `tidemark tables`: register (plan, then execute), list, import a

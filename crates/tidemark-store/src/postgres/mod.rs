@@ -13,6 +13,7 @@ mod history;
 mod keys;
 mod options;
 mod paimon;
+mod stats;
 
 pub use keys::BRANCH_CONSUMERS;
 pub(crate) use keys::{write_one_event, write_one_event_unless_locked};
@@ -75,6 +76,13 @@ pub const DEFAULT_GROUP_COMMIT: usize = 1;
 pub struct PostgresBackend {
     pool: PgPool,
     group: Option<Arc<GroupCommit>>,
+    /// The gauge collector's own connection (outside the pool, so it never
+    /// takes a serving connection nor holds up closing the pool), and
+    /// whether it holds the collector's advisory lock.
+    collector: Arc<tokio::sync::Mutex<Option<(sqlx::PgConnection, bool)>>>,
+    connect_options: PgConnectOptions,
+    acquire_timeout: Duration,
+    max_connections: u32,
 }
 
 impl PostgresBackend {
@@ -103,9 +111,16 @@ impl PostgresBackend {
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
             .test_before_acquire(false)
-            .connect_lazy_with(connect);
+            .connect_lazy_with(connect.clone());
         let group = (options.group_commit > 0).then(|| Arc::new(GroupCommit::new(pool.clone(), options.group_commit)));
-        Ok(Self { pool, group })
+        Ok(Self {
+            pool,
+            group,
+            collector: Arc::default(),
+            connect_options: connect,
+            acquire_timeout: options.acquire_timeout,
+            max_connections: options.max_connections,
+        })
     }
 
     /// Group commit's work so far (`None` when it is off).
@@ -202,6 +217,12 @@ impl Backend for PostgresBackend {
     }
 
     async fn close(&self) {
+        // Ending the collector's session releases its lock at once, so
+        // another replica takes the role in its next round.
+        if let Some((connection, _)) = self.collector.lock().await.take() {
+            use sqlx::Connection;
+            let _ = connection.close().await;
+        }
         self.pool.close().await;
     }
 }

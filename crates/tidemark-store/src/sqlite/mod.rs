@@ -12,6 +12,7 @@ mod history;
 mod keys;
 mod options;
 mod paimon;
+mod stats;
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -34,6 +35,11 @@ use crate::error::StoreError;
 
 /// The embedded SQLite migrations (`migrations/sqlite`).
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
+
+/// SQLite allows one writer at a time.
+const WRITERS: u32 = 1;
+/// Read-only connections (WAL lets them read beside the writer).
+const READERS: u32 = 4;
 
 /// tidemark state in an SQLite file.
 #[derive(Debug, Clone)]
@@ -59,14 +65,14 @@ impl SqliteBackend {
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let path = (!in_memory).then(|| options.get_filename().to_path_buf());
         let writer = SqlitePoolOptions::new()
-            .max_connections(1)
+            .max_connections(WRITERS)
             .connect_with(options.clone())
             .await?;
         let readers = if in_memory {
             writer.clone()
         } else {
             SqlitePoolOptions::new()
-                .max_connections(4)
+                .max_connections(READERS)
                 .connect_with(options.read_only(true))
                 .await?
         };

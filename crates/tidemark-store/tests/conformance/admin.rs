@@ -38,6 +38,8 @@ macro_rules! admin_conformance_suite {
             acquiring_a_key_expires_its_expired_consumer_first,
             prune_removes_old_history_and_stale_grants_only,
             pruning_catches_up_in_batches_within_its_budget,
+            fleet_stats_report_branches_lag_leases_and_history,
+            compact_refresh_history_writes_no_row_for_a_repeated_end,
             explain_lists_holders_lowest_first_with_idle_and_expiry,
         );
     };
@@ -923,4 +925,138 @@ pub(crate) async fn explain_lists_holders_lowest_first_with_idle_and_expiry(kind
     assert_eq!(slow.expires_in, Some(HOUR * 3 / 2));
     assert_eq!(explained.fences.fences.snapshot, Some(3));
     assert!(!explained.truncated);
+}
+
+pub(crate) async fn fleet_stats_report_branches_lag_leases_and_history(kind: Kind) {
+    let (db, store) = manual(kind).await;
+    assert!(store.claim_collector().await.unwrap(), "a lone process collects");
+    assert!(store.claim_collector().await.unwrap(), "and keeps collecting");
+    // "ahead" sits at 20 (no latest reported); "behind" leases, reads up to
+    // snapshot 4 and reports 10 as the latest; a consumer on another branch.
+    consumer_at(&store, "ahead", 20).await;
+    db.advance(Duration::from_secs(5)).await;
+    let lease = store
+        .acquire_lease(&ctx("b"), &key("behind"), "q", Some(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .lease;
+    let behind_at = db.now();
+    store
+        .commit_batch(
+            &ctx("b"),
+            &CommitBatch {
+                lease_id: lease.lease_id,
+                epoch: lease.epoch,
+                batch_id: 0,
+                end: Some(off(4, 0, false, Some(1))),
+                latest_snapshot: Some(10),
+            },
+        )
+        .await
+        .unwrap();
+    let dev = ConsumerKey::parse("db.events", "dev", "other", "").unwrap();
+    let other = store.acquire_lease(&ctx("d"), &dev, "q", None).await.unwrap().lease;
+    store
+        .release_lease(&ctx("d"), other.lease_id, other.epoch)
+        .await
+        .unwrap();
+    let history_rows = store.history(&key("ahead"), 100).await.unwrap().len()
+        + store.history(&key("behind"), 100).await.unwrap().len()
+        + store.history(&dev, 100).await.unwrap().len();
+    db.advance(Duration::from_secs(10)).await;
+
+    let month = Duration::from_secs(86_400 * 30);
+    let stats = store
+        .fleet_stats(100, 1, Some(month), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(stats.now, db.now());
+    let main = &stats.branches[0];
+    assert_eq!(
+        stats.branches.len(),
+        1,
+        "a branch without consumers is not listed: {stats:?}"
+    );
+    assert_eq!((main.table.as_str(), main.branch.as_str()), ("db.events", "main"));
+    assert_eq!((main.consumers, main.min_next, main.reported_latest), (2, 5, Some(10)));
+    assert_eq!(main.oldest_behind, Some(behind_at), "only the consumer behind counts");
+    assert_eq!(stats.worst.len(), 1, "capped at the one asked for");
+    assert_eq!(
+        (
+            stats.worst[0].consumer_id.as_str(),
+            stats.worst[0].next_snapshot,
+            stats.worst[0].branch_latest
+        ),
+        ("behind", 5, 10)
+    );
+    assert_eq!(stats.live_leases, 1);
+    assert_eq!(stats.history_rows, Some(history_rows as i64));
+    assert_eq!(stats.history_oldest, Some(T0), "the first row was written at T0");
+    assert!(
+        store
+            .fleet_stats(100, 0, None, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .worst
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .fleet_stats(100, 0, None, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .history_oldest,
+        None,
+        "no retention, no search"
+    );
+
+    // The lease lapses.
+    db.advance(Duration::from_secs(120)).await;
+    let later = store
+        .fleet_stats(100, 0, Some(month), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(later.live_leases, 0);
+    assert!(store.pool_stats().max >= 1);
+}
+
+pub(crate) async fn compact_refresh_history_writes_no_row_for_a_repeated_end(kind: Kind) {
+    let (db, store) = manual(kind).await;
+    let store = store.with_refresh_history(tidemark_core::RefreshHistory::Compact);
+    let lease = store
+        .acquire_lease(&ctx("c"), &key("idle"), "q", None)
+        .await
+        .unwrap()
+        .lease;
+    let commit = |batch_id: i64, snapshot: i64| CommitBatch {
+        lease_id: lease.lease_id,
+        epoch: lease.epoch,
+        batch_id,
+        end: Some(off(snapshot, 0, false, Some(1))),
+        latest_snapshot: None,
+    };
+    store.commit_batch(&ctx("c"), &commit(0, 4)).await.unwrap();
+    let rows = store.history(&key("idle"), 100).await.unwrap().len();
+    for batch in 1..=5 {
+        db.advance(Duration::from_secs(1)).await;
+        let c = store.commit_batch(&ctx("c"), &commit(batch, 4)).await.unwrap();
+        assert_eq!(c.outcome, CommitOutcome::Refreshed);
+    }
+    assert_eq!(
+        store.history(&key("idle"), 100).await.unwrap().len(),
+        rows,
+        "idle refreshes add no history"
+    );
+    let state = store.key_state(&key("idle")).await.unwrap().unwrap();
+    assert_eq!(
+        state.consumer.unwrap().updated_at,
+        db.now(),
+        "the consumer still shows the last refresh"
+    );
+    store.commit_batch(&ctx("c"), &commit(6, 7)).await.unwrap();
+    assert_eq!(
+        store.history(&key("idle"), 100).await.unwrap().len(),
+        rows + 1,
+        "a move is recorded"
+    );
 }

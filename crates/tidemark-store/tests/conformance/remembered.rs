@@ -84,6 +84,27 @@ impl Backend for Counting {
 }
 
 #[async_trait]
+impl tidemark_store::StatsStore for Counting {
+    async fn claim_collector(&self) -> Result<bool, StoreError> {
+        self.inner.claim_collector().await
+    }
+    async fn fleet_stats(
+        &self,
+        branch_limit: i64,
+        worst: i64,
+        history_retention: Option<Duration>,
+        window: Duration,
+    ) -> Result<tidemark_store::FleetStats, StoreError> {
+        self.inner
+            .fleet_stats(branch_limit, worst, history_retention, window)
+            .await
+    }
+    fn pool_stats(&self) -> tidemark_store::PoolStats {
+        self.inner.pool_stats()
+    }
+}
+
+#[async_trait]
 impl KeyStore for Counting {
     async fn load(&self, find: FindKey<'_>) -> Result<Loaded, StoreError> {
         self.loads.fetch_add(1, Ordering::SeqCst);

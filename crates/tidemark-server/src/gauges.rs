@@ -1,0 +1,118 @@
+//! The gauge collector: every `interval`, each replica reports its own
+//! figures (build, connection pool, whether it collects), and the one
+//! replica holding the collector role computes the fleet's gauges — lag,
+//! consumers, fences per branch, live leases, history size and age — so
+//! every gauge has a single writer and a stopped query's lag keeps growing.
+//! Gauges a replica stops writing (it lost the role, a consumer left the
+//! per-consumer top) vanish after the exporter's idle timeout (three
+//! intervals), so `max()` across replicas reads the current collector.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidemark_core::TableName;
+use tidemark_core::state::lag;
+use tidemark_store::Store;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics;
+use crate::tables::Registrations;
+
+/// Most branches reported per round.
+const BRANCH_LIMIT: i64 = 1000;
+
+/// The collector's settings.
+#[derive(Debug, Clone)]
+pub(crate) struct GaugeSettings {
+    /// How often gauges are computed; zero turns the collector off.
+    pub(crate) interval: Duration,
+    /// Per-consumer lag series for this many most lagging consumers.
+    pub(crate) per_consumer: i64,
+    /// History retention (the oldest row is looked for around it).
+    pub(crate) history_retention: Option<Duration>,
+    /// The sweeper's interval (pruning reads about that much history).
+    pub(crate) sweep_interval: Duration,
+}
+
+pub(crate) async fn run(store: Store, settings: GaugeSettings, stop: CancellationToken) {
+    if settings.interval.is_zero() {
+        return;
+    }
+    let tables = Arc::new(Registrations::new(store.clone()));
+    loop {
+        let collecting = match store.claim_collector().await {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                tracing::debug!("cannot claim the gauge collector role: {e}");
+                false
+            }
+        };
+        metrics::replica(collecting, store.pool_stats());
+        if collecting && let Err(e) = collect(&store, &tables, &settings).await {
+            tracing::warn!("fleet gauges not computed this round: {e}");
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(settings.interval) => {}
+        }
+    }
+}
+
+async fn collect(
+    store: &Store,
+    tables: &Arc<Registrations>,
+    settings: &GaugeSettings,
+) -> Result<(), tidemark_store::StoreError> {
+    let window = (settings.sweep_interval * 2).max(Duration::from_secs(60));
+    let stats = store
+        .fleet_stats(BRANCH_LIMIT, settings.per_consumer, settings.history_retention, window)
+        .await?;
+    let branch_latest = |table: &str, branch: &str, reported: Option<i64>| {
+        let directory = TableName::parse(table, "table")
+            .ok()
+            .and_then(|name| tables.last_known_latest(&name, branch));
+        match (directory, reported) {
+            (Some(d), Some(r)) => Some(d.max(r)),
+            (d, r) => d.or(r),
+        }
+    };
+    for branch in &stats.branches {
+        let latest = branch_latest(&branch.table, &branch.branch, branch.reported_latest);
+        let fence = match (
+            TableName::parse(&branch.table, "table"),
+            tidemark_core::BranchName::parse(&branch.branch, "branch"),
+        ) {
+            (Ok(table), Ok(name)) => Some(store.fence(&table, &name, false, 1).await?),
+            _ => None,
+        };
+        let fences = fence.as_ref().map(|f| (f.fences.snapshot, f.fences.changelog));
+        let fence_lag = match (fences.and_then(|(snapshot, _)| snapshot), latest) {
+            (Some(fence), Some(latest)) => lag(fence, latest),
+            _ => None,
+        };
+        metrics::branch_gauges(&metrics::BranchGauges {
+            table: &branch.table,
+            branch: &branch.branch,
+            consumers: branch.consumers,
+            lag: latest.and_then(|latest| lag(branch.min_next, latest)),
+            behind_idle: branch
+                .oldest_behind
+                .map_or(Duration::ZERO, |since| since.until(stats.now)),
+            fence: fences,
+            fence_lag,
+        });
+    }
+    for consumer in &stats.worst {
+        let latest = branch_latest(&consumer.table, &consumer.branch, Some(consumer.branch_latest))
+            .unwrap_or(consumer.branch_latest);
+        if let Some(lag) = lag(consumer.next_snapshot, latest) {
+            metrics::consumer_lag(&consumer.table, &consumer.branch, &consumer.consumer_id, lag);
+        }
+    }
+    metrics::fleet(
+        stats.live_leases,
+        stats.history_rows,
+        stats.history_oldest.map(|oldest| oldest.until(stats.now)),
+    );
+    Ok(())
+}

@@ -1,0 +1,169 @@
+//! Fleet figures on Postgres.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use tidemark_core::time::duration_micros;
+
+use super::{PostgresBackend, from_ts};
+use crate::error::StoreError;
+use crate::stats::{BranchStats, ConsumerLagRow, FleetStats, PoolStats, StatsStore, oldest_probe_ages};
+
+/// The collector's advisory lock: this class, and the schema's hash (so
+/// tidemark installations in different schemas of one database each have
+/// their own collector).
+const CLAIM: &str = "SELECT pg_try_advisory_lock(7431, hashtext(current_schema()))";
+
+const BRANCHES: &str = "WITH c AS (
+        SELECT table_name, branch, next_snapshot, consumer_updated_at,
+               max(latest_snapshot) OVER (PARTITION BY table_name, branch) AS branch_latest
+        FROM consumer_keys WHERE next_snapshot IS NOT NULL)
+    SELECT table_name, branch, count(*) AS consumers, min(next_snapshot) AS min_next,
+           max(branch_latest) AS branch_latest,
+           min(consumer_updated_at) FILTER (WHERE next_snapshot <= branch_latest) AS oldest_behind
+    FROM c GROUP BY table_name, branch ORDER BY table_name, branch LIMIT $1";
+
+const WORST: &str = "WITH c AS (
+        SELECT table_name, branch, consumer_id, next_snapshot,
+               max(latest_snapshot) OVER (PARTITION BY table_name, branch) AS branch_latest
+        FROM consumer_keys WHERE next_snapshot IS NOT NULL)
+    SELECT table_name, branch, consumer_id, next_snapshot, branch_latest FROM c
+    WHERE branch_latest IS NOT NULL
+    ORDER BY branch_latest - next_snapshot DESC, table_name, branch, consumer_id LIMIT $1";
+
+const LIVE_LEASES: &str =
+    "SELECT tidemark_now() AS now, count(*) FILTER (WHERE lease_status = 1 AND lease_deadline > tidemark_now()) AS live
+    FROM consumer_keys";
+
+// The planner's estimate: exact counting would read the whole table.
+const HISTORY_ESTIMATE: &str = "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass('history')";
+// Before the table was first analyzed the estimate is -1: count, up to a
+// bound.
+const HISTORY_BOUNDED_COUNT: &str = "SELECT count(*) FROM (SELECT 1 FROM history LIMIT 1000000) AS h";
+/// Histories up to this many rows are searched whole for their oldest row.
+const SMALL_HISTORY: i64 = 100_000;
+
+// Found through the BRIN index on `at`: reads about the rows older than the
+// probe.
+const HISTORY_OLDEST_BEYOND: &str =
+    "SELECT min(at) FROM history WHERE at < tidemark_now() - $1 * interval '1 microsecond'";
+
+#[async_trait]
+impl StatsStore for PostgresBackend {
+    async fn claim_collector(&self) -> Result<bool, StoreError> {
+        use sqlx::Connection;
+        let mut slot = self.collector.lock().await;
+        if slot.is_none() {
+            let connecting = sqlx::PgConnection::connect_with(&self.connect_options);
+            let mut connection = tokio::time::timeout(self.acquire_timeout, connecting)
+                .await
+                .map_err(|_| StoreError::Unavailable("timed out connecting to the database".into()))??;
+            let standby: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+                .fetch_one(&mut connection)
+                .await?;
+            if standby {
+                let _ = connection.close().await;
+                return Err(StoreError::Unavailable(
+                    "the database is a standby in recovery (read-only); tidemark needs the primary".into(),
+                ));
+            }
+            *slot = Some((connection, false));
+        }
+        let (connection, held) = slot.as_mut().expect("connected above");
+        // Holding: the lock lasts while the session does, so a live
+        // session is all it takes. Not holding: try to take it.
+        let outcome = if *held {
+            sqlx::query("SELECT 1").execute(&mut *connection).await.map(|_| true)
+        } else {
+            sqlx::query_scalar::<_, bool>(CLAIM).fetch_one(&mut *connection).await
+        };
+        match outcome {
+            Ok(claimed) => {
+                if claimed && !*held {
+                    tracing::info!("this replica now computes the fleet gauges");
+                }
+                *held = claimed;
+                Ok(claimed)
+            }
+            Err(e) => {
+                // The session (and any lock) is gone or going; reconnect next
+                // round. Another replica may claim the role meanwhile.
+                if let Some((connection, _)) = slot.take() {
+                    let _ = connection.close().await;
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    async fn fleet_stats(
+        &self,
+        branch_limit: i64,
+        worst: i64,
+        history_retention: Option<Duration>,
+        window: Duration,
+    ) -> Result<FleetStats, StoreError> {
+        let mut stats = FleetStats::default();
+        let row = sqlx::query(LIVE_LEASES).fetch_one(&self.pool).await?;
+        stats.now = from_ts(row.try_get::<DateTime<Utc>, _>("now")?);
+        stats.live_leases = row.try_get("live")?;
+        for row in sqlx::query(BRANCHES).bind(branch_limit).fetch_all(&self.pool).await? {
+            stats.branches.push(BranchStats {
+                table: row.try_get("table_name")?,
+                branch: row.try_get("branch")?,
+                consumers: row.try_get("consumers")?,
+                min_next: row.try_get("min_next")?,
+                reported_latest: row.try_get("branch_latest")?,
+                oldest_behind: row.try_get::<Option<DateTime<Utc>>, _>("oldest_behind")?.map(from_ts),
+            });
+        }
+        if worst > 0 {
+            for row in sqlx::query(WORST).bind(worst).fetch_all(&self.pool).await? {
+                stats.worst.push(ConsumerLagRow {
+                    table: row.try_get("table_name")?,
+                    branch: row.try_get("branch")?,
+                    consumer_id: row.try_get("consumer_id")?,
+                    next_snapshot: row.try_get("next_snapshot")?,
+                    branch_latest: row.try_get("branch_latest")?,
+                });
+            }
+        }
+        let estimate: Option<i64> = sqlx::query_scalar(HISTORY_ESTIMATE).fetch_optional(&self.pool).await?;
+        stats.history_rows = match estimate {
+            Some(rows) if rows >= 0 => Some(rows),
+            _ => Some(sqlx::query_scalar(HISTORY_BOUNDED_COUNT).fetch_one(&self.pool).await?),
+        };
+        if let Some(retention) = history_retention {
+            // A small history is simply read whole; a large one around the
+            // retention, where pruning reads anyway.
+            let small = stats.history_rows.is_some_and(|rows| rows <= SMALL_HISTORY);
+            let probes = if small {
+                vec![Duration::ZERO]
+            } else {
+                oldest_probe_ages(retention, window)
+            };
+            for age in probes {
+                let oldest: Option<DateTime<Utc>> = sqlx::query_scalar(HISTORY_OLDEST_BEYOND)
+                    .bind(duration_micros(age))
+                    .fetch_one(&self.pool)
+                    .await?;
+                if let Some(oldest) = oldest {
+                    stats.history_oldest = Some(from_ts(oldest));
+                    break;
+                }
+            }
+        }
+        Ok(stats)
+    }
+
+    fn pool_stats(&self) -> PoolStats {
+        let open = self.pool.size();
+        PoolStats {
+            open,
+            idle: u32::try_from(self.pool.num_idle()).unwrap_or(open),
+            max: self.max_connections,
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Figures about the whole fleet for the metrics: consumers and their lag
+//! per branch, live leases, history size and age. Computed periodically by
+//! one replica at a time ([`StatsStore::claim_collector`]), so gauges have
+//! one writer and their cost is paid once, not by every replica.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::Timestamp;
+use crate::error::StoreError;
+
+/// One branch's consumers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchStats {
+    /// The table.
+    pub table: String,
+    /// The branch.
+    pub branch: String,
+    /// Consumers (keys with a position).
+    pub consumers: i64,
+    /// The lowest position.
+    pub min_next: i64,
+    /// The highest latest snapshot any of its consumers reported.
+    pub reported_latest: Option<i64>,
+    /// The oldest `updated_at` among consumers with snapshots left to read
+    /// (by the branch's reported latest): how long the most idle consumer
+    /// that is behind has not moved.
+    pub oldest_behind: Option<Timestamp>,
+}
+
+/// One consumer and how far behind its branch it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerLagRow {
+    /// The table.
+    pub table: String,
+    /// The branch.
+    pub branch: String,
+    /// The consumer.
+    pub consumer_id: String,
+    /// Its position.
+    pub next_snapshot: i64,
+    /// The branch's highest reported latest snapshot.
+    pub branch_latest: i64,
+}
+
+/// What [`StatsStore::fleet_stats`] reports.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FleetStats {
+    /// The database clock when it was computed.
+    pub now: Timestamp,
+    /// Per branch, in table and branch order.
+    pub branches: Vec<BranchStats>,
+    /// The consumers furthest behind, worst first (only when asked).
+    pub worst: Vec<ConsumerLagRow>,
+    /// Leases live now.
+    pub live_leases: i64,
+    /// History rows (on Postgres the planner's estimate, or a count capped
+    /// at a million before the table was first analyzed).
+    pub history_rows: Option<i64>,
+    /// When the oldest history row was written, when it could be found
+    /// cheaply (see [`StatsStore::fleet_stats`]).
+    pub history_oldest: Option<Timestamp>,
+}
+
+/// The database connection pool's occupancy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PoolStats {
+    /// Connections open.
+    pub open: u32,
+    /// Of which idle.
+    pub idle: u32,
+    /// The most it may open.
+    pub max: u32,
+}
+
+/// Fleet figures for the metrics.
+#[async_trait]
+pub trait StatsStore: Send + Sync + 'static {
+    /// Whether this process computes the fleet's gauges now. On Postgres,
+    /// one replica holds a session advisory lock on a connection it keeps
+    /// (released when the process or its connection dies, so another
+    /// replica takes over within a round); on SQLite, always.
+    async fn claim_collector(&self) -> Result<bool, StoreError>;
+
+    /// The fleet's figures: at most `branch_limit` branches and the
+    /// `worst` consumers furthest behind. The oldest history row is looked
+    /// for only when `history_retention` is set: in a small history (up to
+    /// 100,000 rows) among all rows; in a larger one among rows older than
+    /// the retention and then in widening windows (`window`, ×10, ×100,
+    /// ×1000) younger than it, so the search reads about what pruning
+    /// reads; it is `None` when none of those windows holds a row.
+    async fn fleet_stats(
+        &self,
+        branch_limit: i64,
+        worst: i64,
+        history_retention: Option<Duration>,
+        window: Duration,
+    ) -> Result<FleetStats, StoreError>;
+
+    /// The connection pool now.
+    fn pool_stats(&self) -> PoolStats;
+}
+
+/// The ages at which the oldest history row is looked for, oldest first:
+/// the retention, then windows widening by ten below it, down to zero.
+pub(crate) fn oldest_probe_ages(retention: Duration, window: Duration) -> Vec<Duration> {
+    let mut ages = vec![retention];
+    let mut width = window;
+    for _ in 0..4 {
+        let age = retention.saturating_sub(width);
+        ages.push(age);
+        if age.is_zero() {
+            break;
+        }
+        width *= 10;
+    }
+    ages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_widen_below_the_retention_and_stop_at_zero() {
+        let day = Duration::from_secs(86_400);
+        let minute = Duration::from_secs(60);
+        assert_eq!(
+            oldest_probe_ages(30 * day, 2 * minute),
+            vec![
+                30 * day,
+                30 * day - 2 * minute,
+                30 * day - 20 * minute,
+                30 * day - 200 * minute,
+                30 * day - 2000 * minute
+            ]
+        );
+        assert_eq!(
+            oldest_probe_ages(Duration::from_secs(300), minute),
+            vec![Duration::from_secs(300), Duration::from_secs(240), Duration::ZERO]
+        );
+    }
+}
