@@ -135,7 +135,8 @@ fn expected(rpc: Rpc, who: Who) -> Option<(Code, &'static str)> {
         Who::Worker if coordinator => None,
         Who::WorkerOutOfScope if coordinator => Some((Code::PermissionDenied, "TABLE_NOT_IN_SCOPE")),
         Who::Maintainer if retention => None,
-        Who::Viewer if admin_read => None,
+        // SPEC §7: viewers read the admin state and the Retention reads.
+        Who::Viewer if admin_read || retention => None,
         _ => denied,
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! - `worker`: the Coordinator (leases, commits, recovery);
 //! - `maintainer`: Retention (fences);
-//! - `viewer`: the read-only Admin calls;
+//! - `viewer`: the read-only Admin calls and the Retention reads;
 //! - `operator`: everything.
 //!
 //! Tokens are configured by their SHA-256 only and compared in constant time.
@@ -311,7 +311,9 @@ fn access(path: &str, reflection_requires_auth: bool) -> Access {
             }
         }
         "tidemark.v1.Coordinator" => Access::Roles(&[Role::Worker, Role::Operator]),
-        "tidemark.v1.Retention" => Access::Roles(&[Role::Maintainer, Role::Operator]),
+        // Every Retention call is a read (fences and their explanations);
+        // SPEC §7 lets viewers make them.
+        "tidemark.v1.Retention" => Access::Roles(&[Role::Maintainer, Role::Viewer, Role::Operator]),
         "tidemark.v1.Admin" if READ_ONLY_ADMIN.contains(&method) => Access::Roles(&[Role::Viewer, Role::Operator]),
         "tidemark.v1.Admin" => Access::Roles(&[Role::Operator]),
         _ => Access::Authenticated,
@@ -558,7 +560,7 @@ mod tests {
         );
         assert_eq!(
             access("/tidemark.v1.Retention/GetRetentionFence", false),
-            Roles(&[Role::Maintainer, Role::Operator])
+            Roles(&[Role::Maintainer, Role::Viewer, Role::Operator])
         );
     }
 

@@ -361,3 +361,62 @@ async fn security_doc_runs_with_tokens_and_tls() {
         .unwrap();
     drop((tls, mtls));
 }
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The README starts with one line saying what tidemark is, then the two
+/// commands; its flag table lists every `tidemark serve` flag; it links only
+/// to files in the repository.
+#[test]
+fn readme_is_short_on_top_lists_every_flag_and_links_only_inside_the_repository() {
+    let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
+    let lines: Vec<&str> = readme.lines().collect();
+    assert_eq!(lines[0], "# tidemark");
+    assert!(
+        lines[2].starts_with("tidemark is "),
+        "one line saying what it is: {}",
+        lines[2]
+    );
+    let commands: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.trim() == "```sh")
+        .map(|(n, _)| n)
+        .take(2)
+        .collect();
+    assert_eq!(lines[commands[0] + 1], "cargo run --release -p tidemark -- serve");
+    assert_eq!(lines[commands[1] + 1], "scripts/test.sh");
+    assert!(commands[1] < 20, "the two commands come first, before the what and why");
+
+    let help = Command::new(support::BIN).args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let flags: Vec<&str> = help
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("--"))
+        .filter_map(|l| l.split([' ', '<']).next())
+        .filter(|f| *f != "help")
+        .collect();
+    assert!(flags.len() > 30, "{flags:?}");
+    for flag in flags {
+        assert!(
+            readme.contains(&format!("`--{flag}`")),
+            "the README's flag table lacks --{flag}"
+        );
+    }
+
+    let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
+    for found in link.captures_iter(&readme) {
+        let target = &found[1];
+        assert!(
+            !target.contains("://"),
+            "the README links outside the repository: {target}"
+        );
+        let path = target.split('#').next().unwrap();
+        assert!(
+            path.is_empty() || repository().join(path).exists(),
+            "the README links to a missing file: {target}"
+        );
+    }
+}
