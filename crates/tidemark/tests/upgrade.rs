@@ -134,8 +134,12 @@ async fn a_failed_migration_leaves_no_advisory_lock_behind() {
     while Instant::now() < limit {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let locks: i64 = sqlx::query_scalar(
+            // This database only: other tests' servers (and their gauge
+            // collectors, which hold an advisory lock by design) share the
+            // cluster.
             "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-             WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'tidemark'",
+             WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'tidemark' \
+               AND a.datname = current_database()",
         )
         .fetch_one(&pool)
         .await
