@@ -274,3 +274,38 @@ pub(crate) fn expiration_us(options: &TableOptions) -> Option<i64> {
 pub(crate) fn mode_text(options: &TableOptions) -> Option<&'static str> {
     options.mode.map(ConsumerMode::as_str)
 }
+
+/// A row of the fleet statistics' per-branch query.
+pub(crate) fn branch_stats<R>(row: &R) -> Result<crate::BranchStats, StoreError>
+where
+    R: TimestampColumns,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(crate::BranchStats {
+        table: row.try_get("table_name")?,
+        branch: row.try_get("branch")?,
+        consumers: row.try_get("consumers")?,
+        min_next: row.try_get("min_next")?,
+        reported_latest: row.try_get("branch_latest")?,
+        oldest_behind: row.timestamp("oldest_behind")?,
+    })
+}
+
+/// A row of the fleet statistics' most-lagging-consumers query.
+pub(crate) fn consumer_lag_row<R>(row: &R) -> Result<crate::ConsumerLagRow, StoreError>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(crate::ConsumerLagRow {
+        table: row.try_get("table_name")?,
+        branch: row.try_get("branch")?,
+        consumer_id: row.try_get("consumer_id")?,
+        next_snapshot: row.try_get("next_snapshot")?,
+        branch_latest: row.try_get("branch_latest")?,
+    })
+}

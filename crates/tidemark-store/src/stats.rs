@@ -102,6 +102,36 @@ pub trait StatsStore: Send + Sync + 'static {
     fn pool_stats(&self) -> PoolStats;
 }
 
+/// Per branch: consumers, lowest position, the highest latest snapshot
+/// reported, and the oldest `updated_at` among consumers behind that latest.
+/// `{limit}` is the dialect's first placeholder.
+pub(crate) fn branches_sql(limit: &str) -> String {
+    format!(
+        "WITH c AS (
+            SELECT table_name, branch, next_snapshot, consumer_updated_at,
+                   max(latest_snapshot) OVER (PARTITION BY table_name, branch) AS branch_latest
+            FROM consumer_keys WHERE next_snapshot IS NOT NULL)
+        SELECT table_name, branch, count(*) AS consumers, min(next_snapshot) AS min_next,
+               max(branch_latest) AS branch_latest,
+               min(consumer_updated_at) FILTER (WHERE next_snapshot <= branch_latest) AS oldest_behind
+        FROM c GROUP BY table_name, branch ORDER BY table_name, branch LIMIT {limit}"
+    )
+}
+
+/// The consumers furthest behind their branch's reported latest, worst
+/// first. `{limit}` is the dialect's first placeholder.
+pub(crate) fn worst_sql(limit: &str) -> String {
+    format!(
+        "WITH c AS (
+            SELECT table_name, branch, consumer_id, next_snapshot,
+                   max(latest_snapshot) OVER (PARTITION BY table_name, branch) AS branch_latest
+            FROM consumer_keys WHERE next_snapshot IS NOT NULL)
+        SELECT table_name, branch, consumer_id, next_snapshot, branch_latest FROM c
+        WHERE branch_latest IS NOT NULL
+        ORDER BY branch_latest - next_snapshot DESC, table_name, branch, consumer_id LIMIT {limit}"
+    )
+}
+
 /// The ages at which the oldest history row is looked for, oldest first:
 /// the retention, then windows widening by ten below it, down to zero.
 pub(crate) fn oldest_probe_ages(retention: Duration, window: Duration) -> Vec<Duration> {

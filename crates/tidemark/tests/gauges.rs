@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 
 use support::Served;
 use tidemark_proto::v1 as pb;
+use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tidemark_testkit::load::{coordinator, key, snapshot_commit};
 use tidemark_testkit::postgres::FreshDatabase;
+use tonic::transport::Channel;
 
 /// The Prometheus text a metrics port serves now.
 async fn scrape(port: u16) -> String {
@@ -68,6 +70,16 @@ async fn until(ports: &[u16], what: &str, check: impl Fn(&[String]) -> bool) -> 
     }
 }
 
+/// Takes consumer `id`'s lease for holder `q-<id>`.
+async fn take_lease(client: &mut CoordinatorClient<Channel>, id: &str) -> pb::Lease {
+    let request = pb::AcquireLeaseRequest {
+        consumer: Some(key(id)),
+        holder: format!("q-{id}"),
+        ttl: None,
+    };
+    client.acquire_lease(request).await.unwrap().into_inner().lease.unwrap()
+}
+
 const LAG: &str = r#"tidemark_consumer_lag_snapshots{table="db.orders",branch="main"}"#;
 const COLLECTOR: &str = "tidemark_gauge_collector ";
 
@@ -103,17 +115,7 @@ async fn one_replica_collects_a_stopped_querys_lag_grows_and_another_takes_over(
     // A query that commits once and stops: snapshots up to 4 read, 10 the
     // latest, so 5 to 10 are left.
     let mut stopped = coordinator(&replicas[0].url(), Duration::from_secs(5));
-    let lease = stopped
-        .acquire_lease(pb::AcquireLeaseRequest {
-            consumer: Some(key("stopped")),
-            holder: "q-stopped".into(),
-            ttl: None,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .lease
-        .unwrap();
+    let lease = take_lease(&mut stopped, "stopped").await;
     stopped
         .commit_batch(snapshot_commit(&lease, 3, Some(10)))
         .await
@@ -132,17 +134,7 @@ async fn one_replica_collects_a_stopped_querys_lag_grows_and_another_takes_over(
     // Another query on the branch reports snapshot 40 as the latest: the
     // stopped query's lag grows though it sends nothing.
     let mut running = coordinator(&replicas[1].url(), Duration::from_secs(5));
-    let other = running
-        .acquire_lease(pb::AcquireLeaseRequest {
-            consumer: Some(key("running")),
-            holder: "q-running".into(),
-            ttl: None,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .lease
-        .unwrap();
+    let other = take_lease(&mut running, "running").await;
     for batch in 1..=30 {
         running
             .commit_batch(snapshot_commit(&other, batch, Some(40)))

@@ -8,30 +8,17 @@ use sqlx::Row;
 use tidemark_core::time::duration_micros;
 
 use super::{PostgresBackend, from_ts};
+use crate::decode;
 use crate::error::StoreError;
-use crate::stats::{BranchStats, ConsumerLagRow, FleetStats, PoolStats, StatsStore, oldest_probe_ages};
+use crate::stats::{FleetStats, PoolStats, StatsStore, branches_sql, oldest_probe_ages, worst_sql};
 
 /// The collector's advisory lock: this class, and the schema's hash (so
 /// tidemark installations in different schemas of one database each have
 /// their own collector).
 const CLAIM: &str = "SELECT pg_try_advisory_lock(7431, hashtext(current_schema()))";
 
-const BRANCHES: &str = "WITH c AS (
-        SELECT table_name, branch, next_snapshot, consumer_updated_at,
-               max(latest_snapshot) OVER (PARTITION BY table_name, branch) AS branch_latest
-        FROM consumer_keys WHERE next_snapshot IS NOT NULL)
-    SELECT table_name, branch, count(*) AS consumers, min(next_snapshot) AS min_next,
-           max(branch_latest) AS branch_latest,
-           min(consumer_updated_at) FILTER (WHERE next_snapshot <= branch_latest) AS oldest_behind
-    FROM c GROUP BY table_name, branch ORDER BY table_name, branch LIMIT $1";
-
-const WORST: &str = "WITH c AS (
-        SELECT table_name, branch, consumer_id, next_snapshot,
-               max(latest_snapshot) OVER (PARTITION BY table_name, branch) AS branch_latest
-        FROM consumer_keys WHERE next_snapshot IS NOT NULL)
-    SELECT table_name, branch, consumer_id, next_snapshot, branch_latest FROM c
-    WHERE branch_latest IS NOT NULL
-    ORDER BY branch_latest - next_snapshot DESC, table_name, branch, consumer_id LIMIT $1";
+static BRANCHES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| branches_sql("$1"));
+static WORST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| worst_sql("$1"));
 
 const LIVE_LEASES: &str =
     "SELECT tidemark_now() AS now, count(*) FILTER (WHERE lease_status = 1 AND lease_deadline > tidemark_now()) AS live
@@ -109,25 +96,20 @@ impl StatsStore for PostgresBackend {
         let row = sqlx::query(LIVE_LEASES).fetch_one(&self.pool).await?;
         stats.now = from_ts(row.try_get::<DateTime<Utc>, _>("now")?);
         stats.live_leases = row.try_get("live")?;
-        for row in sqlx::query(BRANCHES).bind(branch_limit).fetch_all(&self.pool).await? {
-            stats.branches.push(BranchStats {
-                table: row.try_get("table_name")?,
-                branch: row.try_get("branch")?,
-                consumers: row.try_get("consumers")?,
-                min_next: row.try_get("min_next")?,
-                reported_latest: row.try_get("branch_latest")?,
-                oldest_behind: row.try_get::<Option<DateTime<Utc>>, _>("oldest_behind")?.map(from_ts),
-            });
+        for row in sqlx::query(sqlx::AssertSqlSafe(BRANCHES.as_str()))
+            .bind(branch_limit)
+            .fetch_all(&self.pool)
+            .await?
+        {
+            stats.branches.push(decode::branch_stats(&row)?);
         }
         if worst > 0 {
-            for row in sqlx::query(WORST).bind(worst).fetch_all(&self.pool).await? {
-                stats.worst.push(ConsumerLagRow {
-                    table: row.try_get("table_name")?,
-                    branch: row.try_get("branch")?,
-                    consumer_id: row.try_get("consumer_id")?,
-                    next_snapshot: row.try_get("next_snapshot")?,
-                    branch_latest: row.try_get("branch_latest")?,
-                });
+            for row in sqlx::query(sqlx::AssertSqlSafe(WORST.as_str()))
+                .bind(worst)
+                .fetch_all(&self.pool)
+                .await?
+            {
+                stats.worst.push(decode::consumer_lag_row(&row)?);
             }
         }
         let estimate: Option<i64> = sqlx::query_scalar(HISTORY_ESTIMATE).fetch_optional(&self.pool).await?;

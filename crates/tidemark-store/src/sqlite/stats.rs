@@ -4,29 +4,15 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::Row;
 
 use super::SqliteBackend;
 use crate::Timestamp;
+use crate::decode;
 use crate::error::StoreError;
-use crate::stats::{BranchStats, ConsumerLagRow, FleetStats, PoolStats, StatsStore};
+use crate::stats::{FleetStats, PoolStats, StatsStore, branches_sql, worst_sql};
 
-const BRANCHES: &str = "WITH c AS (
-        SELECT table_name, branch, next_snapshot, consumer_updated_at,
-               max(latest_snapshot) OVER (PARTITION BY table_name, branch) AS branch_latest
-        FROM consumer_keys WHERE next_snapshot IS NOT NULL)
-    SELECT table_name, branch, count(*) AS consumers, min(next_snapshot) AS min_next,
-           max(branch_latest) AS branch_latest,
-           min(consumer_updated_at) FILTER (WHERE next_snapshot <= branch_latest) AS oldest_behind
-    FROM c GROUP BY table_name, branch ORDER BY table_name, branch LIMIT ?1";
-
-const WORST: &str = "WITH c AS (
-        SELECT table_name, branch, consumer_id, next_snapshot,
-               max(latest_snapshot) OVER (PARTITION BY table_name, branch) AS branch_latest
-        FROM consumer_keys WHERE next_snapshot IS NOT NULL)
-    SELECT table_name, branch, consumer_id, next_snapshot, branch_latest FROM c
-    WHERE branch_latest IS NOT NULL
-    ORDER BY branch_latest - next_snapshot DESC, table_name, branch, consumer_id LIMIT ?1";
+static BRANCHES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| branches_sql("?1"));
+static WORST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| worst_sql("?1"));
 
 const LIVE_LEASES: &str = "SELECT count(*) FROM consumer_keys WHERE lease_status = 1 AND lease_deadline > ?1";
 
@@ -52,31 +38,20 @@ impl StatsStore for SqliteBackend {
             .bind(now.as_micros())
             .fetch_one(&self.readers)
             .await?;
-        for row in sqlx::query(BRANCHES)
+        for row in sqlx::query(sqlx::AssertSqlSafe(BRANCHES.as_str()))
             .bind(branch_limit)
             .fetch_all(&self.readers)
             .await?
         {
-            stats.branches.push(BranchStats {
-                table: row.try_get("table_name")?,
-                branch: row.try_get("branch")?,
-                consumers: row.try_get("consumers")?,
-                min_next: row.try_get("min_next")?,
-                reported_latest: row.try_get("branch_latest")?,
-                oldest_behind: row
-                    .try_get::<Option<i64>, _>("oldest_behind")?
-                    .map(Timestamp::from_micros),
-            });
+            stats.branches.push(decode::branch_stats(&row)?);
         }
         if worst > 0 {
-            for row in sqlx::query(WORST).bind(worst).fetch_all(&self.readers).await? {
-                stats.worst.push(ConsumerLagRow {
-                    table: row.try_get("table_name")?,
-                    branch: row.try_get("branch")?,
-                    consumer_id: row.try_get("consumer_id")?,
-                    next_snapshot: row.try_get("next_snapshot")?,
-                    branch_latest: row.try_get("branch_latest")?,
-                });
+            for row in sqlx::query(sqlx::AssertSqlSafe(WORST.as_str()))
+                .bind(worst)
+                .fetch_all(&self.readers)
+                .await?
+            {
+                stats.worst.push(decode::consumer_lag_row(&row)?);
             }
         }
         stats.history_rows = Some(
