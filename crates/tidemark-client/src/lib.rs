@@ -47,6 +47,9 @@ pub struct ClientOptions {
     pub tls: Option<ClientTls>,
     /// How long connecting may take (default 5 s).
     pub connect_timeout: Option<Duration>,
+    /// Longest time one call may take on this channel (default: none; the
+    /// retried worker calls set their own deadlines).
+    pub request_timeout: Option<Duration>,
     /// How the endpoint's host is resolved for each new connection (default:
     /// the system resolver). Every connection picks one of the addresses at
     /// random; see [`connector`].
@@ -125,6 +128,9 @@ pub async fn connect(options: &ClientOptions) -> Result<AuthChannel, ConnectErro
     let mut endpoint = Endpoint::from_shared(options.endpoint.clone())
         .map_err(|e| ConnectError(format!("invalid endpoint {:?}: {e}", options.endpoint)))?
         .connect_timeout(options.connect_timeout.unwrap_or(Duration::from_secs(5)));
+    if let Some(timeout) = options.request_timeout {
+        endpoint = endpoint.timeout(timeout);
+    }
     if let Some(tls) = &options.tls {
         let mut config = ClientTlsConfig::new();
         if let Some(ca) = &tls.ca_pem {
@@ -218,12 +224,39 @@ impl From<tonic::Status> for ApiError {
             })
             .unwrap_or_default();
         Self {
-            code: status.code(),
+            code: local_code(&status),
             reason,
             domain,
             metadata,
             field_violations,
             message: status.message().to_owned(),
         }
+    }
+}
+
+/// The status's code, except that a call cut off by the channel's own
+/// request timeout (tonic reports CANCELLED, with the message of its
+/// `TimeoutExpired` and nothing else to tell it by) is DEADLINE_EXCEEDED,
+/// which is what happened.
+fn local_code(status: &tonic::Status) -> tonic::Code {
+    let timed_out =
+        status.code() == tonic::Code::Cancelled && status.message() == tonic::TimeoutExpired(()).to_string();
+    if timed_out {
+        tonic::Code::DeadlineExceeded
+    } else {
+        status.code()
+    }
+}
+
+#[cfg(test)]
+mod local_code_tests {
+    use super::*;
+
+    #[test]
+    fn a_channel_timeout_is_a_deadline_not_a_cancellation() {
+        let timed_out = tonic::Status::cancelled(tonic::TimeoutExpired(()).to_string());
+        assert_eq!(ApiError::from(timed_out).code, tonic::Code::DeadlineExceeded);
+        let cancelled = tonic::Status::cancelled("operation was canceled");
+        assert_eq!(ApiError::from(cancelled).code, tonic::Code::Cancelled);
     }
 }

@@ -29,4 +29,4 @@ mod tls;
 pub use admin::AdminService;
 pub use coordinator::CoordinatorService;
 pub use retention::RetentionService;
-pub use server::{READINESS_SERVICE, ServeError, ServerConfig, TlsSettings, serve, serve_with_health};
+pub use server::{READINESS_SERVICE, ServeError, ServerConfig, TlsSettings, VERSION_HEADER, serve, serve_with_health};

@@ -27,6 +27,10 @@ use crate::retention::RetentionService;
 /// probes ask for "" (the process), which never depends on the database.
 pub const READINESS_SERVICE: &str = "readiness";
 
+/// The response header naming the server's version on every answer
+/// (`tidemark version` reads it; `grpcurl -v` shows it).
+pub const VERSION_HEADER: &str = "x-tidemark-version";
+
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -239,6 +243,13 @@ pub async fn serve_with_health(
     });
 
     let layers = tower::ServiceBuilder::new()
+        .map_response(|mut response: http::Response<tonic::body::Body>| {
+            response.headers_mut().insert(
+                VERSION_HEADER,
+                http::HeaderValue::from_static(env!("CARGO_PKG_VERSION")),
+            );
+            response
+        })
         .layer(crate::shed::CountShedLayer)
         .load_shed()
         .layer(GlobalConcurrencyLimitLayer::new(config.max_in_flight));

@@ -79,6 +79,17 @@ enum Command {
         #[command(flatten)]
         args: cli::HistoryArgs,
     },
+    /// This client's version, and the server's (when it can be reached).
+    Version {
+        #[command(flatten)]
+        connection: cli::Connection,
+    },
+    /// Prints a shell completion script (e.g. `tidemark completions bash >
+    /// /etc/bash_completion.d/tidemark`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -111,9 +122,22 @@ fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.log)?;
+    if let Err(e) = init_logging(&cli.log) {
+        eprintln!("Error: {e:?}");
+        return std::process::ExitCode::from(cli::exit::USAGE);
+    }
+    match run(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:?}");
+            std::process::ExitCode::from(cli::exit::code_of(&e))
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve::serve(*args).await,
         Command::Consumers { connection, command } => cli::consumers(&connection, command).await,
@@ -121,6 +145,12 @@ async fn main() -> anyhow::Result<()> {
         Command::Tables { connection, command } => cli::tables(&connection, command).await,
         Command::Fence { connection, args } => cli::fence(&connection, args).await,
         Command::History { connection, args } => cli::history(&connection, args).await,
+        Command::Version { connection } => cli::version(&connection).await,
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "tidemark", &mut std::io::stdout());
+            Ok(())
+        }
         Command::Token(command) => token::token(command),
         Command::Migrate(args) => {
             let backend = args.store_backend().await?;

@@ -26,7 +26,8 @@ pub(crate) use tables::{TablesCommand, tables};
 /// Where the server is, how to authenticate, and how to print.
 #[derive(Debug, Args)]
 pub(crate) struct Connection {
-    /// The tidemark server (`https://...` with TLS).
+    /// The tidemark server: `host:port` as grpcurl takes it (TLS when a CA
+    /// or client certificate is given), or `http://…` / `https://…`.
     #[arg(
         long,
         env = "TIDEMARK_SERVER",
@@ -35,8 +36,22 @@ pub(crate) struct Connection {
     )]
     server: String,
     /// Bearer token.
-    #[arg(long, env = "TIDEMARK_TOKEN", hide_env_values = true, global = true)]
+    #[arg(
+        long,
+        env = "TIDEMARK_TOKEN",
+        hide_env_values = true,
+        global = true,
+        conflicts_with = "token_file"
+    )]
     token: Option<String>,
+    /// A file holding the bearer token (e.g. a mounted Secret), so it stays
+    /// out of the shell's history and the process list.
+    #[arg(long, env = "TIDEMARK_TOKEN_FILE", global = true)]
+    token_file: Option<std::path::PathBuf>,
+    /// Longest time one call may take (the server's own limit still
+    /// applies).
+    #[arg(long, env = "TIDEMARK_TIMEOUT", default_value = "30s", global = true)]
+    timeout: crate::flags::HumanDuration,
     /// CA certificate (PEM) that signed the server's certificate.
     #[arg(long, env = "TIDEMARK_TLS_CA", global = true)]
     tls_ca: Option<std::path::PathBuf>,
@@ -68,6 +83,15 @@ impl Connection {
                 .transpose()
         };
         let tls_wanted = self.server.starts_with("https://") || self.tls_ca.is_some() || self.tls_cert.is_some();
+        let token = match &self.token_file {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read the token file {}", path.display()))?
+                    .trim()
+                    .to_owned(),
+            ),
+            None => self.token.clone(),
+        };
         let tls = if tls_wanted {
             let identity = match (read(&self.tls_cert)?, read(&self.tls_key)?) {
                 (Some(cert), Some(key)) => Some((cert, key)),
@@ -82,10 +106,11 @@ impl Connection {
             None
         };
         let options = ClientOptions {
-            endpoint: self.server.clone(),
-            token: self.token.clone(),
+            endpoint: endpoint_url(&self.server, tls.is_some()),
+            token,
             tls,
             connect_timeout: Some(Duration::from_secs(5)),
+            request_timeout: Some(self.timeout.0),
             resolve: None,
         };
         Ok(tidemark_client::connect(&options).await?)
@@ -99,6 +124,98 @@ impl Connection {
         Ok(RetentionClient::new(self.channel().await?))
     }
 }
+
+/// `host:port` (as grpcurl takes it) becomes a URL: `https://` with TLS,
+/// `http://` without; a URL stays as it is.
+fn endpoint_url(server: &str, tls: bool) -> String {
+    if server.contains("://") {
+        server.to_owned()
+    } else if tls {
+        format!("https://{server}")
+    } else {
+        format!("http://{server}")
+    }
+}
+
+/// `tidemark version`: this binary's version, and the server's from the
+/// `x-tidemark-version` header every answer carries.
+#[allow(clippy::print_stdout)] // printing is what the command is for
+pub(crate) async fn version(connection: &Connection) -> anyhow::Result<()> {
+    println!("client: tidemark {}", env!("CARGO_PKG_VERSION"));
+    let channel = connection.channel().await?;
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let answer = health
+        .check(tonic_health::pb::HealthCheckRequest { service: String::new() })
+        .await
+        .map_err(call_error)?;
+    let server = answer
+        .metadata()
+        .get(tidemark_server::VERSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown (older than 0.1.0, or not tidemark)");
+    println!("server: tidemark {server} ({})", connection.server);
+    Ok(())
+}
+
+/// The exit codes of SPEC §11.
+pub(crate) mod exit {
+    /// Bad usage or INVALID_ARGUMENT.
+    pub(crate) const USAGE: u8 = 2;
+    /// NOT_FOUND.
+    pub(crate) const NOT_FOUND: u8 = 3;
+    /// Refused by a precondition (FAILED_PRECONDITION: lease held,
+    /// expected value differs, ...).
+    pub(crate) const REFUSED: u8 = 4;
+    /// UNAVAILABLE or DEADLINE_EXCEEDED (the server could not be reached
+    /// included).
+    pub(crate) const UNAVAILABLE: u8 = 5;
+    /// PERMISSION_DENIED or UNAUTHENTICATED.
+    pub(crate) const DENIED: u8 = 6;
+    /// Any other error.
+    pub(crate) const OTHER: u8 = 1;
+
+    /// The exit code for an error.
+    pub(crate) fn code_of(error: &anyhow::Error) -> u8 {
+        if let Some(failed) = error.downcast_ref::<super::CallFailed>() {
+            return for_code(failed.code);
+        }
+        if error.downcast_ref::<tidemark_client::ConnectError>().is_some() {
+            return UNAVAILABLE;
+        }
+        if error.downcast_ref::<super::UsageError>().is_some() {
+            return USAGE;
+        }
+        OTHER
+    }
+
+    /// The exit code for a gRPC code.
+    pub(crate) fn for_code(code: tonic::Code) -> u8 {
+        use tonic::Code;
+        match code {
+            Code::Ok => 0,
+            Code::InvalidArgument => USAGE,
+            Code::NotFound => NOT_FOUND,
+            Code::FailedPrecondition => REFUSED,
+            Code::Unavailable | Code::DeadlineExceeded => UNAVAILABLE,
+            Code::PermissionDenied | Code::Unauthenticated => DENIED,
+            _ => OTHER,
+        }
+    }
+}
+
+/// A call the server refused or could not answer, with its gRPC code (for
+/// the exit code) and the readable text.
+#[derive(Debug, thiserror::Error)]
+#[error("{text}")]
+pub(crate) struct CallFailed {
+    pub(crate) code: tonic::Code,
+    text: String,
+}
+
+/// The command line asked for something impossible (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct UsageError(pub(crate) String);
 
 /// Turns a failed call into a readable error: code, reason, message, and
 /// each bad field.
@@ -119,5 +236,5 @@ pub(crate) fn call_error(status: tonic::Status) -> anyhow::Error {
         "NEXT_SNAPSHOT_MISMATCH" => text.push_str("\nhint: describe the consumer and retry with the current position"),
         _ => {}
     }
-    anyhow::Error::msg(text)
+    anyhow::Error::new(CallFailed { code: err.code, text })
 }

@@ -17,14 +17,18 @@ fn print_json<M: Message + Default>(message: &M, full_name: &str) -> anyhow::Res
     let descriptor = pool
         .get_message_by_name(full_name)
         .with_context(|| format!("no descriptor for {full_name}"))?;
+    let plan_or_change = descriptor.get_field_by_name("executed").is_some();
     let dynamic = prost_reflect::DynamicMessage::decode(descriptor, message.encode_to_vec().as_slice())?;
-    let mut out = Vec::new();
-    let mut serializer = serde_json::Serializer::pretty(&mut out);
-    dynamic.serialize_with_options(
-        &mut serializer,
+    let mut json = dynamic.serialize_with_options(
+        serde_json::value::Serializer,
         &prost_reflect::SerializeOptions::new().skip_default_fields(true),
     )?;
-    println!("{}", String::from_utf8(out)?);
+    // Defaults are left out, as grpcurl prints them, except `executed`: a
+    // script reading a plan must see that it was not executed.
+    if plan_or_change && let Some(fields) = json.as_object_mut() {
+        fields.entry("executed").or_insert(serde_json::Value::Bool(false));
+    }
+    println!("{}", serde_json::to_string_pretty(&json)?);
     Ok(())
 }
 
