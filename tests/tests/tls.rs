@@ -197,3 +197,145 @@ async fn the_health_port_answers_in_plaintext() {
         .unwrap_err();
     assert_eq!(status.code(), tonic::Code::Unimplemented);
 }
+
+/// A client certificate signed by `issuer` with common name `cn` and the
+/// given subject alternative names.
+fn client_with(issuer: &Issuer<'_, KeyPair>, cn: &str, sans: Vec<rcgen::SanType>) -> (String, String) {
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.distinguished_name.push(DnType::CommonName, cn);
+    params.subject_alt_names = sans;
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, issuer).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+#[tokio::test]
+async fn certificates_match_by_uri_then_dns_name_then_common_name() {
+    use rcgen::SanType;
+    let (ca_params, ca_key, ca_pem) = ca("tidemark SAN CA");
+    let issuer = Issuer::new(ca_params, ca_key);
+    let server_cert = leaf(&["localhost", "127.0.0.1"], "tidemark", &issuer);
+    let auth = AuthConfig::parse(
+        r#"
+        [[certificate]]
+        common_name = "spark-*"
+        roles = ["viewer"]
+
+        [[certificate]]
+        dns_name = "*.jobs.example.org"
+        roles = ["worker"]
+        tables = ["db.*"]
+
+        [[certificate]]
+        uri = "spiffe://example.org/ns/etl/*"
+        roles = ["worker"]
+        tables = ["db.*"]
+        "#,
+        "test",
+    )
+    .unwrap();
+    let config = ServerConfig {
+        tls: Some(TlsSettings {
+            cert_pem: server_cert.0.into_bytes(),
+            key_pem: server_cert.1.into_bytes(),
+            client_ca_pem: Some(ca_pem.clone().into_bytes()),
+        }),
+        auth: tidemark_server::reload::SharedAuth::new(auth),
+        ..ServerConfig::default()
+    };
+    let server = TestServer::start_full(Kind::Sqlite, test_policy(), config, false).await;
+    let spiffe = "spiffe://example.org/ns/etl/sa/spark";
+    let cases = [
+        // A SPIFFE ID: the URI rule decides, though the CN matches the
+        // viewer rule (URI rules come first).
+        (
+            "uri",
+            client_with(&issuer, "spark-a", vec![SanType::URI(spiffe.try_into().unwrap())]),
+            Ok(format!("cert:{spiffe}")),
+        ),
+        (
+            "dns",
+            client_with(
+                &issuer,
+                "spark-b",
+                vec![SanType::DnsName("q1.jobs.example.org".try_into().unwrap())],
+            ),
+            Ok("cert:q1.jobs.example.org".to_owned()),
+        ),
+        // Only the CN matches: the viewer rule, which may not take leases.
+        (
+            "cn",
+            client_with(
+                &issuer,
+                "spark-c",
+                vec![SanType::DnsName("other.example.com".try_into().unwrap())],
+            ),
+            Err(tonic::Code::PermissionDenied),
+        ),
+        // Trusted CA, no rule: refused.
+        (
+            "none",
+            client_with(&issuer, "nobody", vec![]),
+            Err(tonic::Code::Unauthenticated),
+        ),
+    ];
+    for (id, (cert, key_pem), want) in cases {
+        let tls = ClientTls {
+            ca_pem: Some(ca_pem.clone().into_bytes()),
+            identity: Some((cert.into_bytes(), key_pem.into_bytes())),
+            ..Default::default()
+        };
+        let channel = tidemark_client::connect(&ClientOptions {
+            endpoint: server.url(),
+            tls: Some(tls),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let answer = CoordinatorClient::new(channel)
+            .acquire_lease(pb::AcquireLeaseRequest {
+                consumer: Some(key("db.t", "main", &format!("san-{id}"))),
+                holder: "q".into(),
+                ttl: None,
+            })
+            .await;
+        match want {
+            Ok(principal) => {
+                answer.unwrap_or_else(|e| panic!("{id}: {e:?}"));
+                let (_, history) = server.stored(&key("db.t", "main", &format!("san-{id}"))).await;
+                assert_eq!(history[0].principal, principal, "{id}");
+            }
+            Err(code) => assert_eq!(answer.unwrap_err().code(), code, "{id}"),
+        }
+    }
+}
+
+#[test]
+fn a_certificate_rule_names_exactly_one_field_and_needs_mutual_tls() {
+    let two = AuthConfig::parse(
+        "[[certificate]]\nuri = \"spiffe://x/*\"\ncommon_name = \"a\"\nroles = [\"worker\"]\n",
+        "f",
+    )
+    .unwrap_err();
+    assert!(two.contains("exactly one"), "{two}");
+    let none = AuthConfig::parse("[[certificate]]\nroles = [\"worker\"]\n", "f").unwrap_err();
+    assert!(none.contains("exactly one"), "{none}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("auth.toml");
+    std::fs::write(
+        &file,
+        "[[certificate]]\ncommon_name = \"spark-*\"\nroles = [\"worker\"]\n",
+    )
+    .unwrap();
+    let without_mtls = tidemark_server::reload::AuthSource {
+        file: Some(file.clone()),
+        ..Default::default()
+    };
+    assert!(without_mtls.load().unwrap_err().contains("--tls-client-ca"));
+    let with_mtls = tidemark_server::reload::AuthSource {
+        file: Some(file),
+        mutual_tls: true,
+        ..Default::default()
+    };
+    assert!(with_mtls.load().is_ok());
+}

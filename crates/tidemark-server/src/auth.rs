@@ -100,18 +100,48 @@ struct TokenConfig {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CertificateConfig {
-    common_name: String,
+    /// A glob on a URI subject alternative name (a SPIFFE ID such as
+    /// `spiffe://example.org/ns/etl/*`).
+    #[serde(default)]
+    uri: Option<String>,
+    /// A glob on a DNS subject alternative name.
+    #[serde(default)]
+    dns_name: Option<String>,
+    /// A glob on the subject's common name.
+    #[serde(default)]
+    common_name: Option<String>,
     roles: Vec<Role>,
     #[serde(default)]
     tables: Vec<String>,
+}
+
+/// What a certificate rule matches. Rules are tried in this order — every
+/// URI rule, then every DNS rule, then every common-name rule, each kind in
+/// file order — and the first match decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum CertField {
+    Uri,
+    DnsName,
+    CommonName,
+}
+
+impl CertField {
+    fn key(self) -> &'static str {
+        match self {
+            CertField::Uri => "uri",
+            CertField::DnsName => "dns_name",
+            CertField::CommonName => "common_name",
+        }
+    }
 }
 
 /// The configured credentials.
 #[derive(Debug, Clone, Default)]
 pub struct AuthConfig {
     tokens: Vec<([u8; 32], Arc<Grant>)>,
-    /// Certificate rules: a glob on the subject's common name.
-    certificates: Vec<(TablePattern, Arc<Grant>)>,
+    /// Certificate rules: a glob on a URI or DNS subject alternative name,
+    /// or on the subject's common name.
+    certificates: Vec<(CertField, TablePattern, Arc<Grant>)>,
     /// Require credentials for server reflection too.
     pub reflection_requires_auth: bool,
 }
@@ -178,15 +208,30 @@ impl AuthConfig {
             config.tokens.push((hash, Arc::new(grant)));
         }
         for c in file.certificate {
-            let who = format!("{source}: certificate {:?}", c.common_name);
-            let pattern = TablePattern::parse(&c.common_name)
-                .map_err(|_| format!("{who}: common_name must be a name or a glob such as \"spark-*\""))?;
+            let chosen: Vec<(CertField, String)> = [
+                (CertField::Uri, c.uri),
+                (CertField::DnsName, c.dns_name),
+                (CertField::CommonName, c.common_name),
+            ]
+            .into_iter()
+            .filter_map(|(field, value)| value.map(|v| (field, v)))
+            .collect();
+            let [(field, glob)] = <[_; 1]>::try_from(chosen).map_err(|chosen| {
+                format!(
+                    "{source}: a [[certificate]] rule names exactly one of uri, dns_name or common_name (this one names {})",
+                    chosen.len()
+                )
+            })?;
+            let who = format!("{source}: certificate {} {glob:?}", field.key());
+            let pattern = TablePattern::parse(&glob).map_err(|_| {
+                format!("{who}: must be a name or a glob such as \"spark-*\" or \"spiffe://example.org/etl/*\"")
+            })?;
             let grant = Grant {
-                principal: format!("cert:{}", c.common_name),
+                principal: format!("cert:{glob}"),
                 roles: roles_of(&c.roles, &who)?,
                 scope: scope_of(&c.tables, &who)?,
             };
-            config.certificates.push((pattern, Arc::new(grant)));
+            config.certificates.push((field, pattern, Arc::new(grant)));
         }
         config.check_unique()?;
         Ok(config)
@@ -216,10 +261,14 @@ impl AuthConfig {
                 ));
             }
         }
-        let mut cns = HashSet::new();
-        for (cn, _) in &self.certificates {
-            if !cns.insert(cn.as_str().to_owned()) {
-                return Err(format!("certificate common name {:?} is configured twice", cn.as_str()));
+        let mut rules = HashSet::new();
+        for (field, pattern, _) in &self.certificates {
+            if !rules.insert((*field, pattern.as_str().to_owned())) {
+                return Err(format!(
+                    "certificate {} {:?} is configured twice",
+                    field.key(),
+                    pattern.as_str()
+                ));
             }
         }
         Ok(())
@@ -249,20 +298,55 @@ impl AuthConfig {
         found
     }
 
-    /// The grant of a verified client certificate (DER), by the first rule
-    /// matching its subject's common name; the principal is `cert:<CN>`.
+    /// Whether any certificate rule is configured (they need mutual TLS).
+    pub fn has_certificate_rules(&self) -> bool {
+        !self.certificates.is_empty()
+    }
+
+    /// The grant of a verified client certificate (DER): URI rules against
+    /// its URI subject alternative names (SPIFFE IDs), then DNS rules
+    /// against its DNS names, then common-name rules against its subject's
+    /// common name; the first match decides, and the principal is `cert:`
+    /// and the matched value.
     pub fn authenticate_certificate(&self, der: &[u8]) -> Option<Arc<Grant>> {
+        use x509_parser::extensions::GeneralName;
         let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-        let cn = cert.subject().iter_common_name().next()?.as_str().ok()?.to_owned();
-        self.certificates
-            .iter()
-            .find(|(rule, _)| rule.matches(&cn))
-            .map(|(_, grant)| {
-                Arc::new(Grant {
-                    principal: format!("cert:{cn}"),
-                    ..(**grant).clone()
-                })
-            })
+        let mut uris = Vec::new();
+        let mut dns_names = Vec::new();
+        if let Ok(Some(san)) = cert.subject_alternative_name() {
+            for name in &san.value.general_names {
+                match name {
+                    GeneralName::URI(uri) => uris.push((*uri).to_owned()),
+                    GeneralName::DNSName(dns) => dns_names.push((*dns).to_owned()),
+                    _ => {}
+                }
+            }
+        }
+        let common_names: Vec<String> = cert
+            .subject()
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())
+            .map(|cn| vec![cn.to_owned()])
+            .unwrap_or_default();
+        for (field, values) in [
+            (CertField::Uri, &uris),
+            (CertField::DnsName, &dns_names),
+            (CertField::CommonName, &common_names),
+        ] {
+            for (rule_field, rule, grant) in &self.certificates {
+                if *rule_field != field {
+                    continue;
+                }
+                if let Some(value) = values.iter().find(|v| rule.matches(v)) {
+                    return Some(Arc::new(Grant {
+                        principal: format!("cert:{value}"),
+                        ..(**grant).clone()
+                    }));
+                }
+            }
+        }
+        None
     }
 }
 

@@ -147,6 +147,9 @@ pub struct AuthSource {
     pub inline: Option<String>,
     /// Require credentials for reflection too.
     pub reflection_requires_auth: bool,
+    /// Whether the server asks clients for certificates (mutual TLS):
+    /// without it, certificate rules could never match and are refused.
+    pub mutual_tls: bool,
 }
 
 impl AuthSource {
@@ -170,6 +173,13 @@ impl AuthSource {
             config = config.merge(AuthConfig::parse(text, "TIDEMARK_AUTH")?)?;
         }
         config.reflection_requires_auth = self.reflection_requires_auth;
+        if config.has_certificate_rules() && !self.mutual_tls {
+            return Err(
+                "[[certificate]] rules need mutual TLS, which is off: give the CA that signs client certificates \
+                 (--tls-client-ca), or remove the rules"
+                    .to_owned(),
+            );
+        }
         Ok(config)
     }
 }

@@ -147,6 +147,7 @@ fn auth_source(args: &ServeArgs) -> AuthSource {
         file: args.auth_file.clone(),
         inline: std::env::var("TIDEMARK_AUTH").ok(),
         reflection_requires_auth: args.reflection_requires_auth,
+        mutual_tls: args.tls_client_ca.is_some(),
     }
 }
 

@@ -310,14 +310,16 @@ async fn security_doc_runs_with_tokens_and_tls() {
     write_pki(dir.path());
     let token = "tdm_docs_operator_token";
     let worker = "tdm_docs_worker_token";
-    let auth = format!(
+    let tokens = format!(
         "[[token]]\nname = \"alice\"\nsha256 = \"{}\"\nroles = [\"operator\"]\n\n\
-         [[token]]\nname = \"spark-etl\"\nsha256 = \"{}\"\nroles = [\"worker\"]\ntables = [\"db.*\"]\n\n\
-         [[certificate]]\ncommon_name = \"spark-*\"\nroles = [\"worker\"]\ntables = [\"db.*\"]\n",
+         [[token]]\nname = \"spark-etl\"\nsha256 = \"{}\"\nroles = [\"worker\"]\ntables = [\"db.*\"]\n",
         hex(&hash_token(token)),
         hex(&hash_token(worker))
     );
-    std::fs::write(dir.path().join("auth.toml"), auth).unwrap();
+    std::fs::write(dir.path().join("auth.toml"), &tokens).unwrap();
+    let mtls =
+        format!("{tokens}\n[[certificate]]\ncommon_name = \"spark-*\"\nroles = [\"worker\"]\ntables = [\"db.*\"]\n");
+    std::fs::write(dir.path().join("mtls.toml"), mtls).unwrap();
     let tls = Served::start(
         &[
             "--auth-file",
@@ -336,7 +338,7 @@ async fn security_doc_runs_with_tokens_and_tls() {
     let mtls = Served::start(
         &[
             "--auth-file",
-            "auth.toml",
+            "mtls.toml",
             "--tls-cert",
             "server.pem",
             "--tls-key",
