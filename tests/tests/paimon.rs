@@ -380,3 +380,67 @@ async fn a_refused_commit_never_reaches_the_consumer_file(kind: Kind) {
     assert_eq!(api_error(fenced).reason, "LEASE_NOT_HELD");
     unchanged("after a fenced zombie's commit").await;
 }
+
+/// With an allow-list, a registration outside it is refused before anything
+/// reads the location (PERMISSION_DENIED, LOCATION_NOT_ALLOWED) and changes
+/// nothing; one inside it (however spelled) registers.
+#[tokio::test]
+async fn a_registration_outside_the_allowed_locations_is_refused() {
+    let lake = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let inside = lake.path().join("db.db/orders");
+    paimon_table(&inside, 3);
+    paimon_table(outside.path(), 3);
+    let config = ServerConfig {
+        allowed_table_locations: Some(
+            tidemark_paimon::LocationAllowList::new(&[lake.path().display().to_string()]).unwrap(),
+        ),
+        ..ServerConfig::default()
+    };
+    let server = TestServer::start_with(Kind::Sqlite, LeasePolicy::default(), config).await;
+    let mut admin = admin(&server).await;
+    let before = server.fingerprint().await;
+    let escape = format!("{}/db.db/../../{}", lake.path().display(), outside.path().display());
+    let sibling = format!("{}-other", lake.path().display());
+    // A path that climbs out with `..` is bad input before it is anything
+    // else.
+    let err = api_error(
+        admin
+            .register_table(pb::RegisterTableRequest {
+                table: "db.orders".into(),
+                location: escape,
+                execute: true,
+            })
+            .await,
+    );
+    assert_eq!(err.code, Code::InvalidArgument);
+    assert!(err.fields().contains(&"location"), "{err:?}");
+    for location in [outside.path().display().to_string(), sibling, "/etc".to_owned()] {
+        let err = api_error(
+            admin
+                .register_table(pb::RegisterTableRequest {
+                    table: "db.orders".into(),
+                    location: location.clone(),
+                    execute: true,
+                })
+                .await,
+        );
+        assert_eq!(
+            (err.code, err.reason.as_str()),
+            (Code::PermissionDenied, "LOCATION_NOT_ALLOWED"),
+            "{location}: {err:?}"
+        );
+    }
+    assert_eq!(server.fingerprint().await, before, "refusals change nothing");
+    let registered = register_as(&mut admin, "db.orders", &inside, true).await;
+    assert!(registered.executed);
+    let file_url = format!("file://{}", inside.display());
+    admin
+        .register_table(pb::RegisterTableRequest {
+            table: "db.orders".into(),
+            location: file_url,
+            execute: false,
+        })
+        .await
+        .expect("the same place spelled as a file:// URL is inside too");
+}

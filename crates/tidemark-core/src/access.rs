@@ -30,6 +30,17 @@ pub enum Denied {
         /// What the call would do.
         what: String,
     },
+    /// A table registration pointing outside the server's allowed locations
+    /// (the server writes consumer files wherever a registration points).
+    #[error("{principal} may not register a table at {location}: the server allows only locations under {allowed}")]
+    LocationNotAllowed {
+        /// Who asked.
+        principal: String,
+        /// The location asked for.
+        location: String,
+        /// The allowed prefixes.
+        allowed: String,
+    },
     /// A worker using a lease another principal acquired.
     #[error("lease {lease_id} was acquired by {owner}, not {principal}; a worker may only use its own leases")]
     LeaseNotOwned {
@@ -48,6 +59,7 @@ impl Denied {
         match self {
             Denied::TableNotInScope { .. } | Denied::EveryTable { .. } => "TABLE_NOT_IN_SCOPE",
             Denied::LeaseNotOwned { .. } => "LEASE_NOT_OWNED",
+            Denied::LocationNotAllowed { .. } => "LOCATION_NOT_ALLOWED",
         }
     }
 }

@@ -282,3 +282,85 @@ async fn blocking<T: Send + 'static>(
 
 #[cfg(test)]
 mod tests;
+
+/// A location in one canonical spelling, for comparing locations: a local
+/// path (absolute, or `file://`) as `file:///a/b`, an object store URL as
+/// `s3://bucket/a/b` (`s3a://` is `s3://`); no trailing slash, no empty
+/// segments. `.` and `..` segments are refused: a location must say where
+/// it is.
+pub fn canonical_location(location: &str) -> Result<String, String> {
+    let (scheme, rest) = if let Some(rest) = location.strip_prefix("file://") {
+        ("file", rest.to_owned())
+    } else if location.starts_with('/') {
+        ("file", location.to_owned())
+    } else {
+        let url = url::Url::parse(location).map_err(|e| format!("{location:?} is not a location: {e}"))?;
+        let scheme = match url.scheme() {
+            "s3" | "s3a" => "s3",
+            other => {
+                return Err(format!(
+                    "unsupported scheme {other:?}: use an absolute path, file:// or s3://"
+                ));
+            }
+        };
+        let bucket = url.host_str().unwrap_or_default();
+        if bucket.is_empty() {
+            return Err(format!("{location:?} names no bucket"));
+        }
+        (scheme, format!("{bucket}/{}", url.path()))
+    };
+    if scheme == "file" && !rest.starts_with('/') {
+        return Err(format!("{location:?}: a local path must be absolute"));
+    }
+    let mut segments = Vec::new();
+    for segment in rest.split('/').filter(|s| !s.is_empty()) {
+        if segment == "." || segment == ".." {
+            return Err(format!("{location:?}: no . or .. segments"));
+        }
+        segments.push(segment);
+    }
+    Ok(match scheme {
+        "file" => format!("file:///{}", segments.join("/")),
+        _ => format!("{scheme}://{}", segments.join("/")),
+    })
+}
+
+/// Where registrations may point: location prefixes, compared canonically
+/// and segment by segment (`/data/lake` allows `/data/lake/db.db/t`, not
+/// `/data/lake2`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocationAllowList {
+    prefixes: Vec<String>,
+}
+
+impl LocationAllowList {
+    /// The list from location prefixes; an invalid one is an error.
+    pub fn new<S: AsRef<str>>(prefixes: &[S]) -> Result<Self, String> {
+        let prefixes = prefixes
+            .iter()
+            .map(|p| canonical_location(p.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        if prefixes.is_empty() {
+            return Err("an allow-list needs at least one location".to_owned());
+        }
+        Ok(Self { prefixes })
+    }
+
+    /// Whether `location` lies under one of the prefixes.
+    pub fn allows(&self, location: &str) -> bool {
+        let Ok(location) = canonical_location(location) else {
+            return false;
+        };
+        self.prefixes.iter().any(|prefix| {
+            location == *prefix
+                || location
+                    .strip_prefix(prefix.as_str())
+                    .is_some_and(|rest| rest.starts_with('/') || prefix.ends_with('/'))
+        })
+    }
+
+    /// The prefixes, for messages.
+    pub fn describe(&self) -> String {
+        self.prefixes.join(", ")
+    }
+}

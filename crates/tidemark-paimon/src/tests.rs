@@ -258,3 +258,36 @@ fn paimon_durations_and_pin_ids() {
     assert_eq!(pinned_lease(&id), Some(lease));
     assert_eq!(pinned_lease("orders-etl"), None);
 }
+
+#[test]
+fn locations_are_compared_canonically_and_by_segment() {
+    use crate::{LocationAllowList, canonical_location};
+    assert_eq!(canonical_location("/data//lake/").unwrap(), "file:///data/lake");
+    assert_eq!(canonical_location("file:///data/lake").unwrap(), "file:///data/lake");
+    assert_eq!(canonical_location("s3a://bucket/wh/").unwrap(), "s3://bucket/wh");
+    assert!(canonical_location("/data/lake/../etc").is_err());
+    assert!(canonical_location("relative/path").is_err());
+    assert!(canonical_location("gs://bucket/x").is_err());
+    let list = LocationAllowList::new(&["/data/lake", "s3://warehouse/prod/"]).unwrap();
+    for allowed in [
+        "/data/lake",
+        "/data/lake/db.db/t",
+        "file:///data/lake/x",
+        "s3://warehouse/prod/db.db/t",
+        "s3a://warehouse/prod/t",
+    ] {
+        assert!(list.allows(allowed), "{allowed}");
+    }
+    for refused in [
+        "/data/lake2",
+        "/data",
+        "/etc/passwd",
+        "/data/lake/../../etc",
+        "s3://warehouse/production",
+        "s3://other/prod/t",
+        "relative",
+    ] {
+        assert!(!list.allows(refused), "{refused}");
+    }
+    assert!(LocationAllowList::new::<&str>(&[]).is_err());
+}

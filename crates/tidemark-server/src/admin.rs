@@ -20,6 +20,7 @@ pub struct AdminService {
     store: Store,
     rpcs: Rpcs,
     mirror_refresh: Duration,
+    allowed_locations: Option<std::sync::Arc<tidemark_paimon::LocationAllowList>>,
 }
 
 impl AdminService {
@@ -29,7 +30,15 @@ impl AdminService {
             store,
             rpcs: Rpcs::new("Admin", request_timeout),
             mirror_refresh: crate::ServerConfig::default().mirror_refresh,
+            allowed_locations: None,
         }
+    }
+
+    /// Only registrations under these locations are accepted (the server
+    /// writes consumer files wherever a registration points); `None`: any.
+    pub fn with_allowed_locations(mut self, allowed: Option<tidemark_paimon::LocationAllowList>) -> Self {
+        self.allowed_locations = allowed.map(std::sync::Arc::new);
+        self
     }
 
     /// The mirror's refresh interval, which RegisterTable checks against a
@@ -315,6 +324,17 @@ impl Admin for AdminService {
         self.rpcs
             .handle("RegisterTable", request, |ctx, req| async move {
                 let (table, location) = (&req.table, &req.location);
+                // Before anything reads the location.
+                if let Some(allowed) = &self.allowed_locations
+                    && !allowed.allows(location.location())
+                {
+                    return Err(tidemark_core::access::Denied::LocationNotAllowed {
+                        principal: ctx.principal.clone(),
+                        location: location.location().to_owned(),
+                        allowed: allowed.describe(),
+                    }
+                    .into());
+                }
                 let previous = registry::registration(&self.store, table).await?;
                 let probe = registry::probe(table, location, self.mirror_refresh).await;
                 if req.execute {

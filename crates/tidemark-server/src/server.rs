@@ -81,6 +81,9 @@ pub struct ServerConfig {
     pub keepalive_interval: Option<Duration>,
     /// A ping not answered within this closes the connection.
     pub keepalive_timeout: Duration,
+    /// Where table registrations may point; `None`: anywhere the server can
+    /// reach.
+    pub allowed_table_locations: Option<tidemark_paimon::LocationAllowList>,
     /// Credentials and their roles; empty means no authentication.
     pub auth: SharedAuth,
     /// TLS for the gRPC port; `None` serves plaintext.
@@ -129,6 +132,7 @@ impl Default for ServerConfig {
             max_connection_age: Some(Duration::from_secs(300)),
             keepalive_interval: Some(Duration::from_secs(30)),
             keepalive_timeout: Duration::from_secs(10),
+            allowed_table_locations: None,
             auth: SharedAuth::new(AuthConfig::default()),
             tls: None,
             reload: None,
@@ -196,7 +200,9 @@ pub async fn serve_with_health(
     let retention = RetentionServer::new(RetentionService::new(store.clone(), config.request_timeout))
         .max_decoding_message_size(config.max_message_bytes);
     let admin = AdminServer::new(
-        AdminService::new(store.clone(), config.request_timeout).with_mirror_refresh(config.mirror_refresh),
+        AdminService::new(store.clone(), config.request_timeout)
+            .with_mirror_refresh(config.mirror_refresh)
+            .with_allowed_locations(config.allowed_table_locations.clone()),
     )
     .max_decoding_message_size(config.max_message_bytes);
 

@@ -135,6 +135,12 @@ pub(crate) struct ServeArgs {
     /// updated_at still moves. Cuts history growth from idle queries.
     #[arg(long, env = "TIDEMARK_COMPACT_REFRESH_HISTORY")]
     compact_refresh_history: bool,
+    /// Table registrations may only point under these locations
+    /// (comma-separated absolute paths, file:// or s3:// URLs); by default
+    /// anywhere the server can reach. The server writes consumer files
+    /// wherever a registration points.
+    #[arg(long, env = "TIDEMARK_ALLOWED_TABLE_LOCATIONS", value_delimiter = ',')]
+    allowed_table_locations: Vec<String>,
     /// Prune history rows older than this ("0s": keep forever).
     #[arg(long, env = "TIDEMARK_HISTORY_RETENTION", default_value_t = HumanDuration(ServerConfig::default().history_retention.unwrap_or_default()))]
     history_retention: HumanDuration,
@@ -207,6 +213,17 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let policy = lease_policy(&args);
     policy.validate().map_err(anyhow::Error::msg)?;
+    let allowed_table_locations = if args.allowed_table_locations.is_empty() {
+        None
+    } else {
+        let list = tidemark_paimon::LocationAllowList::new(&args.allowed_table_locations)
+            .map_err(|e| anyhow::anyhow!("--allowed-table-locations: {e}"))?;
+        tracing::info!(
+            allowed = list.describe(),
+            "table registrations limited to these locations"
+        );
+        Some(list)
+    };
 
     let backend = args.database.store_backend().await?;
     if args.no_migrate {
@@ -255,6 +272,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tokio::spawn(reload_on_sighup(trigger));
     }
     let config = ServerConfig {
+        allowed_table_locations,
         auth: SharedAuth::new(auth),
         tls,
         reload,
