@@ -272,21 +272,28 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::SetTableOptionsRequest>,
     ) -> Result<Response<pb::SetTableOptionsResponse>, Status> {
-        self.rpcs.handle("SetTableOptions", request, |ctx, req| async move {
-            let planned = self
-                .store
-                .set_table_options(&ctx, &req.table, &req.set, &req.unset, req.execute)
-                .await?;
-            if planned.applied {
-                tracing::info!(table = %req.table.as_str(), options = ?planned.change.after.to_map(), "table options set");
-            }
-            Ok(pb::SetTableOptionsResponse {
-                before: options_map(&planned.change.before.options),
-                after: options_map(&planned.change.after),
-                executed: planned.applied,
+        self.rpcs
+            .handle("SetTableOptions", request, |ctx, req| async move {
+                let planned = self
+                    .store
+                    .set_table_options(&ctx, &req.table, &req.set, &req.unset, req.execute)
+                    .await?;
+                if planned.applied {
+                    tidemark_store::audit::table_change(
+                        &ctx,
+                        req.table.as_str(),
+                        "SET_OPTIONS",
+                        &format!("{:?}", planned.change.before.options.to_map()),
+                        &format!("{:?}", planned.change.after.to_map()),
+                    );
+                }
+                Ok(pb::SetTableOptionsResponse {
+                    before: options_map(&planned.change.before.options),
+                    after: options_map(&planned.change.after),
+                    executed: planned.applied,
+                })
             })
-        })
-        .await
+            .await
     }
 
     async fn expire_consumers(
@@ -342,6 +349,8 @@ impl Admin for AdminService {
                         .paimon()
                         .register_table(table, location.location(), probe.identity.as_deref(), &ctx)
                         .await?;
+                    let before = previous.as_ref().map(|p| p.location.as_str()).unwrap_or_default();
+                    tidemark_store::audit::table_change(&ctx, table.as_str(), "REGISTER", before, location.location());
                 }
                 let registered = match registry::registration(&self.store, table).await? {
                     Some(now) if req.execute => now,
@@ -374,9 +383,15 @@ impl Admin for AdminService {
         request: Request<pb::UnregisterTableRequest>,
     ) -> Result<Response<pb::UnregisterTableResponse>, Status> {
         self.rpcs
-            .handle("UnregisterTable", request, |_, req| async move {
+            .handle("UnregisterTable", request, |ctx, req| async move {
                 let was_registered = if req.execute {
-                    self.store.paimon().unregister_table(&req.table).await?
+                    let previous = registry::registration(&self.store, &req.table).await?;
+                    let was = self.store.paimon().unregister_table(&req.table).await?;
+                    if was {
+                        let location = previous.map(|p| p.location).unwrap_or_default();
+                        tidemark_store::audit::table_change(&ctx, req.table.as_str(), "UNREGISTER", &location, "");
+                    }
+                    was
                 } else {
                     registry::registration(&self.store, &req.table).await?.is_some()
                 };

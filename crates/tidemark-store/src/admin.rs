@@ -153,11 +153,28 @@ impl Store {
         ctx: &CallContext,
         decide: impl FnMut(&Loaded) -> Result<Transition<T>, CoreError>,
     ) -> Result<Planned<T>, StoreError> {
+        let mut decide = decide;
         if execute {
-            let change = self.apply(find, ctx, decide).await?;
+            // What the written decision recorded, for the audit log: the
+            // last decision is the one written (a lost race decides again).
+            let mut written: Option<(ConsumerKey, Vec<tidemark_core::HistoryEvent>)> = None;
+            let change = self
+                .apply(find, ctx, |loaded| {
+                    let transition = decide(loaded)?;
+                    written = transition
+                        .write
+                        .as_ref()
+                        .map(|state| (state.key.clone(), transition.events.clone()));
+                    Ok(transition)
+                })
+                .await?;
+            if let Some((key, events)) = written {
+                for event in &events {
+                    crate::audit::consumer_change(ctx, &key, event);
+                }
+            }
             return Ok(Planned { change, applied: true });
         }
-        let mut decide = decide;
         let loaded = self.backend().load(find).await?;
         if let Some(state) = &loaded.state {
             ctx.authorize(find, state)?;

@@ -7,6 +7,7 @@
 //! The same conformance suite (`tests/conformance`) runs against both.
 
 mod admin;
+pub mod audit;
 mod backend;
 mod cache;
 mod clock;

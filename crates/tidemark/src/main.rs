@@ -100,6 +100,12 @@ struct LogArgs {
     /// Log filter (tracing env-filter syntax, e.g. "info" or "tidemark=debug").
     #[arg(long, env = "TIDEMARK_LOG", default_value = "info", global = true)]
     log: String,
+    /// Also append every executed operator change (principal, request id,
+    /// what changed from what to what) to this file, one JSON object per
+    /// line, for a SIEM; they are in the log too, under the target
+    /// tidemark::audit.
+    #[arg(long, env = "TIDEMARK_AUDIT_LOG", global = true)]
+    audit_log: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -109,15 +115,38 @@ enum LogFormat {
 }
 
 fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log).context("invalid --log filter")?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let console = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
-    match args.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
+    let console = match args.log_format {
+        LogFormat::Text => console.boxed(),
+        LogFormat::Json => console.json().flatten_event(true).boxed(),
     }
+    .with_filter(filter);
+    let audit = match &args.audit_log {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open the audit log {}", path.display()))?;
+            let only_audit = tracing_subscriber::filter::Targets::new()
+                .with_target(tidemark_store::audit::AUDIT_TARGET, tracing::Level::INFO);
+            Some(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .flatten_event(true)
+                    .with_writer(std::sync::Mutex::new(file))
+                    .with_filter(only_audit),
+            )
+        }
+        None => None,
+    };
+    tracing_subscriber::registry().with(console).with(audit).init();
     Ok(())
 }
 

@@ -167,3 +167,69 @@ async fn exit_codes_server_addresses_token_files_timeouts_versions_and_completio
     let script = String::from_utf8_lossy(&bash.stdout);
     assert!(script.contains("_tidemark") && script.contains("consumers"), "{script}");
 }
+
+/// Every executed operator change, and only those, lands in the audit log
+/// as one JSON line with the principal, the request id and what changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executed_operator_changes_go_to_the_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    auth_file(dir.path());
+    let served = Served::start(&["--auth-file", "auth.toml", "--audit-log", "audit.jsonl"], dir.path());
+    let server = served.url().trim_start_matches("http://").to_owned();
+    let run = |args: &[&str]| {
+        let output = cli(&server, Some(OPERATOR), args);
+        (code(&output), text(&output))
+    };
+    assert_eq!(run(&["consumers", "reset", "db.t", "a", "5", "--execute"]).0, 0);
+    assert_eq!(run(&["consumers", "reset", "db.t", "a", "7"]).0, 0, "a plan");
+    assert_eq!(
+        run(&["consumers", "reset", "db.t", "a", "8", "--expected", "4", "--execute"]).0,
+        4,
+        "refused"
+    );
+    assert_eq!(
+        run(&["consumers", "reset", "db.t", "a", "9", "--expected", "5", "--execute"]).0,
+        0
+    );
+    let options = run(&["options", "set", "db.t", "consumer.expiration-time=1 d", "--execute"]);
+    assert_eq!(options.0, 0, "{}", options.1);
+    assert_eq!(run(&["consumers", "delete", "db.t", "a", "--execute"]).0, 0);
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let lines = loop {
+        let text = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap_or_default();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        if lines.len() >= 4 || std::time::Instant::now() > deadline {
+            break lines;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(lines.len(), 4, "the executed changes only: {lines:#?}");
+    for line in &lines {
+        assert_eq!(line["principal"], "alice", "{line}");
+        assert!(line["request_id"].as_str().is_some_and(|id| !id.is_empty()), "{line}");
+        assert_eq!(line["table"], "db.t", "{line}");
+        assert_eq!(line["target"], "tidemark::audit", "{line}");
+    }
+    let moves: Vec<(serde_json::Value, serde_json::Value)> = lines
+        .iter()
+        .filter(|l| l["consumer_id"] == "a")
+        .map(|l| (l["old_next"].clone(), l["new_next"].clone()))
+        .collect();
+    assert_eq!(
+        moves,
+        [
+            (serde_json::Value::Null, 5.into()),
+            (5.into(), 9.into()),
+            (9.into(), serde_json::Value::Null)
+        ]
+    );
+    assert!(
+        lines.iter().any(|l| l["event"] == "SET_OPTIONS"
+            && l["after"]
+                .as_str()
+                .is_some_and(|a| a.contains("consumer.expiration-time"))),
+        "{lines:#?}"
+    );
+    drop(served);
+}
