@@ -487,16 +487,51 @@ fn peer_certificate<B>(request: &http::Request<B>) -> Option<Vec<u8>> {
 }
 
 /// The tower layer that authenticates every call and checks its role,
-/// against the credentials in force at the call (they can be reloaded).
+/// against the credentials in force at the call (they can be reloaded), and
+/// holds each principal to its share of concurrent calls.
 #[derive(Debug, Clone)]
 pub struct AuthLayer {
     config: SharedAuth,
+    limits: Option<PrincipalLimits>,
 }
 
 impl AuthLayer {
     /// A layer enforcing `config` (a no-op while it has no credentials).
     pub fn new(config: SharedAuth) -> Self {
-        Self { config }
+        Self { config, limits: None }
+    }
+
+    /// At most `per_principal` calls of one principal in flight at once; more
+    /// are refused at once with RESOURCE_EXHAUSTED (reason
+    /// `PRINCIPAL_LIMIT`), so one runaway credential cannot take every slot
+    /// (and the database pool) from the others. Zero: no limit.
+    pub fn with_principal_limit(mut self, per_principal: usize) -> Self {
+        self.limits = (per_principal > 0).then(|| PrincipalLimits {
+            per_principal,
+            slots: Arc::default(),
+        });
+        self
+    }
+}
+
+/// Each principal's in-flight calls.
+#[derive(Debug, Clone)]
+struct PrincipalLimits {
+    per_principal: usize,
+    slots: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>>,
+}
+
+impl PrincipalLimits {
+    fn try_acquire(&self, principal: &str) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let semaphore = {
+            let mut slots = self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            Arc::clone(
+                slots
+                    .entry(principal.to_owned())
+                    .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.per_principal))),
+            )
+        };
+        semaphore.try_acquire_owned().ok()
     }
 }
 
@@ -507,6 +542,7 @@ impl<S> tower::Layer<S> for AuthLayer {
         AuthService {
             inner,
             config: self.config.clone(),
+            limits: self.limits.clone(),
         }
     }
 }
@@ -516,6 +552,36 @@ impl<S> tower::Layer<S> for AuthLayer {
 pub struct AuthService<S> {
     inner: S,
     config: SharedAuth,
+    limits: Option<PrincipalLimits>,
+}
+
+/// Denials are logged at most once a second per reason, with how many were
+/// left out since, so a client hammering with a bad token cannot flood the
+/// log (every one is still counted in `tidemark_errors_total`).
+fn log_denial(path: &str, denial: &Denial) {
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex};
+    use std::time::{Duration, Instant};
+    static LAST: LazyLock<Mutex<HashMap<&'static str, (Instant, u64)>>> = LazyLock::new(Mutex::default);
+    let suppressed = {
+        let mut last = LAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        let entry = last.entry(denial.reason).or_insert((now - Duration::from_secs(2), 0));
+        if now.duration_since(entry.0) < Duration::from_secs(1) {
+            entry.1 += 1;
+            return;
+        }
+        let suppressed = entry.1;
+        *entry = (now, 0);
+        suppressed
+    };
+    tracing::info!(
+        path,
+        reason = denial.reason,
+        suppressed_since_last = suppressed,
+        "refused before the handler: {}",
+        denial.message
+    );
 }
 
 impl<S, B> tower::Service<http::Request<B>> for AuthService<S>
@@ -537,26 +603,42 @@ where
         if !config.is_enabled() {
             return Box::pin(self.inner.call(request));
         }
-        match authorize(&config, &request) {
-            Ok(grant) => {
+        let authorized = authorize(&config, &request).and_then(|grant| {
+            // Authenticated first, then held to the principal's share.
+            let permit = match (&grant, &self.limits) {
+                (Some(grant), Some(limits)) => Some(limits.try_acquire(&grant.principal).ok_or_else(|| {
+                    denial(
+                        tonic::Code::ResourceExhausted,
+                        "PRINCIPAL_LIMIT",
+                        format!(
+                            "{} already has {} calls in flight, its limit; retry with backoff",
+                            grant.principal, limits.per_principal
+                        ),
+                    )
+                })?),
+                _ => None,
+            };
+            Ok((grant, permit))
+        });
+        match authorized {
+            Ok((grant, permit)) => {
                 if let Some(grant) = grant {
                     request.extensions_mut().insert(Authenticated(grant));
                 }
-                Box::pin(self.inner.call(request))
+                let call = self.inner.call(request);
+                Box::pin(async move {
+                    let response = call.await;
+                    drop(permit);
+                    response
+                })
             }
             Err(denial) => {
-                tracing::info!(
-                    path = request.uri().path(),
-                    reason = denial.reason,
-                    "refused before the handler: {}",
-                    denial.message
-                );
-                crate::metrics::auth_denied();
-                crate::metrics::error(
-                    crate::metrics::method_of(request.uri().path()),
-                    denial.code,
-                    denial.reason,
-                );
+                let path = request.uri().path();
+                log_denial(path, &denial);
+                if denial.reason != "PRINCIPAL_LIMIT" {
+                    crate::metrics::auth_denied();
+                }
+                crate::metrics::error(crate::metrics::method_of(path), denial.code, denial.reason);
                 let response = denial.into_response();
                 Box::pin(async move { Ok(response) })
             }

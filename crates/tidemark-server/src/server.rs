@@ -40,6 +40,10 @@ pub struct ServerConfig {
     /// RPCs in flight across all connections; more are shed at once with
     /// RESOURCE_EXHAUSTED instead of queueing.
     pub max_in_flight: usize,
+    /// RPCs of one principal in flight at once (with authentication on);
+    /// more are refused at once with RESOURCE_EXHAUSTED, reason
+    /// PRINCIPAL_LIMIT. Zero: no per-principal limit.
+    pub max_in_flight_per_principal: usize,
     /// RPCs in flight on one connection; more wait.
     pub per_connection_limit: usize,
     /// Largest request message accepted.
@@ -117,6 +121,7 @@ impl Default for ServerConfig {
         Self {
             request_timeout: Duration::from_secs(30),
             max_in_flight: 1024,
+            max_in_flight_per_principal: 512,
             per_connection_limit: 256,
             max_message_bytes: 1024 * 1024,
             shutdown_drain: Duration::ZERO,
@@ -248,14 +253,19 @@ pub async fn serve_with_health(
         ))
     });
 
-    let layers = tower::ServiceBuilder::new()
-        .map_response(|mut response: http::Response<tonic::body::Body>| {
-            response.headers_mut().insert(
-                VERSION_HEADER,
-                http::HeaderValue::from_static(env!("CARGO_PKG_VERSION")),
-            );
-            response
-        })
+    // Outermost to innermost: the version header on every answer; then
+    // authentication and each principal's share of calls, so unknown
+    // callers and a runaway credential are turned away before they take
+    // slots; then the global limit, shedding what is over it.
+    let version = tower::ServiceBuilder::new().map_response(|mut response: http::Response<tonic::body::Body>| {
+        response.headers_mut().insert(
+            VERSION_HEADER,
+            http::HeaderValue::from_static(env!("CARGO_PKG_VERSION")),
+        );
+        response
+    });
+    let auth = AuthLayer::new(config.auth.clone()).with_principal_limit(config.max_in_flight_per_principal);
+    let shedding = tower::ServiceBuilder::new()
         .layer(crate::shed::CountShedLayer)
         .load_shed()
         .layer(GlobalConcurrencyLimitLayer::new(config.max_in_flight));
@@ -293,8 +303,9 @@ pub async fn serve_with_health(
         .timeout(config.request_timeout + Duration::from_secs(1))
         .concurrency_limit_per_connection(config.per_connection_limit)
         .tcp_nodelay(true)
-        .layer(layers)
-        .layer(AuthLayer::new(config.auth.clone()))
+        .layer(version)
+        .layer(auth)
+        .layer(shedding)
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

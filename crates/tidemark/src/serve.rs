@@ -65,6 +65,11 @@ pub(crate) struct ServeArgs {
     /// RESOURCE_EXHAUSTED.
     #[arg(long, env = "TIDEMARK_MAX_IN_FLIGHT", default_value_t = ServerConfig::default().max_in_flight)]
     max_in_flight: usize,
+    /// RPCs of one principal in flight at once (with credentials on); more
+    /// are refused at once with RESOURCE_EXHAUSTED (PRINCIPAL_LIMIT), so one
+    /// runaway credential cannot take every slot. 0: no limit.
+    #[arg(long, env = "TIDEMARK_MAX_IN_FLIGHT_PER_PRINCIPAL", default_value_t = ServerConfig::default().max_in_flight_per_principal)]
+    max_in_flight_per_principal: usize,
     /// RPCs in flight on one connection; more wait.
     #[arg(long, env = "TIDEMARK_PER_CONNECTION_LIMIT", default_value_t = ServerConfig::default().per_connection_limit)]
     per_connection_limit: usize,
@@ -316,6 +321,7 @@ fn server_config(args: &ServeArgs) -> ServerConfig {
     ServerConfig {
         request_timeout: args.request_timeout.0,
         max_in_flight: args.max_in_flight,
+        max_in_flight_per_principal: args.max_in_flight_per_principal,
         per_connection_limit: args.per_connection_limit,
         max_message_bytes: args.max_message_bytes,
         shutdown_drain: args.shutdown_drain.0,
