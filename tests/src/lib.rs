@@ -358,8 +358,16 @@ pub fn paimon_table_dir(root: &std::path::Path, latest: i64, created_millis: i64
     .unwrap();
     let snapshots = root.join("snapshot");
     std::fs::create_dir_all(&snapshots).unwrap();
+    // Committed a second apart, after the schema, as Paimon records them.
     for id in 1..=latest {
-        std::fs::write(snapshots.join(format!("snapshot-{id}")), "{}").unwrap();
+        std::fs::write(
+            snapshots.join(format!("snapshot-{id}")),
+            format!(
+                r#"{{"version":3,"id":{id},"timeMillis":{}}}"#,
+                created_millis + id * 1000
+            ),
+        )
+        .unwrap();
     }
     std::fs::write(snapshots.join("EARLIEST"), "1").unwrap();
     std::fs::write(snapshots.join("LATEST"), latest.to_string()).unwrap();

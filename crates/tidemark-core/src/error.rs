@@ -198,6 +198,25 @@ pub enum CoreError {
         found: String,
     },
 
+    /// A6: a reset target that needs the table's snapshots (earliest,
+    /// latest, a time, a shift) on a table tidemark does not know the
+    /// location of.
+    #[error(
+        "table {table} is not registered, so its snapshots are unknown: reset to a snapshot id (--to-snapshot), or register the table first (tidemark tables register)"
+    )]
+    TableNotRegistered {
+        /// The table.
+        table: String,
+    },
+
+    /// A6: a bulk change executed against a plan (expected positions per
+    /// consumer) met a consumer the plan did not show; it is left alone.
+    #[error("consumer {consumer_id} was not in the plan (it appeared since); plan again to include it")]
+    NotInPlan {
+        /// The consumer.
+        consumer_id: String,
+    },
+
     /// R4: the recovery start is after the logged batch's end.
     #[error(
         "the logged batch cannot be replayed: recovery start {start} is newer than the logged end offset {end}, so the checkpointed range is no longer readable. Start a new query with a new checkpoint"
@@ -228,6 +247,8 @@ impl CoreError {
             CoreError::TableLocationEmpty { .. } => "TABLE_LOCATION_EMPTY",
             CoreError::TableLocationUnreadable { .. } => "TABLE_LOCATION_UNREADABLE",
             CoreError::TableIdentityChanged { .. } => "TABLE_IDENTITY_CHANGED",
+            CoreError::TableNotRegistered { .. } => "TABLE_NOT_REGISTERED",
+            CoreError::NotInPlan { .. } => "NOT_IN_PLAN",
         }
     }
 
@@ -321,6 +342,8 @@ impl CoreError {
                 ("registered_identity", registered.clone()),
                 ("found_identity", found.clone()),
             ],
+            CoreError::TableNotRegistered { table } => vec![("table", table.clone())],
+            CoreError::NotInPlan { consumer_id } => vec![("consumer_id", consumer_id.clone())],
             CoreError::NextSnapshotMismatch { expected, actual } => {
                 let mut m = vec![("expected_next_snapshot", expected.to_string())];
                 if let Some(actual) = actual {

@@ -15,6 +15,7 @@ pub mod mutant;
 pub mod offset;
 pub mod options;
 pub mod recovery;
+pub mod reset;
 pub mod retention;
 pub mod scope;
 pub mod state;

@@ -75,6 +75,32 @@ impl PaimonTable {
         self.list_snapshots(&dir).await
     }
 
+    /// When snapshot `id` of the branch was committed (its `timeMillis`, Unix
+    /// ms).
+    pub async fn snapshot_millis(&self, branch: &str, id: i64) -> Result<i64, PaimonError> {
+        let path = self
+            .branch_root(branch)
+            .child("snapshot")
+            .child(format!("snapshot-{id}"));
+        let bytes = match self.store.get(&path).await {
+            Ok(found) => found.bytes().await?,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(PaimonError::Missing {
+                    path: format!("{}{path}", self.url_prefix),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let snapshot: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| PaimonError::Malformed {
+            path: format!("{}{path}", self.url_prefix),
+            why: e.to_string(),
+        })?;
+        snapshot["timeMillis"].as_i64().ok_or_else(|| PaimonError::Malformed {
+            path: format!("{}{path}", self.url_prefix),
+            why: "no timeMillis".to_owned(),
+        })
+    }
+
     pub(crate) async fn list_snapshots(&self, dir: &Path) -> Result<Option<SnapshotRange>, PaimonError> {
         let listed = match self.store.list_with_delimiter(Some(dir)).await {
             Ok(listed) => listed,

@@ -200,6 +200,56 @@ impl Admin for AdminService {
             .await
     }
 
+    async fn reset_consumers(
+        &self,
+        request: Request<pb::ResetConsumersRequest>,
+    ) -> Result<Response<pb::ResetConsumersResponse>, Status> {
+        self.rpcs
+            .handle("ResetConsumers", request, |ctx, req| async move {
+                use tidemark_core::reset::{ResetTarget, resolve};
+                let table = if req.target.needs_snapshots() {
+                    let at = match req.target {
+                        ResetTarget::Time(ms) => Some(ms),
+                        _ => None,
+                    };
+                    Some(crate::tables::reset_snapshots(&self.store, &req.table, req.branch.as_str(), at).await?)
+                } else {
+                    None
+                };
+                let reset = self
+                    .store
+                    .reset_consumers(
+                        &ctx,
+                        &req.table,
+                        &req.branch,
+                        &req.selector,
+                        |current| resolve(req.target, Some(current), table),
+                        &req.expected,
+                        req.force,
+                        req.execute,
+                    )
+                    .await?;
+                let mut response = pb::ResetConsumersResponse {
+                    executed: req.execute,
+                    earliest_snapshot: table.map(|t| t.earliest),
+                    latest_snapshot: table.map(|t| t.latest),
+                    ..Default::default()
+                };
+                for r in &reset {
+                    match &r.result {
+                        Ok(change) => response.reset.push(convert::consumer_change(&r.key, change)),
+                        Err(why) => response.skipped.push(pb::SkippedConsumer {
+                            consumer_id: r.key.consumer_id.as_str().to_owned(),
+                            reason: why.reason().to_owned(),
+                            message: why.to_string(),
+                        }),
+                    }
+                }
+                Ok(response)
+            })
+            .await
+    }
+
     async fn revoke_lease(
         &self,
         request: Request<pb::RevokeLeaseRequest>,

@@ -70,6 +70,8 @@ pub fn code_of(err: &CoreError) -> Code {
         CoreError::TableLocationEmpty { .. } => Code::FailedPrecondition,
         CoreError::TableLocationUnreadable { .. } => Code::Unavailable,
         CoreError::TableIdentityChanged { .. } => Code::FailedPrecondition,
+        CoreError::TableNotRegistered { .. } => Code::FailedPrecondition,
+        CoreError::NotInPlan { .. } => Code::FailedPrecondition,
     }
 }
 
@@ -133,7 +135,9 @@ pub fn rule_status(err: &CoreError) -> Status {
         | CoreError::NextSnapshotMismatch { .. }
         | CoreError::ConsumerNotFound { .. }
         | CoreError::TableLocationEmpty { .. }
-        | CoreError::TableIdentityChanged { .. } => {}
+        | CoreError::TableIdentityChanged { .. }
+        | CoreError::TableNotRegistered { .. }
+        | CoreError::NotInPlan { .. } => {}
     }
     Status::with_error_details(code_of(err), bounded(&err.to_string(), MAX_MESSAGE), details)
 }

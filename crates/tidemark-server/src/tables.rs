@@ -221,3 +221,77 @@ fn unreadable(registration: &RegisteredTable, e: &tidemark_paimon::PaimonError) 
         why: e.to_string(),
     }
 }
+
+/// A6: what a bulk reset resolves its target against: the registered
+/// table's earliest and latest snapshot on `branch`, and for a time target
+/// the first snapshot at or after it. `TABLE_NOT_REGISTERED` when the table
+/// is not registered; `TABLE_LOCATION_EMPTY` / `TABLE_LOCATION_UNREADABLE` /
+/// `TABLE_IDENTITY_CHANGED` as for recovery.
+pub(crate) async fn reset_snapshots(
+    store: &Store,
+    table: &TableName,
+    branch: &str,
+    at_millis: Option<i64>,
+) -> Result<tidemark_core::reset::TableSnapshots, StoreError> {
+    let Some(registration) = crate::registry::registration(store, table).await? else {
+        return Err(CoreError::TableNotRegistered {
+            table: table.as_str().to_owned(),
+        }
+        .into());
+    };
+    let directory = PaimonTable::open(&registration.location).map_err(|e| unreadable(&registration, &e))?;
+    let range = directory
+        .snapshot_range(branch)
+        .await
+        .map_err(|e| unreadable(&registration, &e))?
+        .ok_or_else(|| CoreError::TableLocationEmpty {
+            table: registration.table.as_str().to_owned(),
+            branch: branch.to_owned(),
+            location: registration.location.clone(),
+        })?;
+    check_identity(store, &registration, &directory).await?;
+    let first_at_time = match at_millis {
+        Some(at) => first_at_or_after(&directory, branch, range, at)
+            .await
+            .map_err(|e| unreadable(&registration, &e))?,
+        None => None,
+    };
+    Ok(tidemark_core::reset::TableSnapshots {
+        earliest: range.earliest,
+        latest: range.latest,
+        first_at_time,
+    })
+}
+
+/// The first snapshot at or after `at` (Unix ms), by SPEC §11's rule:
+/// a binary search over the live snapshots' commit times (Paimon keeps
+/// them in commit order) for the last one before the time, then the rule
+/// itself on the snapshots around it.
+async fn first_at_or_after(
+    directory: &PaimonTable,
+    branch: &str,
+    range: tidemark_paimon::SnapshotRange,
+    at: i64,
+) -> Result<Option<i64>, tidemark_paimon::PaimonError> {
+    let (mut low, mut high, mut last_before) = (range.earliest, range.latest, None);
+    while low <= high {
+        let middle = low + (high - low) / 2;
+        if directory.snapshot_millis(branch, middle).await? < at {
+            last_before = Some(middle);
+            low = middle + 1;
+        } else {
+            high = middle - 1;
+        }
+    }
+    let mut around = vec![
+        (range.earliest, directory.snapshot_millis(branch, range.earliest).await?),
+        (range.latest, directory.snapshot_millis(branch, range.latest).await?),
+    ];
+    if let Some(before) = last_before {
+        around.push((before, directory.snapshot_millis(branch, before).await?));
+        if before < range.latest {
+            around.push((before + 1, directory.snapshot_millis(branch, before + 1).await?));
+        }
+    }
+    Ok(tidemark_core::reset::first_snapshot_at_or_after(&around, at))
+}

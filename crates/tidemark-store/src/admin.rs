@@ -281,6 +281,76 @@ impl Store {
         force: bool,
         execute: bool,
     ) -> Result<Vec<Cleared>, StoreError> {
+        let selected = self.select_consumers(table, branch, selector).await?;
+        let mut cleared = Vec::with_capacity(selected.len());
+        for (key, _) in selected {
+            let result = match self.delete_consumer(ctx, &key, None, force, execute).await {
+                Ok(planned) => Ok(planned.change),
+                Err(StoreError::Rule(rule)) => Err(rule),
+                Err(other) => return Err(other),
+            };
+            cleared.push(Cleared { key, result });
+        }
+        Ok(cleared)
+    }
+
+    /// A6: moves every consumer of a branch whose id the selector matches
+    /// to where `target` says (given its current position), plan-only
+    /// unless `execute`. With `expected` (consumer id → position, as a plan
+    /// showed), each change is a compare-and-set on that position, and a
+    /// consumer the plan did not show is left alone. Live leases refuse
+    /// unless `force`, which fences them.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn reset_consumers(
+        &self,
+        ctx: &CallContext,
+        table: &TableName,
+        branch: &BranchName,
+        selector: &ConsumerSelector,
+        target: impl Fn(i64) -> Result<i64, CoreError>,
+        expected: &std::collections::HashMap<String, i64>,
+        force: bool,
+        execute: bool,
+    ) -> Result<Vec<Cleared>, StoreError> {
+        let selected = self.select_consumers(table, branch, selector).await?;
+        let mut reset = Vec::with_capacity(selected.len());
+        for (key, current) in selected {
+            let precondition = if expected.is_empty() {
+                None
+            } else {
+                match expected.get(key.consumer_id.as_str()) {
+                    Some(position) => Some(*position),
+                    None => {
+                        let consumer_id = key.consumer_id.as_str().to_owned();
+                        reset.push(Cleared {
+                            key,
+                            result: Err(CoreError::NotInPlan { consumer_id }),
+                        });
+                        continue;
+                    }
+                }
+            };
+            let result = match target(current) {
+                Ok(next) => match self.reset_consumer(ctx, &key, next, precondition, force, execute).await {
+                    Ok(planned) => Ok(planned.change),
+                    Err(StoreError::Rule(rule)) => Err(rule),
+                    Err(other) => return Err(other),
+                },
+                Err(rule) => Err(rule),
+            };
+            reset.push(Cleared { key, result });
+        }
+        Ok(reset)
+    }
+
+    /// The consumers of a branch whose id the selector matches, with their
+    /// positions, in key order (at most [`MAX_BATCH`]).
+    async fn select_consumers(
+        &self,
+        table: &TableName,
+        branch: &BranchName,
+        selector: &ConsumerSelector,
+    ) -> Result<Vec<(ConsumerKey, i64)>, StoreError> {
         let filter = KeyFilter {
             table: Some(table.clone()),
             branch: Some(branch.clone()),
@@ -293,12 +363,10 @@ impl Store {
             let Some((last, _)) = page.rows.last() else { break };
             after = Some(last.key.clone());
             let full = i64::try_from(page.rows.len()).unwrap_or(0) == MAX_PAGE;
-            selected.extend(
-                page.rows
-                    .into_iter()
-                    .filter(|(s, _)| s.consumer.is_some() && selector.matches(s.key.consumer_id.as_str()))
-                    .map(|(s, _)| s.key),
-            );
+            selected.extend(page.rows.into_iter().filter_map(|(s, _)| {
+                let next = s.consumer?.next_snapshot;
+                selector.matches(s.key.consumer_id.as_str()).then_some((s.key, next))
+            }));
             if selected.len() > usize::try_from(MAX_BATCH).unwrap_or(usize::MAX) {
                 return Err(CoreError::invalid(
                     "including",
@@ -310,16 +378,7 @@ impl Store {
                 break;
             }
         }
-        let mut cleared = Vec::with_capacity(selected.len());
-        for key in selected {
-            let result = match self.delete_consumer(ctx, &key, None, force, execute).await {
-                Ok(planned) => Ok(planned.change),
-                Err(StoreError::Rule(rule)) => Err(rule),
-                Err(other) => return Err(other),
-            };
-            cleared.push(Cleared { key, result });
-        }
-        Ok(cleared)
+        Ok(selected)
     }
 
     /// L8/A4: revokes a key's live lease and burns an epoch (plan-only

@@ -175,6 +175,83 @@ impl Scoped for ClearConsumers {
     }
 }
 
+pub(crate) struct ResetConsumers {
+    pub table: TableName,
+    pub branch: BranchName,
+    pub selector: ConsumerSelector,
+    pub target: tidemark_core::reset::ResetTarget,
+    pub force: bool,
+    pub execute: bool,
+    pub expected: std::collections::HashMap<String, i64>,
+}
+
+impl Parse for pb::ResetConsumersRequest {
+    type Parsed = ResetConsumers;
+    fn parse(self) -> Result<ResetConsumers, StoreError> {
+        use pb::reset_target::Target;
+        use tidemark_core::reset::ResetTarget;
+        let mut v = Violations::new();
+        let table = fields::table_name(&mut v, &self.table, "table");
+        let branch = fields::branch_name(&mut v, &self.branch, "branch");
+        let selector = v.check(ConsumerSelector::parse(&self.including, &self.excluding));
+        let target = match self.target.and_then(|t| t.target) {
+            Some(Target::Snapshot(id)) if id >= 1 => Some(ResetTarget::Snapshot(id)),
+            Some(Target::Snapshot(_)) => {
+                v.add("target.snapshot", "must be >= 1");
+                None
+            }
+            Some(Target::Earliest(true)) => Some(ResetTarget::Earliest),
+            Some(Target::Latest(true)) => Some(ResetTarget::Latest),
+            Some(Target::Earliest(false) | Target::Latest(false)) => {
+                v.add("target", "earliest and latest are set with true");
+                None
+            }
+            // Up to the end of year 9999, as RFC 3339 allows.
+            Some(Target::Time(t))
+                if (0..=253_402_300_799).contains(&t.seconds) && (0..1_000_000_000).contains(&t.nanos) =>
+            {
+                Some(ResetTarget::Time(t.seconds * 1000 + i64::from(t.nanos) / 1_000_000))
+            }
+            Some(Target::Time(_)) => {
+                v.add("target.time", "must be a valid time between 1970 and 9999");
+                None
+            }
+            Some(Target::ShiftBy(n)) => Some(ResetTarget::ShiftBy(n)),
+            None => {
+                v.add(
+                    "target",
+                    "required: one of snapshot, earliest, latest, time or shift_by",
+                );
+                None
+            }
+        };
+        for (id, position) in &self.expected_next_snapshots {
+            if *position < 1 {
+                v.add(format!("expected_next_snapshots[{id}]"), "must be >= 1");
+            }
+        }
+        let parsed = match (table, branch, selector, target) {
+            (Some(table), Some(branch), Some(selector), Some(target)) => Some(ResetConsumers {
+                table,
+                branch,
+                selector,
+                target,
+                force: self.force,
+                execute: self.execute,
+                expected: self.expected_next_snapshots.into_iter().collect(),
+            }),
+            _ => None,
+        };
+        checked(v, parsed)
+    }
+}
+
+impl Scoped for ResetConsumers {
+    fn touches(&self) -> Touches<'_> {
+        Touches::Table(&self.table)
+    }
+}
+
 /// Longest revoke reason kept in history.
 const MAX_REASON: usize = 512;
 

@@ -42,12 +42,23 @@ pub(crate) enum ConsumersCommand {
         #[arg(long, default_value_t = 10)]
         history: i32,
     },
-    /// Set a consumer's next snapshot (creates it if absent).
+    /// Set a consumer's next snapshot (creates it if absent): `reset <table>
+    /// <id> <next_snapshot>`. Or, with a target, many at once as Kafka's
+    /// --reset-offsets does: `reset <table> [<id>] --to-earliest`, with
+    /// --including/--excluding selecting ids (a plan first; --execute applies
+    /// it with the plan's positions as preconditions).
     Reset {
+        /// Table identifier "database.table".
+        table: String,
+        /// Consumer id (with a target: this consumer only).
+        consumer_id: Option<String>,
+        /// The new next snapshot (one consumer).
+        next_snapshot: Option<i64>,
+        /// Branch.
+        #[arg(long, default_value = "main")]
+        branch: String,
         #[command(flatten)]
-        key: KeyArgs,
-        /// The new next snapshot.
-        next_snapshot: i64,
+        bulk: BulkTarget,
         #[command(flatten)]
         change: ChangeArgs,
     },
@@ -126,6 +137,54 @@ impl KeyArgs {
             branch: self.branch.clone(),
             consumer_id: self.consumer_id.clone(),
         }
+    }
+}
+
+/// A bulk reset's selection and target (Kafka's vocabulary).
+#[derive(Debug, Args)]
+#[group(skip)]
+pub(crate) struct BulkTarget {
+    /// Regex (full match) of ids to reset; default all.
+    #[arg(long)]
+    including: Option<String>,
+    /// Regex (full match) of ids to leave alone.
+    #[arg(long)]
+    excluding: Option<String>,
+    /// Move to this snapshot.
+    #[arg(long, group = "to")]
+    to_snapshot: Option<i64>,
+    /// Move to the earliest live snapshot (registered tables).
+    #[arg(long, group = "to")]
+    to_earliest: bool,
+    /// Move past the latest snapshot: skip everything (registered tables).
+    #[arg(long, group = "to")]
+    to_latest: bool,
+    /// Move to the first snapshot committed at or after this time (RFC 3339,
+    /// e.g. 2026-12-01T06:00:00Z; registered tables).
+    #[arg(long, group = "to")]
+    to_datetime: Option<String>,
+    /// Move each consumer by this many snapshots (negative: back), within
+    /// the table's snapshots (registered tables).
+    #[arg(long, group = "to", allow_hyphen_values = true)]
+    shift_by: Option<i64>,
+}
+
+impl BulkTarget {
+    fn target(&self) -> anyhow::Result<Option<pb::reset_target::Target>> {
+        use pb::reset_target::Target;
+        Ok(if let Some(id) = self.to_snapshot {
+            Some(Target::Snapshot(id))
+        } else if self.to_earliest {
+            Some(Target::Earliest(true))
+        } else if self.to_latest {
+            Some(Target::Latest(true))
+        } else if let Some(at) = &self.to_datetime {
+            let time = humantime::parse_rfc3339_weak(at)
+                .map_err(|e| super::UsageError(format!("--to-datetime {at:?}: {e} (e.g. 2026-12-01T06:00:00Z)")))?;
+            Some(Target::Time(prost_types::Timestamp::from(time)))
+        } else {
+            self.shift_by.map(Target::ShiftBy)
+        })
     }
 }
 
@@ -210,21 +269,91 @@ pub(crate) async fn consumers(conn: &Connection, command: ConsumersCommand) -> a
             )
         }
         ConsumersCommand::Reset {
-            key,
+            table,
+            consumer_id,
             next_snapshot,
+            branch,
+            bulk,
             change,
         } => {
-            let request = pb::ResetConsumerRequest {
-                consumer: Some(key.key()),
-                next_snapshot,
-                expected_next_snapshot: change.expected,
-                force: change.force,
-                execute: change.execute,
-            };
-            let response = admin.reset_consumer(request).await.map_err(call_error)?.into_inner();
-            show(output, &response, "tidemark.v1.ResetConsumerResponse", |r| {
-                print_changes(r.executed, &[r.change.clone().unwrap_or_default()]);
-            })
+            let target = bulk.target()?;
+            match (next_snapshot, target) {
+                (Some(next_snapshot), None) if bulk.including.is_none() && bulk.excluding.is_none() => {
+                    let consumer_id = consumer_id.expect("clap: the id comes before the position");
+                    let request = pb::ResetConsumerRequest {
+                        consumer: Some(pb::ConsumerKey {
+                            table,
+                            branch,
+                            consumer_id,
+                        }),
+                        next_snapshot,
+                        expected_next_snapshot: change.expected,
+                        force: change.force,
+                        execute: change.execute,
+                    };
+                    let response = admin.reset_consumer(request).await.map_err(call_error)?.into_inner();
+                    show(output, &response, "tidemark.v1.ResetConsumerResponse", |r| {
+                        print_changes(r.executed, &[r.change.clone().unwrap_or_default()]);
+                    })
+                }
+                (None, Some(target)) => {
+                    if change.expected.is_some() {
+                        return Err(super::UsageError(
+                            "--expected is for one consumer; a bulk reset takes its preconditions from its plan".into(),
+                        )
+                        .into());
+                    }
+                    // One consumer named: exactly that id.
+                    let including = match (&consumer_id, &bulk.including) {
+                        (Some(_), Some(_)) => {
+                            return Err(super::UsageError("give a consumer id or --including, not both".into()).into());
+                        }
+                        (Some(id), None) => regex::escape(id),
+                        (None, including) => including.clone().unwrap_or_default(),
+                    };
+                    let mut request = pb::ResetConsumersRequest {
+                        table,
+                        branch,
+                        including,
+                        excluding: bulk.excluding.clone().unwrap_or_default(),
+                        target: Some(pb::ResetTarget { target: Some(target) }),
+                        force: change.force,
+                        execute: false,
+                        expected_next_snapshots: Default::default(),
+                    };
+                    let mut response = admin
+                        .reset_consumers(request.clone())
+                        .await
+                        .map_err(call_error)?
+                        .into_inner();
+                    if change.execute {
+                        // Apply exactly the plan: each consumer only if it is
+                        // still where the plan saw it.
+                        request.execute = true;
+                        request.expected_next_snapshots = response
+                            .reset
+                            .iter()
+                            .filter_map(|c| Some((c.consumer.as_ref()?.consumer_id.clone(), c.old_next_snapshot?)))
+                            .collect();
+                        if request.expected_next_snapshots.is_empty() {
+                            response.executed = true;
+                        } else {
+                            response = admin.reset_consumers(request).await.map_err(call_error)?.into_inner();
+                        }
+                    }
+                    show(output, &response, "tidemark.v1.ResetConsumersResponse", |r| {
+                        print_changes(r.executed, &r.reset);
+                        print_skipped(&r.skipped);
+                    })
+                }
+                _ => Err(super::UsageError(
+                    "give either <consumer_id> <next_snapshot> (one consumer), or one target: --to-snapshot, \
+                     --to-earliest, --to-latest, --to-datetime or --shift-by (with --including/--excluding or a \
+                     consumer id)"
+                        .into(),
+                )
+                .into()),
+            }
         }
         ConsumersCommand::Delete { key, change } => {
             let request = pb::DeleteConsumerRequest {
@@ -424,10 +553,14 @@ fn print_changes(executed: bool, changes: &[pb::ConsumerChange]) {
 
 fn print_cleared(response: &pb::ClearConsumersResponse) {
     print_changes(response.executed, &response.cleared);
-    if !response.skipped.is_empty() {
+    print_skipped(&response.skipped);
+}
+
+fn print_skipped(skipped: &[pb::SkippedConsumer]) {
+    if !skipped.is_empty() {
         println!();
         let mut s = Table::new(vec!["SKIPPED", "REASON", "WHY"]);
-        for k in &response.skipped {
+        for k in skipped {
             s.row(vec![k.consumer_id.clone(), k.reason.clone(), k.message.clone()]);
         }
         s.print();

@@ -1,0 +1,272 @@
+//! A6 (SPEC §11): ResetConsumers with Kafka's targets on both stores —
+//! every target, selection by regex, plan then execute with the plan's
+//! positions as preconditions, the refusal of table-dependent targets on an
+//! unregistered table, and a forced reset fencing a running holder.
+
+use std::collections::HashMap;
+
+use tidemark_core::lease::LeasePolicy;
+use tidemark_e2e::{Kind, TestServer, Worker, api_error, key, offset, on_both_backends};
+use tidemark_proto::v1 as pb;
+use tidemark_proto::v1::admin_client::AdminClient;
+use tidemark_proto::v1::reset_target::Target;
+use tidemark_server::ServerConfig;
+use tonic::Code;
+use tonic::transport::Channel;
+
+on_both_backends!(
+    every_target_moves_the_selected_consumers,
+    plans_preconditions_and_force_hold,
+);
+
+/// Schema written at this time; snapshot n committed n seconds later.
+const CREATED_MS: i64 = 1_800_000_000_000;
+
+async fn setup(kind: Kind) -> (TestServer, AdminClient<Channel>, tempfile::TempDir) {
+    let server = TestServer::start_with(kind, LeasePolicy::default(), ServerConfig::default()).await;
+    let mut admin = AdminClient::new(server.channel().await);
+    let dir = tempfile::tempdir().unwrap();
+    tidemark_e2e::paimon_table_dir(dir.path(), 10, CREATED_MS, "");
+    admin
+        .register_table(pb::RegisterTableRequest {
+            table: "db.orders".into(),
+            location: dir.path().display().to_string(),
+            execute: true,
+        })
+        .await
+        .unwrap();
+    for (id, next) in [("etl-a", 4), ("etl-b", 6), ("etl-keep", 5), ("adhoc", 2)] {
+        set(&mut admin, "db.orders", id, next).await;
+    }
+    (server, admin, dir)
+}
+
+async fn set(admin: &mut AdminClient<Channel>, table: &str, id: &str, next: i64) {
+    admin
+        .reset_consumer(pb::ResetConsumerRequest {
+            consumer: Some(key(table, "main", id)),
+            next_snapshot: next,
+            expected_next_snapshot: None,
+            force: false,
+            execute: true,
+        })
+        .await
+        .unwrap();
+}
+
+fn request(table: &str, including: &str, excluding: &str, target: Target, execute: bool) -> pb::ResetConsumersRequest {
+    pb::ResetConsumersRequest {
+        table: table.into(),
+        branch: String::new(),
+        including: including.into(),
+        excluding: excluding.into(),
+        target: Some(pb::ResetTarget { target: Some(target) }),
+        force: false,
+        execute,
+        expected_next_snapshots: HashMap::new(),
+    }
+}
+
+/// (consumer id, old, new) of every change, sorted.
+fn moves(response: &pb::ResetConsumersResponse) -> Vec<(String, Option<i64>, Option<i64>)> {
+    let mut moves: Vec<_> = response
+        .reset
+        .iter()
+        .map(|c| {
+            (
+                c.consumer.clone().unwrap().consumer_id,
+                c.old_next_snapshot,
+                c.new_next_snapshot,
+            )
+        })
+        .collect();
+    moves.sort();
+    moves
+}
+
+fn m(id: &str, old: i64, new: i64) -> (String, Option<i64>, Option<i64>) {
+    (id.to_owned(), Some(old), Some(new))
+}
+
+async fn positions(admin: &mut AdminClient<Channel>) -> HashMap<String, i64> {
+    let listed = admin
+        .list_consumers(pb::ListConsumersRequest {
+            table: "db.orders".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    listed
+        .consumers
+        .into_iter()
+        .map(|c| (c.key.unwrap().consumer_id, c.consumer.map_or(0, |r| r.next_snapshot)))
+        .collect()
+}
+
+async fn every_target_moves_the_selected_consumers(kind: Kind) {
+    let (server, mut admin, _dir) = setup(kind).await;
+    // A plan changes nothing and says what would move.
+    let before = server.fingerprint().await;
+    let plan = admin
+        .reset_consumers(request("db.orders", "etl-.*", "etl-keep", Target::Latest(true), false))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!plan.executed);
+    assert_eq!(moves(&plan), [m("etl-a", 4, 11), m("etl-b", 6, 11)]);
+    assert_eq!((plan.earliest_snapshot, plan.latest_snapshot), (Some(1), Some(10)));
+    assert_eq!(server.fingerprint().await, before, "a plan changes nothing");
+
+    let cases = [
+        // --to-latest: past the latest snapshot.
+        (
+            "etl-.*",
+            "etl-keep",
+            Target::Latest(true),
+            vec![m("etl-a", 4, 11), m("etl-b", 6, 11)],
+        ),
+        // --to-earliest, everything but etl-keep.
+        (
+            "",
+            "etl-keep",
+            Target::Earliest(true),
+            vec![m("adhoc", 2, 1), m("etl-a", 11, 1), m("etl-b", 11, 1)],
+        ),
+        // --shift-by, clamped to [earliest, latest + 1].
+        ("etl-a", "", Target::ShiftBy(3), vec![m("etl-a", 1, 4)]),
+        ("etl-a", "", Target::ShiftBy(-10), vec![m("etl-a", 4, 1)]),
+        ("etl-b", "", Target::ShiftBy(100), vec![m("etl-b", 1, 11)]),
+        // --to-datetime: snapshot 5 was committed before 5.5 s, 6 after.
+        (
+            "etl-a",
+            "",
+            Target::Time(prost_types::Timestamp {
+                seconds: (CREATED_MS + 5_500) / 1000,
+                nanos: 500_000_000,
+            }),
+            vec![m("etl-a", 1, 6)],
+        ),
+        // Before every snapshot: the earliest; after all: latest + 1.
+        (
+            "adhoc",
+            "",
+            Target::Time(prost_types::Timestamp { seconds: 1, nanos: 0 }),
+            vec![m("adhoc", 1, 1)],
+        ),
+        (
+            "adhoc",
+            "",
+            Target::Time(prost_types::Timestamp {
+                seconds: CREATED_MS / 1000 + 3600,
+                nanos: 0,
+            }),
+            vec![m("adhoc", 1, 11)],
+        ),
+        // --to-snapshot.
+        ("etl-keep", "", Target::Snapshot(7), vec![m("etl-keep", 5, 7)]),
+    ];
+    for (including, excluding, target, want) in cases {
+        let done = admin
+            .reset_consumers(request("db.orders", including, excluding, target, true))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(done.executed);
+        assert_eq!(moves(&done), want, "{target:?}");
+    }
+    let now = positions(&mut admin).await;
+    assert_eq!(
+        now,
+        HashMap::from([
+            ("etl-a".into(), 6),
+            ("etl-b".into(), 11),
+            ("etl-keep".into(), 7),
+            ("adhoc".into(), 11)
+        ])
+    );
+
+    // Unregistered: --to-snapshot works, targets needing snapshots do not.
+    set(&mut admin, "db.unregistered", "x", 3).await;
+    let done = admin
+        .reset_consumers(request("db.unregistered", "", "", Target::Snapshot(9), true))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(moves(&done), [m("x", 3, 9)]);
+    let before = server.fingerprint().await;
+    for target in [
+        Target::Earliest(true),
+        Target::Latest(true),
+        Target::ShiftBy(1),
+        Target::Time(prost_types::Timestamp { seconds: 1, nanos: 0 }),
+    ] {
+        let err = api_error(
+            admin
+                .reset_consumers(request("db.unregistered", "", "", target, true))
+                .await,
+        );
+        assert_eq!(
+            (err.code, err.reason.as_str()),
+            (Code::FailedPrecondition, "TABLE_NOT_REGISTERED"),
+            "{target:?}"
+        );
+    }
+    assert_eq!(server.fingerprint().await, before);
+    // Bad input names its field.
+    let mut bad = request("db.orders", "", "", Target::Snapshot(0), true);
+    let err = api_error(admin.reset_consumers(bad.clone()).await);
+    assert!(err.fields().contains(&"target.snapshot"), "{err:?}");
+    bad.target = None;
+    let err = api_error(admin.reset_consumers(bad).await);
+    assert!(err.fields().contains(&"target"), "{err:?}");
+}
+
+async fn plans_preconditions_and_force_hold(kind: Kind) {
+    let (server, mut admin, _dir) = setup(kind).await;
+    // Execution against a plan: a consumer that moved since is skipped
+    // (NEXT_SNAPSHOT_MISMATCH), one the plan did not show is skipped
+    // (NOT_IN_PLAN).
+    let mut guarded = request("db.orders", "etl-.*", "", Target::Snapshot(8), true);
+    guarded.expected_next_snapshots = HashMap::from([("etl-a".into(), 4), ("etl-b".into(), 99)]);
+    let done = admin.reset_consumers(guarded).await.unwrap().into_inner();
+    assert_eq!(moves(&done), [m("etl-a", 4, 8)]);
+    let mut skipped: Vec<(String, String)> = done
+        .skipped
+        .iter()
+        .map(|s| (s.consumer_id.clone(), s.reason.clone()))
+        .collect();
+    skipped.sort();
+    assert_eq!(
+        skipped,
+        [
+            ("etl-b".to_owned(), "NEXT_SNAPSHOT_MISMATCH".to_owned()),
+            ("etl-keep".to_owned(), "NOT_IN_PLAN".to_owned())
+        ]
+    );
+
+    // A live lease: skipped without force; with force, fenced.
+    let client = server.client().await;
+    let mut worker = Worker::acquire(&client, &key("db.orders", "main", "etl-b"), "query-b", None)
+        .await
+        .unwrap();
+    let done = admin
+        .reset_consumers(request("db.orders", "etl-b", "", Target::Earliest(true), true))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(done.reset.is_empty());
+    assert_eq!(done.skipped[0].reason, "LEASE_HELD");
+    let mut forced = request("db.orders", "etl-b", "", Target::Earliest(true), true);
+    forced.force = true;
+    let done = admin.reset_consumers(forced).await.unwrap().into_inner();
+    assert_eq!(moves(&done), [m("etl-b", 6, 1)]);
+    assert!(done.reset[0].revoked_lease.is_some(), "the live lease was revoked");
+    let refused = worker.commit(0, offset(9, 0, false, Some(1))).await.unwrap_err();
+    assert_eq!(tidemark_client::ApiError::from(refused).reason, "LEASE_NOT_HELD");
+    assert_eq!(
+        positions(&mut admin).await["etl-b"],
+        1,
+        "the fenced commit changed nothing"
+    );
+}
