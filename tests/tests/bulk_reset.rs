@@ -17,6 +17,7 @@ use tonic::transport::Channel;
 on_both_backends!(
     every_target_moves_the_selected_consumers,
     plans_preconditions_and_force_hold,
+    bulk_revoke_fences_every_selected_holder,
 );
 
 /// Schema written at this time; snapshot n committed n seconds later.
@@ -269,4 +270,75 @@ async fn plans_preconditions_and_force_hold(kind: Kind) {
         1,
         "the fenced commit changed nothing"
     );
+}
+
+async fn bulk_revoke_fences_every_selected_holder(kind: Kind) {
+    let (server, mut admin, _dir) = setup(kind).await;
+    let client = server.client().await;
+    let mut workers = Vec::new();
+    for (table, id) in [
+        ("db.orders", "etl-a"),
+        ("db.orders", "etl-b"),
+        ("db.orders", "adhoc"),
+        ("db.other", "x"),
+    ] {
+        workers.push((
+            id,
+            Worker::acquire(&client, &key(table, "main", id), &format!("q-{id}"), None)
+                .await
+                .unwrap(),
+        ));
+    }
+    let revoke = |table: &str, including: &str, execute: bool| pb::RevokeLeasesRequest {
+        table: table.into(),
+        branch: String::new(),
+        including: including.into(),
+        excluding: String::new(),
+        reason: "restore from backup".into(),
+        execute,
+    };
+    let ids = |r: &pb::RevokeLeasesResponse| {
+        let mut ids: Vec<String> = r
+            .revoked
+            .iter()
+            .map(|e| e.consumer.clone().unwrap().consumer_id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    // A plan changes nothing.
+    let before = server.fingerprint().await;
+    let plan = admin
+        .revoke_leases(revoke("db.orders", "etl-.*", false))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ids(&plan), ["etl-a", "etl-b"]);
+    assert!(!plan.executed);
+    assert_eq!(server.fingerprint().await, before);
+    // One table, selected ids.
+    let done = admin
+        .revoke_leases(revoke("db.orders", "etl-.*", true))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ids(&done), ["etl-a", "etl-b"]);
+    assert!(
+        done.revoked
+            .iter()
+            .all(|e| e.lease.as_ref().unwrap().state == "revoked" && e.epoch == 2)
+    );
+    // Every table: the rest (already revoked ones are not live any more).
+    let rest = admin.revoke_leases(revoke("", "", true)).await.unwrap().into_inner();
+    assert_eq!(ids(&rest), ["adhoc", "x"]);
+    for (id, mut worker) in workers {
+        let refused = worker.commit(0, offset(9, 0, false, Some(1))).await.unwrap_err();
+        assert_eq!(
+            tidemark_client::ApiError::from(refused).reason,
+            "LEASE_NOT_HELD",
+            "{id}"
+        );
+    }
+    let err = api_error(admin.revoke_leases(revoke("not a table", "", true)).await);
+    assert!(err.fields().contains(&"table"), "{err:?}");
 }

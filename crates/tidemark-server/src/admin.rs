@@ -273,6 +273,36 @@ impl Admin for AdminService {
         .await
     }
 
+    async fn revoke_leases(
+        &self,
+        request: Request<pb::RevokeLeasesRequest>,
+    ) -> Result<Response<pb::RevokeLeasesResponse>, Status> {
+        self.rpcs
+            .handle("RevokeLeases", request, |ctx, req| async move {
+                let filter = tidemark_store::KeyFilter {
+                    table: req.table.clone(),
+                    branch: req.branch.clone(),
+                    consumer_id_prefix: None,
+                };
+                let revoked = self
+                    .store
+                    .revoke_leases(&ctx, &filter, &req.selector, &req.reason, req.execute)
+                    .await?;
+                Ok(pb::RevokeLeasesResponse {
+                    revoked: revoked
+                        .iter()
+                        .map(|(key, r)| pb::RevokedLeaseEntry {
+                            consumer: Some(convert::key_to_pb(key)),
+                            lease: r.lease.as_ref().map(|l| convert::lease_info(l, l.deadline)),
+                            epoch: r.epoch,
+                        })
+                        .collect(),
+                    executed: req.execute,
+                })
+            })
+            .await
+    }
+
     async fn list_history(
         &self,
         request: Request<pb::ListHistoryRequest>,

@@ -396,6 +396,49 @@ impl Store {
         .await
     }
 
+    /// A4 in bulk: revokes every live lease among the keys `filter` lists
+    /// whose consumer id the selector matches (plan-only unless `execute`).
+    /// Keys whose lease ended meanwhile are left out.
+    pub async fn revoke_leases(
+        &self,
+        ctx: &CallContext,
+        filter: &KeyFilter,
+        selector: &ConsumerSelector,
+        reason: &str,
+        execute: bool,
+    ) -> Result<Vec<(ConsumerKey, Revoked)>, StoreError> {
+        let mut leased = Vec::new();
+        let mut after: Option<ConsumerKey> = None;
+        loop {
+            let page = self.backend().list_keys(filter, after.as_ref(), MAX_PAGE).await?;
+            let Some((last, _)) = page.rows.last() else { break };
+            after = Some(last.key.clone());
+            let full = i64::try_from(page.rows.len()).unwrap_or(0) == MAX_PAGE;
+            leased.extend(page.rows.into_iter().filter_map(|(state, _)| {
+                (state.live_lease(page.now).is_some() && selector.matches(state.key.consumer_id.as_str()))
+                    .then_some(state.key)
+            }));
+            if leased.len() > usize::try_from(MAX_BATCH).unwrap_or(usize::MAX) {
+                return Err(CoreError::invalid(
+                    "including",
+                    format!("selects more than {MAX_BATCH} live leases; narrow the selection"),
+                )
+                .into());
+            }
+            if !full {
+                break;
+            }
+        }
+        let mut revoked = Vec::with_capacity(leased.len());
+        for key in leased {
+            let planned = self.revoke(ctx, &key, reason, execute).await?;
+            if planned.change.lease.is_some() {
+                revoked.push((key, planned.change));
+            }
+        }
+        Ok(revoked)
+    }
+
     /// E3/A4: deletes expired consumers (plan-only unless `execute`), each
     /// leaving a history row with its last position. Safe with several
     /// replicas at once: each deletion is a compare-and-set, so every

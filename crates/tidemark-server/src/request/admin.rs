@@ -408,6 +408,48 @@ impl Scoped for SetTableOptions {
     }
 }
 
+pub(crate) struct RevokeLeases {
+    pub table: Option<TableName>,
+    pub branch: Option<BranchName>,
+    pub selector: ConsumerSelector,
+    pub reason: String,
+    pub execute: bool,
+}
+
+impl Parse for pb::RevokeLeasesRequest {
+    type Parsed = RevokeLeases;
+    fn parse(self) -> Result<RevokeLeases, StoreError> {
+        let mut v = Violations::new();
+        let table = fields::optional(&mut v, &self.table, "table", fields::table_name);
+        let branch = fields::optional(&mut v, &self.branch, "branch", fields::branch_name);
+        let selector = v.check(ConsumerSelector::parse(&self.including, &self.excluding));
+        if self.reason.chars().count() > MAX_REASON {
+            v.add("reason", format!("at most {MAX_REASON} characters"));
+        }
+        let parsed = match (table, branch, selector) {
+            (Some(table), Some(branch), Some(selector)) if v.is_empty() => Some(RevokeLeases {
+                table,
+                branch,
+                selector,
+                reason: if self.reason.is_empty() {
+                    "revoked by an operator (bulk)".to_owned()
+                } else {
+                    self.reason
+                },
+                execute: self.execute,
+            }),
+            _ => None,
+        };
+        checked(v, parsed)
+    }
+}
+
+impl Scoped for RevokeLeases {
+    fn touches(&self) -> Touches<'_> {
+        Touches::TableOrAll(self.table.as_ref(), "revoke leases")
+    }
+}
+
 pub(crate) struct ExpireConsumers {
     pub table: Option<TableName>,
     pub branch: Option<BranchName>,

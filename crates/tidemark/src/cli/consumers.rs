@@ -101,6 +101,29 @@ pub(crate) enum ConsumersCommand {
         #[arg(long)]
         execute: bool,
     },
+    /// Revoke every live lease of a table (or of every table) whose id
+    /// matches: every running query there is fenced (before a restore, a
+    /// move between clusters).
+    RevokeLeases {
+        /// Only this table (default: every table).
+        #[arg(long)]
+        table: Option<String>,
+        /// Only this branch (default: every branch).
+        #[arg(long)]
+        branch: Option<String>,
+        /// Regex (full match) of ids; default all.
+        #[arg(long, default_value = "")]
+        including: String,
+        /// Regex (full match) of ids to leave alone.
+        #[arg(long, default_value = "")]
+        excluding: String,
+        /// Why (kept in history).
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// Apply (default: show the plan).
+        #[arg(long)]
+        execute: bool,
+    },
     /// Delete expired consumers now (what the sweeper does).
     Expire {
         /// Only this table.
@@ -385,6 +408,48 @@ pub(crate) async fn consumers(conn: &Connection, command: ConsumersCommand) -> a
             };
             let response = admin.clear_consumers(request).await.map_err(call_error)?.into_inner();
             show(output, &response, "tidemark.v1.ClearConsumersResponse", print_cleared)
+        }
+        ConsumersCommand::RevokeLeases {
+            table,
+            branch,
+            including,
+            excluding,
+            reason,
+            execute,
+        } => {
+            let request = pb::RevokeLeasesRequest {
+                table: table.unwrap_or_default(),
+                branch: branch.unwrap_or_default(),
+                including,
+                excluding,
+                reason,
+                execute,
+            };
+            let response = admin.revoke_leases(request).await.map_err(call_error)?.into_inner();
+            show(output, &response, "tidemark.v1.RevokeLeasesResponse", |r| {
+                plan_banner(r.executed);
+                let mut t = Table::new(vec![
+                    "TABLE",
+                    "BRANCH",
+                    "CONSUMER",
+                    "HOLDER",
+                    "LEASE EPOCH",
+                    "KEY EPOCH NOW",
+                ]);
+                for e in &r.revoked {
+                    let k = e.consumer.clone().unwrap_or_default();
+                    let lease = e.lease.clone().unwrap_or_default();
+                    t.row(vec![
+                        k.table,
+                        k.branch,
+                        k.consumer_id,
+                        lease.holder,
+                        lease.epoch.to_string(),
+                        e.epoch.to_string(),
+                    ]);
+                }
+                t.print();
+            })
         }
         ConsumersCommand::Revoke { key, reason, execute } => {
             let request = pb::RevokeLeaseRequest {
