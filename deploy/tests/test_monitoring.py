@@ -23,6 +23,7 @@ MONITORING = DEPLOY / "monitoring"
 # must aggregate them across replicas.
 FLEET_GAUGES = {
     "tidemark_consumer_lag_snapshots",
+    "tidemark_consumer_lag_seconds",
     "tidemark_consumer_behind_idle_seconds",
     "tidemark_consumers",
     "tidemark_retention_fence",

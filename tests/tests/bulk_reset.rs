@@ -18,6 +18,7 @@ on_both_backends!(
     every_target_moves_the_selected_consumers,
     plans_preconditions_and_force_hold,
     bulk_revoke_fences_every_selected_holder,
+    lag_in_time_for_registered_tables,
 );
 
 /// Schema written at this time; snapshot n committed n seconds later.
@@ -341,4 +342,65 @@ async fn bulk_revoke_fences_every_selected_holder(kind: Kind) {
     }
     let err = api_error(admin.revoke_leases(revoke("not a table", "", true)).await);
     assert!(err.fields().contains(&"table"), "{err:?}");
+}
+
+/// A8: for a registered table, list and describe report how long the
+/// oldest unconsumed snapshot has waited, beside the lag in snapshots.
+async fn lag_in_time_for_registered_tables(kind: Kind) {
+    let (_server, mut admin, _dir) = setup(kind).await;
+    let hour_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 3_600_000;
+    let lagging = tempfile::tempdir().unwrap();
+    // Snapshot n committed n seconds after an hour ago.
+    tidemark_e2e::paimon_table_dir(lagging.path(), 10, hour_ago, "");
+    admin
+        .register_table(pb::RegisterTableRequest {
+            table: "db.lagging".into(),
+            location: lagging.path().display().to_string(),
+            execute: true,
+        })
+        .await
+        .unwrap();
+    set(&mut admin, "db.lagging", "behind", 4).await;
+    set(&mut admin, "db.lagging", "current", 11).await;
+    set(&mut admin, "db.unregistered", "elsewhere", 4).await;
+    let listed = admin
+        .list_consumers(pb::ListConsumersRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let by_id: HashMap<String, pb::ConsumerInfo> = listed
+        .consumers
+        .into_iter()
+        .map(|c| (c.key.clone().unwrap().consumer_id, c))
+        .collect();
+    let behind = &by_id["behind"];
+    let record = behind.consumer.as_ref().unwrap();
+    assert_eq!((record.latest_snapshot, record.lag), (Some(10), Some(7)));
+    let waited = behind.lag_time.as_ref().expect("lag in time").seconds;
+    // Snapshot 4 was committed an hour ago less 4 s.
+    assert!((3_596 - 60..=3_596 + 60).contains(&waited), "waited {waited} s");
+    let current = &by_id["current"];
+    assert_eq!(current.consumer.as_ref().unwrap().lag, Some(0));
+    assert_eq!(
+        current.lag_time.as_ref().map(|d| d.seconds),
+        Some(0),
+        "nothing left to read"
+    );
+    assert_eq!(by_id["elsewhere"].lag_time, None, "unregistered: unknown");
+    let described = admin
+        .describe_consumer(pb::DescribeConsumerRequest {
+            consumer: Some(key("db.lagging", "main", "behind")),
+            history_limit: 1,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let info = described.info.unwrap();
+    assert_eq!(info.consumer.unwrap().lag, Some(7));
+    let waited = info.lag_time.expect("lag in time").seconds;
+    assert!((3_596 - 60..=3_596 + 60).contains(&waited), "waited {waited} s");
 }

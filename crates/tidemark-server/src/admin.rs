@@ -19,6 +19,7 @@ use crate::request;
 pub struct AdminService {
     store: Store,
     rpcs: Rpcs,
+    tables: std::sync::Arc<crate::tables::Registrations>,
     mirror_refresh: Duration,
     allowed_locations: Option<std::sync::Arc<tidemark_paimon::LocationAllowList>>,
 }
@@ -27,6 +28,7 @@ impl AdminService {
     /// The service over `store`.
     pub fn new(store: Store, request_timeout: Duration) -> Self {
         Self {
+            tables: std::sync::Arc::new(crate::tables::Registrations::new(store.clone())),
             store,
             rpcs: Rpcs::new("Admin", request_timeout),
             mirror_refresh: crate::ServerConfig::default().mirror_refresh,
@@ -75,8 +77,14 @@ impl Admin for AdminService {
                     .store
                     .list_consumers(&req.filter, req.after.as_ref(), req.page_size)
                     .await?;
+                let mut consumers = Vec::with_capacity(page.consumers.len());
+                for view in &page.consumers {
+                    let mut info = convert::consumer_info(view);
+                    self.tables.fill_lag(&mut info, None, view.now).await;
+                    consumers.push(info);
+                }
                 Ok(pb::ListConsumersResponse {
-                    consumers: page.consumers.iter().map(convert::consumer_info).collect(),
+                    consumers,
                     next_page_token: page.next.as_ref().map(convert::consumer_page_token).unwrap_or_default(),
                 })
             })
@@ -98,9 +106,8 @@ impl Admin for AdminService {
                         registry::mirror_view(&self.store, &registered, key, view.state.next_snapshot()).await?;
                     // A registered table's latest snapshot comes from its
                     // directory, not from what the last worker reported.
-                    if let (Some(consumer), Some(latest)) = (info.consumer.as_mut(), found.directory_latest) {
-                        consumer.latest_snapshot = Some(latest);
-                        consumer.lag = crate::tables::registered_lag(consumer.next_snapshot, latest, None);
+                    if found.directory_latest.is_some() {
+                        self.tables.fill_lag(&mut info, found.directory_latest, view.now).await;
                     }
                     mirror = Some(found.info);
                 }

@@ -117,6 +117,8 @@ pub fn consumer_info(view: &tidemark_store::ConsumerView) -> pb::ConsumerInfo {
         idle: view.liveness.map(|l| duration_to_pb(l.idle)),
         expired: view.liveness.is_some_and(|l| l.expired),
         expires_in: view.liveness.and_then(|l| l.expires_in).map(duration_to_pb),
+        // Filled in for registered tables (the table's directory knows).
+        lag_time: None,
     }
 }
 

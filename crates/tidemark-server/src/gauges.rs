@@ -90,11 +90,25 @@ async fn collect(
             (Some(fence), Some(latest)) => lag(fence, latest),
             _ => None,
         };
+        // Lag in time, for registered tables: how long the lowest
+        // position's snapshot has waited.
+        let registered_latest = TableName::parse(&branch.table, "table")
+            .ok()
+            .and_then(|name| tables.last_known_latest(&name, &branch.branch));
+        let lag_seconds = match (TableName::parse(&branch.table, "table"), registered_latest) {
+            (Ok(name), Some(latest)) if branch.min_next <= latest => tables
+                .snapshot_millis(&name, &branch.branch, branch.min_next)
+                .await
+                .map(|millis| tidemark_core::Timestamp::from_micros(millis.saturating_mul(1000)).until(stats.now)),
+            (Ok(_), Some(_)) => Some(Duration::ZERO),
+            _ => None,
+        };
         metrics::branch_gauges(&metrics::BranchGauges {
             table: &branch.table,
             branch: &branch.branch,
             consumers: branch.consumers,
             lag: latest.and_then(|latest| lag(branch.min_next, latest)),
+            lag_seconds,
             behind_idle: branch
                 .oldest_behind
                 .map_or(Duration::ZERO, |since| since.until(stats.now)),

@@ -26,6 +26,10 @@ pub mod names {
     /// `--gauge-interval` by the one collecting replica, so a stopped
     /// query's lag keeps growing.
     pub const CONSUMER_LAG: &str = "tidemark_consumer_lag_snapshots";
+    /// Gauge (SPEC §11 A8): for a registered table, how long the oldest
+    /// snapshot its most lagging consumer has not read has waited, in
+    /// seconds (0 when none is behind), per table and branch.
+    pub const CONSUMER_LAG_SECONDS: &str = "tidemark_consumer_lag_seconds";
     /// Gauge: the same per consumer, for the `--per-consumer-metrics` most
     /// lagging consumers only (off by default: 100,000 consumers must not
     /// become 100,000 series).
@@ -130,6 +134,7 @@ pub(crate) struct BranchGauges<'a> {
     pub(crate) branch: &'a str,
     pub(crate) consumers: i64,
     pub(crate) lag: Option<i64>,
+    pub(crate) lag_seconds: Option<Duration>,
     pub(crate) behind_idle: Duration,
     pub(crate) fence: Option<(Option<i64>, Option<i64>)>,
     pub(crate) fence_lag: Option<i64>,
@@ -140,6 +145,9 @@ pub(crate) fn branch_gauges(g: &BranchGauges<'_>) {
     metrics::gauge!(names::CONSUMERS, &labels).set(g.consumers as f64);
     if let Some(lag) = g.lag {
         metrics::gauge!(names::CONSUMER_LAG, &labels).set(lag as f64);
+    }
+    if let Some(waited) = g.lag_seconds {
+        metrics::gauge!(names::CONSUMER_LAG_SECONDS, &labels).set(waited.as_secs_f64());
     }
     metrics::gauge!(names::CONSUMER_BEHIND_IDLE, &labels).set(g.behind_idle.as_secs_f64());
     if let Some((snapshot, changelog)) = g.fence {

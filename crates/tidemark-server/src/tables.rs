@@ -32,7 +32,13 @@ pub(crate) struct Registrations {
     store: Store,
     cached: Mutex<Option<(Instant, Tables)>>,
     latest: Mutex<LatestSnapshots>,
+    /// Commit times of snapshots (they never change), per (table, branch,
+    /// id); cleared when it grows past [`MAX_SNAPSHOT_TIMES`].
+    snapshot_times: Mutex<HashMap<(String, String, i64), i64>>,
 }
+
+/// Most snapshot commit times kept.
+const MAX_SNAPSHOT_TIMES: usize = 100_000;
 
 impl Registrations {
     pub(crate) fn new(store: Store) -> Self {
@@ -40,7 +46,76 @@ impl Registrations {
             store,
             cached: Mutex::new(None),
             latest: Mutex::new(HashMap::new()),
+            snapshot_times: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// When snapshot `id` of a registered table's branch was committed
+    /// (Unix ms); `None` for unregistered tables or an unreadable snapshot.
+    pub(crate) async fn snapshot_millis(self: &Arc<Self>, table: &TableName, branch: &str, id: i64) -> Option<i64> {
+        let slot = (table.as_str().to_owned(), branch.to_owned(), id);
+        if let Some(millis) = self
+            .snapshot_times
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&slot)
+        {
+            return Some(*millis);
+        }
+        let registered = self.table(table).await?;
+        let millis = registered.directory.snapshot_millis(branch, id).await.ok()?;
+        let mut times = self
+            .snapshot_times
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if times.len() >= MAX_SNAPSHOT_TIMES {
+            times.clear();
+        }
+        times.insert(slot, millis);
+        Some(millis)
+    }
+
+    /// A8: fills in a consumer's lag from its registered table's directory:
+    /// the latest snapshot, the lag in snapshots, and the lag in time (how
+    /// long its next snapshot has waited). Leaves unregistered tables alone.
+    pub(crate) async fn fill_lag(
+        self: &Arc<Self>,
+        info: &mut tidemark_proto::v1::ConsumerInfo,
+        directory_latest: Option<i64>,
+        now: tidemark_core::Timestamp,
+    ) {
+        let Some(key) = info.key.clone() else { return };
+        let Ok(table) = TableName::parse(&key.table, "table") else {
+            return;
+        };
+        let mut latest = directory_latest.or_else(|| self.last_known_latest(&table, &key.branch));
+        if latest.is_none() {
+            // Nothing read yet for this branch (the background read has just
+            // started): read it now, so the first listing shows the lag too.
+            if let Some(registered) = self.table(&table).await {
+                latest = registered
+                    .directory
+                    .snapshot_range(&key.branch)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|range| range.latest);
+            }
+        }
+        let (Some(consumer), Some(latest)) = (info.consumer.as_mut(), latest) else {
+            return;
+        };
+        consumer.latest_snapshot = Some(latest);
+        consumer.lag = registered_lag(consumer.next_snapshot, latest, None);
+        let next = consumer.next_snapshot;
+        info.lag_time = if next > latest {
+            Some(prost_types::Duration::default())
+        } else {
+            self.snapshot_millis(&table, &key.branch, next).await.map(|millis| {
+                let waited = tidemark_core::Timestamp::from_micros(millis.saturating_mul(1000)).until(now);
+                crate::convert::duration_to_pb(waited)
+            })
+        };
     }
 
     /// The branch's latest snapshot as last read from the table's

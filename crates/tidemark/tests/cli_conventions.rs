@@ -233,3 +233,119 @@ async fn executed_operator_changes_go_to_the_audit_log() {
     );
     drop(served);
 }
+
+/// A Paimon-looking table directory: a schema and snapshots 1..=latest,
+/// snapshot n committed n seconds after `created_millis`.
+fn paimon_dir(root: &std::path::Path, latest: i64, created_millis: i64) {
+    std::fs::create_dir_all(root.join("schema")).unwrap();
+    std::fs::write(
+        root.join("schema/schema-0"),
+        format!(r#"{{"version":3,"id":0,"fields":[],"options":{{}},"timeMillis":{created_millis}}}"#),
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("snapshot")).unwrap();
+    for id in 1..=latest {
+        std::fs::write(
+            root.join(format!("snapshot/snapshot-{id}")),
+            format!(
+                r#"{{"version":3,"id":{id},"timeMillis":{}}}"#,
+                created_millis + id * 1000
+            ),
+        )
+        .unwrap();
+    }
+    std::fs::write(root.join("snapshot/EARLIEST"), "1").unwrap();
+    std::fs::write(root.join("snapshot/LATEST"), latest.to_string()).unwrap();
+}
+
+/// A8: `tidemark consumers lag` lists consumers worst first, with the lag in
+/// time of registered tables, and the gauge collector exports
+/// tidemark_consumer_lag_seconds per branch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_lag_lists_the_worst_first_and_the_metric_follows() {
+    let dir = tempfile::tempdir().unwrap();
+    auth_file(dir.path());
+    let table_dir = dir.path().join("lake/db.db/lag");
+    let hour_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 3_600_000;
+    paimon_dir(&table_dir, 10, hour_ago);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let metrics = format!("127.0.0.1:{port}");
+    let served = Served::start(
+        &[
+            "--auth-file",
+            "auth.toml",
+            "--metrics-listen",
+            &metrics,
+            "--gauge-interval",
+            "200ms",
+        ],
+        dir.path(),
+    );
+    let server = served.url().trim_start_matches("http://").to_owned();
+    let location = table_dir.display().to_string();
+    let registered = cli(
+        &server,
+        Some(OPERATOR),
+        &["tables", "register", "db.lag", &location, "--execute"],
+    );
+    assert_eq!(code(&registered), 0, "{}", text(&registered));
+    for (id, next) in [("middle", 8), ("worst", 3), ("done", 11)] {
+        let set = cli(
+            &server,
+            Some(OPERATOR),
+            &["consumers", "reset", "db.lag", id, &next.to_string(), "--execute"],
+        );
+        assert_eq!(code(&set), 0, "{}", text(&set));
+    }
+    let lag = cli(
+        &server,
+        Some(OPERATOR),
+        &["consumers", "lag", "--table", "db.lag", "-o", "json"],
+    );
+    assert_eq!(code(&lag), 0, "{}", text(&lag));
+    let listed: serde_json::Value = serde_json::from_slice(&lag.stdout).unwrap();
+    let order: Vec<&str> = listed["consumers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["key"]["consumerId"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["worst", "middle", "done"]);
+    assert_eq!(listed["consumers"][0]["consumer"]["lag"], "8");
+    assert!(listed["consumers"][0]["lagTime"].as_str().is_some(), "{listed}");
+    let table = cli(&server, Some(OPERATOR), &["consumers", "lag", "--table", "db.lag"]);
+    assert!(text(&table).contains("LAG TIME"), "{}", text(&table));
+
+    // The gauge: snapshot 3 has waited about an hour.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let body = tokio::task::spawn_blocking(move || {
+            use std::io::{Read, Write};
+            let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            write!(stream, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+            let mut body = String::new();
+            stream.read_to_string(&mut body).unwrap();
+            body
+        })
+        .await
+        .unwrap();
+        let waited = body
+            .lines()
+            .find(|l| l.starts_with(r#"tidemark_consumer_lag_seconds{table="db.lag",branch="main"}"#))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+        if let Some(waited) = waited {
+            assert!((3_597.0 - 60.0..3_597.0 + 60.0).contains(&waited), "{waited}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no lag gauge:\n{body}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

@@ -34,6 +34,22 @@ pub(crate) enum ConsumersCommand {
         #[arg(long)]
         all: bool,
     },
+    /// Consumers by lag, worst first: snapshots left to read and, for
+    /// registered tables, how long the oldest of them has waited.
+    Lag {
+        /// Only this table.
+        #[arg(long)]
+        table: Option<String>,
+        /// Only this branch.
+        #[arg(long)]
+        branch: Option<String>,
+        /// Show at most this many.
+        #[arg(long, default_value_t = 50)]
+        top: usize,
+        /// Refresh every this often until interrupted (e.g. "5s").
+        #[arg(long)]
+        watch: Option<crate::flags::HumanDuration>,
+    },
     /// Show one consumer: record, lease, options, expiry, recent history.
     Describe {
         #[command(flatten)]
@@ -245,6 +261,69 @@ fn consumer_row(c: &pb::ConsumerInfo) -> Vec<String> {
     ]
 }
 
+/// Every consumer the request selects, most lagging first (in time where
+/// known, then in snapshots), at most `top`.
+async fn worst_first(
+    admin: &mut AdminClient<AuthChannel>,
+    mut request: pb::ListConsumersRequest,
+    top: usize,
+) -> anyhow::Result<pb::ListConsumersResponse> {
+    let mut consumers = Vec::new();
+    loop {
+        let page = admin
+            .list_consumers(request.clone())
+            .await
+            .map_err(call_error)?
+            .into_inner();
+        consumers.extend(page.consumers.into_iter().filter(|c| c.consumer.is_some()));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        request.page_token = page.next_page_token;
+    }
+    let waited = |c: &pb::ConsumerInfo| c.lag_time.as_ref().map(|d| (d.seconds, d.nanos));
+    let snapshots = |c: &pb::ConsumerInfo| c.consumer.as_ref().and_then(|r| r.lag);
+    consumers.sort_by(|a, b| {
+        waited(b)
+            .cmp(&waited(a))
+            .then_with(|| snapshots(b).cmp(&snapshots(a)))
+            .then_with(|| {
+                a.key
+                    .as_ref()
+                    .map(|k| (&k.table, &k.branch, &k.consumer_id))
+                    .cmp(&b.key.as_ref().map(|k| (&k.table, &k.branch, &k.consumer_id)))
+            })
+    });
+    consumers.truncate(top);
+    Ok(pb::ListConsumersResponse {
+        consumers,
+        next_page_token: String::new(),
+    })
+}
+
+fn print_lag(response: &pb::ListConsumersResponse) {
+    let mut t = Table::new(vec![
+        "TABLE", "BRANCH", "CONSUMER", "NEXT", "LATEST", "LAG", "LAG TIME", "IDLE", "LEASE",
+    ]);
+    for c in &response.consumers {
+        let key = c.key.clone().unwrap_or_default();
+        let record = c.consumer.clone().unwrap_or_default();
+        let live = c.lease.as_ref().filter(|l| l.state == "active");
+        t.row(vec![
+            key.table,
+            key.branch,
+            key.consumer_id,
+            record.next_snapshot.to_string(),
+            opt(record.latest_snapshot),
+            opt(record.lag),
+            duration(c.lag_time.as_ref()),
+            duration(c.idle.as_ref()),
+            live.map_or_else(|| "-".to_owned(), |l| format!("{} (epoch {})", l.holder, l.epoch)),
+        ]);
+    }
+    t.print();
+}
+
 fn change_row(c: &pb::ConsumerChange) -> Vec<String> {
     let key = c.consumer.clone().unwrap_or_default();
     vec![
@@ -277,6 +356,32 @@ pub(crate) async fn consumers(conn: &Connection, command: ConsumersCommand) -> a
                 page_token: String::new(),
             };
             list(&mut admin, output, request, all).await
+        }
+        ConsumersCommand::Lag {
+            table,
+            branch,
+            top,
+            watch,
+        } => {
+            let request = pb::ListConsumersRequest {
+                table: table.unwrap_or_default(),
+                branch: branch.unwrap_or_default(),
+                consumer_id_prefix: String::new(),
+                page_size: 1000,
+                page_token: String::new(),
+            };
+            loop {
+                let response = worst_first(&mut admin, request.clone(), top).await?;
+                if watch.is_some() && output == Output::Table {
+                    // Clear the screen and go home, as `watch` does.
+                    print!("\x1b[2J\x1b[H");
+                }
+                show(output, &response, "tidemark.v1.ListConsumersResponse", print_lag)?;
+                match &watch {
+                    Some(every) => tokio::time::sleep(every.0).await,
+                    None => return Ok(()),
+                }
+            }
         }
         ConsumersCommand::Describe { key, history } => {
             let request = pb::DescribeConsumerRequest {
