@@ -254,3 +254,32 @@ impl Drop for TestDb {
         .join();
     }
 }
+
+/// A Paimon table directory as Paimon lays it out: a first schema (with its
+/// creation time and `options`, JSON members such as
+/// `"consumer.expiration-time":"6 s"`) and snapshots 1..=latest with their
+/// EARLIEST and LATEST hints.
+pub fn paimon_table_dir(root: &std::path::Path, latest: i64, created_millis: i64, options: &str) {
+    let schemas = root.join("schema");
+    std::fs::create_dir_all(&schemas).unwrap();
+    std::fs::write(
+        schemas.join("schema-0"),
+        format!(r#"{{"version":3,"id":0,"fields":[],"options":{{{options}}},"timeMillis":{created_millis}}}"#),
+    )
+    .unwrap();
+    let snapshots = root.join("snapshot");
+    std::fs::create_dir_all(&snapshots).unwrap();
+    // Committed a second apart, after the schema, as Paimon records them.
+    for id in 1..=latest {
+        std::fs::write(
+            snapshots.join(format!("snapshot-{id}")),
+            format!(
+                r#"{{"version":3,"id":{id},"timeMillis":{}}}"#,
+                created_millis + id * 1000
+            ),
+        )
+        .unwrap();
+    }
+    std::fs::write(snapshots.join("EARLIEST"), "1").unwrap();
+    std::fs::write(snapshots.join("LATEST"), latest.to_string()).unwrap();
+}

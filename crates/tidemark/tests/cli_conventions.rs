@@ -41,6 +41,16 @@ fn cli(server: &str, token: Option<&str>, args: &[&str]) -> Output {
     command.output().unwrap()
 }
 
+/// Runs the CLI against `server` with the token read from `token_file`.
+fn cli_with_token_file(server: &str, token_file: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .args(["--server", server, "--token-file", token_file])
+        .env_remove("TIDEMARK_TOKEN")
+        .output()
+        .unwrap()
+}
+
 fn code(output: &Output) -> i32 {
     output.status.code().expect("exited")
 }
@@ -77,20 +87,8 @@ async fn exit_codes_server_addresses_token_files_timeouts_versions_and_completio
     assert!(text(&plan).contains("\"executed\": false"), "{}", text(&plan));
 
     // --token-file instead of --token.
-    let path = dir.path().join("operator.token");
-    let listed = Command::new(BIN)
-        .args([
-            "consumers",
-            "list",
-            "--table",
-            "db.t",
-            "--server",
-            &server,
-            "--token-file",
-        ])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let token_file = dir.path().join("operator.token").display().to_string();
+    let listed = cli_with_token_file(&server, &token_file, &["consumers", "list", "--table", "db.t"]);
     assert_eq!(code(&listed), 0, "{}", text(&listed));
     assert!(text(&listed).contains("c1"), "{}", text(&listed));
 
@@ -138,19 +136,7 @@ async fn exit_codes_server_addresses_token_files_timeouts_versions_and_completio
     assert_eq!(code(&viewer), 6, "{}", text(&viewer));
 
     // 1: anything else (an unreadable token file).
-    let unreadable = Command::new(BIN)
-        .args([
-            "consumers",
-            "list",
-            "--table",
-            "db.t",
-            "--server",
-            &server,
-            "--token-file",
-            "/nonexistent",
-        ])
-        .output()
-        .unwrap();
+    let unreadable = cli_with_token_file(&server, "/nonexistent", &["consumers", "list", "--table", "db.t"]);
     assert_eq!(code(&unreadable), 1, "{}", text(&unreadable));
 
     // version: the client's and the server's.
@@ -234,30 +220,6 @@ async fn executed_operator_changes_go_to_the_audit_log() {
     drop(served);
 }
 
-/// A Paimon-looking table directory: a schema and snapshots 1..=latest,
-/// snapshot n committed n seconds after `created_millis`.
-fn paimon_dir(root: &std::path::Path, latest: i64, created_millis: i64) {
-    std::fs::create_dir_all(root.join("schema")).unwrap();
-    std::fs::write(
-        root.join("schema/schema-0"),
-        format!(r#"{{"version":3,"id":0,"fields":[],"options":{{}},"timeMillis":{created_millis}}}"#),
-    )
-    .unwrap();
-    std::fs::create_dir_all(root.join("snapshot")).unwrap();
-    for id in 1..=latest {
-        std::fs::write(
-            root.join(format!("snapshot/snapshot-{id}")),
-            format!(
-                r#"{{"version":3,"id":{id},"timeMillis":{}}}"#,
-                created_millis + id * 1000
-            ),
-        )
-        .unwrap();
-    }
-    std::fs::write(root.join("snapshot/EARLIEST"), "1").unwrap();
-    std::fs::write(root.join("snapshot/LATEST"), latest.to_string()).unwrap();
-}
-
 /// A8: `tidemark consumers lag` lists consumers worst first, with the lag in
 /// time of registered tables, and the gauge collector exports
 /// tidemark_consumer_lag_seconds per branch.
@@ -271,7 +233,7 @@ async fn consumers_lag_lists_the_worst_first_and_the_metric_follows() {
         .unwrap()
         .as_millis() as i64
         - 3_600_000;
-    paimon_dir(&table_dir, 10, hour_ago);
+    tidemark_testkit::paimon_table_dir(&table_dir, 10, hour_ago, "");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

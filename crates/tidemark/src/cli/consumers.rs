@@ -261,13 +261,13 @@ fn consumer_row(c: &pb::ConsumerInfo) -> Vec<String> {
     ]
 }
 
-/// Every consumer the request selects, most lagging first (in time where
-/// known, then in snapshots), at most `top`.
-async fn worst_first(
+/// The consumers of the first page, or of every page (`all`), and the next
+/// page's token.
+async fn pages(
     admin: &mut AdminClient<AuthChannel>,
     mut request: pb::ListConsumersRequest,
-    top: usize,
-) -> anyhow::Result<pb::ListConsumersResponse> {
+    all: bool,
+) -> anyhow::Result<(Vec<pb::ConsumerInfo>, String)> {
     let mut consumers = Vec::new();
     loop {
         let page = admin
@@ -275,12 +275,23 @@ async fn worst_first(
             .await
             .map_err(call_error)?
             .into_inner();
-        consumers.extend(page.consumers.into_iter().filter(|c| c.consumer.is_some()));
-        if page.next_page_token.is_empty() {
-            break;
+        consumers.extend(page.consumers);
+        if !all || page.next_page_token.is_empty() {
+            return Ok((consumers, page.next_page_token));
         }
         request.page_token = page.next_page_token;
     }
+}
+
+/// Every consumer the request selects, most lagging first (in time where
+/// known, then in snapshots), at most `top`.
+async fn worst_first(
+    admin: &mut AdminClient<AuthChannel>,
+    request: pb::ListConsumersRequest,
+    top: usize,
+) -> anyhow::Result<pb::ListConsumersResponse> {
+    let (mut consumers, _) = pages(admin, request, true).await?;
+    consumers.retain(|c| c.consumer.is_some());
     let waited = |c: &pb::ConsumerInfo| c.lag_time.as_ref().map(|d| (d.seconds, d.nanos));
     let snapshots = |c: &pb::ConsumerInfo| c.consumer.as_ref().and_then(|r| r.lag);
     consumers.sort_by(|a, b| {
@@ -596,24 +607,10 @@ pub(crate) async fn consumers(conn: &Connection, command: ConsumersCommand) -> a
 async fn list(
     admin: &mut AdminClient<AuthChannel>,
     output: Output,
-    mut request: pb::ListConsumersRequest,
+    request: pb::ListConsumersRequest,
     all: bool,
 ) -> anyhow::Result<()> {
-    let mut consumers = Vec::new();
-    let mut next_page_token;
-    loop {
-        let page = admin
-            .list_consumers(request.clone())
-            .await
-            .map_err(call_error)?
-            .into_inner();
-        consumers.extend(page.consumers);
-        next_page_token = page.next_page_token;
-        if !all || next_page_token.is_empty() {
-            break;
-        }
-        request.page_token = next_page_token.clone();
-    }
+    let (consumers, next_page_token) = pages(admin, request, all).await?;
     let response = pb::ListConsumersResponse {
         consumers,
         next_page_token,
