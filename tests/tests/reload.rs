@@ -18,7 +18,11 @@ use tidemark_server::reload::{AuthSource, ReloadSettings, SharedAuth, TlsFiles};
 use tidemark_server::{ServerConfig, TlsSettings};
 use tokio_rustls::rustls;
 
-const INTERVAL: Duration = Duration::from_millis(300);
+const INTERVAL: Duration = Duration::from_millis(600);
+/// How long a prefix stays in the file before the rest is written: a sixth
+/// of an interval, so a writer stalled five times that long still cannot be
+/// read twice.
+const PREFIX_HELD: Duration = Duration::from_millis(100);
 
 /// Replaces `path` the way Kubernetes and careful tools do: write aside,
 /// then rename over it.
@@ -139,17 +143,19 @@ async fn a_revoked_token_is_refused_within_seconds_and_a_half_written_file_never
     );
     assert_eq!(code_for(&url, "tdm_revoked").await, tonic::Code::Unauthenticated);
 
-    // A valid prefix written in place and completed within a third of an
-    // interval: the prefix (which would revoke `added`) is read at most once,
-    // so it never takes effect; the finished file does. Six rounds at
-    // different phases of the watcher's interval: taking a file at its first
-    // read would take one of the prefixes (and `added` would be refused).
-    // Between rounds the finished file stays long enough to be taken.
-    for round in 0..6 {
+    // A valid prefix written in place and completed PREFIX_HELD later: the
+    // prefix (which would revoke `added`) is read at most once, so it never
+    // takes effect; the finished file does. Six rounds, each starting a
+    // sixth of the watcher's interval later in its cycle than the one before
+    // (a round lasts three intervals and a sixth), so the prefixes' windows
+    // cover the whole cycle: taking a file at its first read would take one
+    // of them (and `added` would be refused). Between rounds the finished
+    // file stays long enough to be taken.
+    for _ in 0..6 {
         std::fs::write(&file, keep.as_bytes()).unwrap();
-        tokio::time::sleep(INTERVAL / 3).await;
+        tokio::time::sleep(PREFIX_HELD).await;
         std::fs::write(&file, full.as_bytes()).unwrap();
-        tokio::time::sleep(INTERVAL * 3 + INTERVAL * round / 6).await;
+        tokio::time::sleep(INTERVAL * 3).await;
     }
     until_code(&url, "tdm_later", tonic::Code::Ok, Duration::from_secs(10)).await;
 

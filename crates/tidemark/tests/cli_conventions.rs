@@ -112,12 +112,29 @@ async fn exit_codes_server_addresses_token_files_timeouts_versions_and_completio
     // 5: unavailable (nothing listens there), and a call over its --timeout.
     let nowhere = cli("127.0.0.1:1", Some(OPERATOR), &["consumers", "list", "--table", "db.t"]);
     assert_eq!(code(&nowhere), 5, "{}", text(&nowhere));
+    // A server that accepts connections and never answers: only --timeout
+    // ends the call.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_address = silent.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in silent.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let started = std::time::Instant::now();
     let hurried = cli(
-        &server,
+        &silent_address,
         Some(OPERATOR),
-        &["consumers", "list", "--table", "db.t", "--timeout", "1us"],
+        &["consumers", "list", "--table", "db.t", "--timeout", "300ms"],
     );
     assert_eq!(code(&hurried), 5, "{}", text(&hurried));
+    assert!(text(&hurried).contains("DEADLINE_EXCEEDED"), "{}", text(&hurried));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "ended by --timeout, not the 5 s connect timeout: {:?}",
+        started.elapsed()
+    );
 
     // 6: unauthenticated, and permission denied.
     assert_eq!(
