@@ -61,6 +61,24 @@ fn registered_to_pb(t: &RegisteredTable) -> pb::RegisteredTable {
     }
 }
 
+/// A bulk change's outcomes: the changes made (or planned), and the
+/// consumers left alone with why.
+fn split_bulk(outcomes: &[tidemark_store::BulkChange]) -> (Vec<pb::ConsumerChange>, Vec<pb::SkippedConsumer>) {
+    let mut changes = Vec::new();
+    let mut skipped = Vec::new();
+    for outcome in outcomes {
+        match &outcome.result {
+            Ok(change) => changes.push(convert::consumer_change(&outcome.key, change)),
+            Err(why) => skipped.push(pb::SkippedConsumer {
+                consumer_id: outcome.key.consumer_id.as_str().to_owned(),
+                reason: why.reason().to_owned(),
+                message: why.to_string(),
+            }),
+        }
+    }
+    (changes, skipped)
+}
+
 fn options_map(options: &tidemark_core::TableOptions) -> std::collections::HashMap<String, String> {
     options.to_map().into_iter().collect()
 }
@@ -184,20 +202,12 @@ impl Admin for AdminService {
                     .store
                     .clear_consumers(&ctx, &req.table, &req.branch, &req.selector, req.force, req.execute)
                     .await?;
-                let mut response = pb::ClearConsumersResponse {
+                let (cleared, skipped) = split_bulk(&cleared);
+                let response = pb::ClearConsumersResponse {
+                    cleared,
+                    skipped,
                     executed: req.execute,
-                    ..Default::default()
                 };
-                for c in &cleared {
-                    match &c.result {
-                        Ok(change) => response.cleared.push(convert::consumer_change(&c.key, change)),
-                        Err(why) => response.skipped.push(pb::SkippedConsumer {
-                            consumer_id: c.key.consumer_id.as_str().to_owned(),
-                            reason: why.reason().to_owned(),
-                            message: why.to_string(),
-                        }),
-                    }
-                }
                 if req.execute {
                     tracing::info!(table = %req.table.as_str(), branch = %req.branch.as_str(),
                     cleared = response.cleared.len(), skipped = response.skipped.len(), "consumers cleared");
@@ -236,23 +246,14 @@ impl Admin for AdminService {
                         req.execute,
                     )
                     .await?;
-                let mut response = pb::ResetConsumersResponse {
+                let (reset, skipped) = split_bulk(&reset);
+                Ok(pb::ResetConsumersResponse {
+                    reset,
+                    skipped,
                     executed: req.execute,
                     earliest_snapshot: table.map(|t| t.earliest),
                     latest_snapshot: table.map(|t| t.latest),
-                    ..Default::default()
-                };
-                for r in &reset {
-                    match &r.result {
-                        Ok(change) => response.reset.push(convert::consumer_change(&r.key, change)),
-                        Err(why) => response.skipped.push(pb::SkippedConsumer {
-                            consumer_id: r.key.consumer_id.as_str().to_owned(),
-                            reason: why.reason().to_owned(),
-                            message: why.to_string(),
-                        }),
-                    }
-                }
-                Ok(response)
+                })
             })
             .await
     }

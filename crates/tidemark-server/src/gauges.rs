@@ -10,13 +10,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidemark_core::TableName;
 use tidemark_core::state::lag;
+use tidemark_core::{BranchName, TableName};
 use tidemark_store::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics;
-use crate::tables::Registrations;
+use crate::tables::{Registrations, waited_since};
 
 /// Most branches reported per round.
 const BRANCH_LIMIT: i64 = 1000;
@@ -67,40 +67,35 @@ async fn collect(
     let stats = store
         .fleet_stats(BRANCH_LIMIT, settings.per_consumer, settings.history_retention, window)
         .await?;
-    let branch_latest = |table: &str, branch: &str, reported: Option<i64>| {
-        let directory = TableName::parse(table, "table")
-            .ok()
-            .and_then(|name| tables.last_known_latest(&name, branch));
-        match (directory, reported) {
-            (Some(d), Some(r)) => Some(d.max(r)),
-            (d, r) => d.or(r),
-        }
-    };
     for branch in &stats.branches {
-        let latest = branch_latest(&branch.table, &branch.branch, branch.reported_latest);
-        let fence = match (
-            TableName::parse(&branch.table, "table"),
-            tidemark_core::BranchName::parse(&branch.branch, "branch"),
-        ) {
-            (Ok(table), Ok(name)) => Some(store.fence(&table, &name, false, 1).await?),
-            _ => None,
+        let names = TableName::parse(&branch.table, "table")
+            .ok()
+            .zip(BranchName::parse(&branch.branch, "branch").ok());
+        // A registered table's directory knows its latest snapshot.
+        let directory_latest = names
+            .as_ref()
+            .and_then(|(table, _)| tables.last_known_latest(table, &branch.branch));
+        // The higher of the two (`None` is below every snapshot).
+        let latest = directory_latest.max(branch.reported_latest);
+        let fences = match &names {
+            Some((table, name)) => {
+                let fence = store.fence(table, name, false, 1).await?;
+                Some((fence.fences.snapshot, fence.fences.changelog))
+            }
+            None => None,
         };
-        let fences = fence.as_ref().map(|f| (f.fences.snapshot, f.fences.changelog));
         let fence_lag = match (fences.and_then(|(snapshot, _)| snapshot), latest) {
             (Some(fence), Some(latest)) => lag(fence, latest),
             _ => None,
         };
         // Lag in time, for registered tables: how long the lowest
         // position's snapshot has waited.
-        let registered_latest = TableName::parse(&branch.table, "table")
-            .ok()
-            .and_then(|name| tables.last_known_latest(&name, &branch.branch));
-        let lag_seconds = match (TableName::parse(&branch.table, "table"), registered_latest) {
-            (Ok(name), Some(latest)) if branch.min_next <= latest => tables
-                .snapshot_millis(&name, &branch.branch, branch.min_next)
+        let lag_seconds = match (&names, directory_latest) {
+            (Some((table, _)), Some(known)) if branch.min_next <= known => tables
+                .snapshot_millis(table, &branch.branch, branch.min_next)
                 .await
-                .map(|millis| tidemark_core::Timestamp::from_micros(millis.saturating_mul(1000)).until(stats.now)),
-            (Ok(_), Some(_)) => Some(Duration::ZERO),
+                .map(|millis| waited_since(millis, stats.now)),
+            (Some(_), Some(_)) => Some(Duration::ZERO),
             _ => None,
         };
         metrics::branch_gauges(&metrics::BranchGauges {
@@ -117,8 +112,10 @@ async fn collect(
         });
     }
     for consumer in &stats.worst {
-        let latest = branch_latest(&consumer.table, &consumer.branch, Some(consumer.branch_latest))
-            .unwrap_or(consumer.branch_latest);
+        let directory_latest = TableName::parse(&consumer.table, "table")
+            .ok()
+            .and_then(|table| tables.last_known_latest(&table, &consumer.branch));
+        let latest = directory_latest.unwrap_or(0).max(consumer.branch_latest);
         if let Some(lag) = lag(consumer.next_snapshot, latest) {
             metrics::consumer_lag(&consumer.table, &consumer.branch, &consumer.consumer_id, lag);
         }

@@ -111,10 +111,9 @@ impl Registrations {
         info.lag_time = if next > latest {
             Some(prost_types::Duration::default())
         } else {
-            self.snapshot_millis(&table, &key.branch, next).await.map(|millis| {
-                let waited = tidemark_core::Timestamp::from_micros(millis.saturating_mul(1000)).until(now);
-                crate::convert::duration_to_pb(waited)
-            })
+            self.snapshot_millis(&table, &key.branch, next)
+                .await
+                .map(|millis| crate::convert::duration_to_pb(waited_since(millis, now)))
         };
     }
 
@@ -230,19 +229,7 @@ pub(crate) async fn recovery_range(
     else {
         return Ok(reported);
     };
-    let found = directory
-        .snapshot_range(branch)
-        .await
-        .map_err(|e| unreadable(&registration, &e))?;
-    let Some(found) = found else {
-        return Err(CoreError::TableLocationEmpty {
-            table: registration.table.as_str().to_owned(),
-            branch: branch.to_owned(),
-            location: registration.location.clone(),
-        }
-        .into());
-    };
-    check_identity(store, &registration, &directory).await?;
+    let found = checked_range(store, &registration, &directory, branch).await?;
     if (found.earliest, found.latest) != (reported.earliest(), reported.latest_snapshot) {
         warnings.push(format!(
             "TABLE_RANGE_FROM_STORAGE: the table's directory holds snapshots {}..={}; the worker reported \
@@ -258,6 +245,34 @@ pub(crate) async fn recovery_range(
         latest_snapshot: found.latest,
         ..reported
     })
+}
+
+/// A registered branch's snapshot range from its directory, after checking
+/// the table there is still the one registered: never taken as empty (no
+/// snapshot is `TABLE_LOCATION_EMPTY`, an unreadable directory
+/// `TABLE_LOCATION_UNREADABLE`).
+async fn checked_range(
+    store: &Store,
+    registration: &RegisteredTable,
+    directory: &PaimonTable,
+    branch: &str,
+) -> Result<tidemark_paimon::SnapshotRange, StoreError> {
+    let found = directory
+        .snapshot_range(branch)
+        .await
+        .map_err(|e| unreadable(registration, &e))?
+        .ok_or_else(|| CoreError::TableLocationEmpty {
+            table: registration.table.as_str().to_owned(),
+            branch: branch.to_owned(),
+            location: registration.location.clone(),
+        })?;
+    check_identity(store, registration, directory).await?;
+    Ok(found)
+}
+
+/// How long ago (by `now`) a snapshot committed at `millis` (Unix ms) was.
+pub(crate) fn waited_since(millis: i64, now: tidemark_core::Timestamp) -> Duration {
+    tidemark_core::Timestamp::from_micros(millis.saturating_mul(1000)).until(now)
 }
 
 /// SPEC §9: the table at the location must be the one registered. A
@@ -315,16 +330,7 @@ pub(crate) async fn reset_snapshots(
         .into());
     };
     let directory = PaimonTable::open(&registration.location).map_err(|e| unreadable(&registration, &e))?;
-    let range = directory
-        .snapshot_range(branch)
-        .await
-        .map_err(|e| unreadable(&registration, &e))?
-        .ok_or_else(|| CoreError::TableLocationEmpty {
-            table: registration.table.as_str().to_owned(),
-            branch: branch.to_owned(),
-            location: registration.location.clone(),
-        })?;
-    check_identity(store, &registration, &directory).await?;
+    let range = checked_range(store, &registration, &directory, branch).await?;
     let first_at_time = match at_millis {
         Some(at) => first_at_or_after(&directory, branch, range, at)
             .await

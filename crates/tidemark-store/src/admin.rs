@@ -65,13 +65,13 @@ pub struct ConsumerPage {
     pub next: Option<ConsumerKey>,
 }
 
-/// One consumer a clear looked at.
+/// One consumer a bulk change (clear, reset) looked at.
 #[derive(Debug, Clone)]
-pub struct Cleared {
+pub struct BulkChange {
     /// The key.
     pub key: ConsumerKey,
     /// The change, or why it was not made (a live lease without `force`, a
-    /// race).
+    /// precondition, a race).
     pub result: Result<AdminChange, CoreError>,
 }
 
@@ -280,7 +280,7 @@ impl Store {
         selector: &ConsumerSelector,
         force: bool,
         execute: bool,
-    ) -> Result<Vec<Cleared>, StoreError> {
+    ) -> Result<Vec<BulkChange>, StoreError> {
         let selected = self.select_consumers(table, branch, selector).await?;
         let mut cleared = Vec::with_capacity(selected.len());
         for (key, _) in selected {
@@ -289,7 +289,7 @@ impl Store {
                 Err(StoreError::Rule(rule)) => Err(rule),
                 Err(other) => return Err(other),
             };
-            cleared.push(Cleared { key, result });
+            cleared.push(BulkChange { key, result });
         }
         Ok(cleared)
     }
@@ -311,7 +311,7 @@ impl Store {
         expected: &std::collections::HashMap<String, i64>,
         force: bool,
         execute: bool,
-    ) -> Result<Vec<Cleared>, StoreError> {
+    ) -> Result<Vec<BulkChange>, StoreError> {
         let selected = self.select_consumers(table, branch, selector).await?;
         let mut reset = Vec::with_capacity(selected.len());
         for (key, current) in selected {
@@ -322,7 +322,7 @@ impl Store {
                     Some(position) => Some(*position),
                     None => {
                         let consumer_id = key.consumer_id.as_str().to_owned();
-                        reset.push(Cleared {
+                        reset.push(BulkChange {
                             key,
                             result: Err(CoreError::NotInPlan { consumer_id }),
                         });
@@ -338,7 +338,7 @@ impl Store {
                 },
                 Err(rule) => Err(rule),
             };
-            reset.push(Cleared { key, result });
+            reset.push(BulkChange { key, result });
         }
         Ok(reset)
     }

@@ -25,7 +25,7 @@ mod store;
 use std::sync::Arc;
 
 pub use admin::{
-    Cleared, ConsumerPage, ConsumerView, Expired, Explanation, FenceReport, Holder, HolderKind, MAX_BATCH, MAX_PAGE,
+    BulkChange, ConsumerPage, ConsumerView, Expired, Explanation, FenceReport, Holder, HolderKind, MAX_BATCH, MAX_PAGE,
     OptionsChange, Planned,
 };
 pub use backend::{

@@ -102,15 +102,19 @@ pub trait StatsStore: Send + Sync + 'static {
     fn pool_stats(&self) -> PoolStats;
 }
 
+/// Every consumer with a position, beside the highest latest snapshot any
+/// consumer of its branch reported.
+const WITH_BRANCH_LATEST: &str = "WITH c AS (
+            SELECT table_name, branch, consumer_id, next_snapshot, consumer_updated_at,
+                   max(latest_snapshot) OVER (PARTITION BY table_name, branch) AS branch_latest
+            FROM consumer_keys WHERE next_snapshot IS NOT NULL)";
+
 /// Per branch: consumers, lowest position, the highest latest snapshot
 /// reported, and the oldest `updated_at` among consumers behind that latest.
 /// `{limit}` is the dialect's first placeholder.
 pub(crate) fn branches_sql(limit: &str) -> String {
     format!(
-        "WITH c AS (
-            SELECT table_name, branch, next_snapshot, consumer_updated_at,
-                   max(latest_snapshot) OVER (PARTITION BY table_name, branch) AS branch_latest
-            FROM consumer_keys WHERE next_snapshot IS NOT NULL)
+        "{WITH_BRANCH_LATEST}
         SELECT table_name, branch, count(*) AS consumers, min(next_snapshot) AS min_next,
                max(branch_latest) AS branch_latest,
                min(consumer_updated_at) FILTER (WHERE next_snapshot <= branch_latest) AS oldest_behind
@@ -122,10 +126,7 @@ pub(crate) fn branches_sql(limit: &str) -> String {
 /// first. `{limit}` is the dialect's first placeholder.
 pub(crate) fn worst_sql(limit: &str) -> String {
     format!(
-        "WITH c AS (
-            SELECT table_name, branch, consumer_id, next_snapshot,
-                   max(latest_snapshot) OVER (PARTITION BY table_name, branch) AS branch_latest
-            FROM consumer_keys WHERE next_snapshot IS NOT NULL)
+        "{WITH_BRANCH_LATEST}
         SELECT table_name, branch, consumer_id, next_snapshot, branch_latest FROM c
         WHERE branch_latest IS NOT NULL
         ORDER BY branch_latest - next_snapshot DESC, table_name, branch, consumer_id LIMIT {limit}"

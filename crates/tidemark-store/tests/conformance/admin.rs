@@ -533,7 +533,7 @@ pub(crate) async fn clear_uses_full_match_patterns_and_reports_every_consumer(ki
         .acquire_lease(&ctx("a"), &key("etl-leased"), "running", None)
         .await
         .unwrap();
-    let ids = |cleared: &[tidemark_store::Cleared]| -> Vec<(String, bool)> {
+    let ids = |cleared: &[tidemark_store::BulkChange]| -> Vec<(String, bool)> {
         cleared
             .iter()
             .map(|c| (c.key.consumer_id.as_str().to_owned(), c.result.is_ok()))
