@@ -44,7 +44,7 @@ fn check_expected(state: Option<&KeyState>, expected: Option<i64>) -> Result<(),
 
 /// A live lease blocks operator changes unless `force` revokes it (the epoch
 /// is bumped, so the running query is fenced, never raced).
-fn clear_live_lease(
+pub(crate) fn clear_live_lease(
     next: &mut KeyState,
     force: bool,
     now: Timestamp,

@@ -16,6 +16,7 @@ pub mod offset;
 pub mod options;
 pub mod recovery;
 pub mod reset;
+pub mod restore;
 pub mod retention;
 pub mod scope;
 pub mod state;

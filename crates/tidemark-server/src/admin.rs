@@ -541,4 +541,243 @@ impl Admin for AdminService {
             })
             .await
     }
+
+    type ExportStateStream =
+        std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::ExportStateResponse, Status>> + Send + 'static>>;
+
+    async fn export_state(
+        &self,
+        request: Request<pb::ExportStateRequest>,
+    ) -> Result<Response<Self::ExportStateStream>, Status> {
+        self.rpcs
+            .handle("ExportState", request, |ctx, req| async move {
+                let (mut parts, task) = self.store.export_state(req.table.clone());
+                // The head comes first: a database that cannot answer is an
+                // error status, not a stream that breaks off.
+                let Some(head) = parts.recv().await else {
+                    task.await
+                        .map_err(|e| tidemark_store::StoreError::Internal(format!("the export failed: {e}")))??;
+                    return Err(tidemark_store::StoreError::Internal("the export sent nothing".into()));
+                };
+                let (sender, receiver) = tokio::sync::mpsc::channel(4);
+                tokio::spawn(async move {
+                    let mut writer = crate::state::Writer::default();
+                    let mut next = Some(head);
+                    while let Some(part) = next {
+                        let lines = writer.lines(part, req.table.as_ref());
+                        if sender.send(Ok(pb::ExportStateResponse { lines })).await.is_err() {
+                            return;
+                        }
+                        next = parts.recv().await;
+                    }
+                    let last = match task.await {
+                        Ok(Ok(())) => Ok(pb::ExportStateResponse {
+                            lines: vec![writer.end()],
+                        }),
+                        // No trailer: whatever the client kept is refused
+                        // by an import as cut short.
+                        Ok(Err(e)) => Err(crate::status::store_status(e, &ctx.request_id)),
+                        Err(e) => Err(Status::internal(format!("the export failed: {e}"))),
+                    };
+                    let _ = sender.send(last).await;
+                });
+                let stream: Self::ExportStateStream = Box::pin(tokio_stream::wrappers::ReceiverStream::new(receiver));
+                Ok(stream)
+            })
+            .await
+    }
+
+    async fn import_state(
+        &self,
+        request: Request<tonic::Streaming<pb::ImportStateRequest>>,
+    ) -> Result<Response<pb::ImportStateResponse>, Status> {
+        let (metadata, extensions, stream) = request.into_parts();
+        let upload = gather_upload(stream).await;
+        let request = Request::from_parts(metadata, extensions, upload);
+        self.rpcs
+            .handle("ImportState", request, |ctx, req| async move {
+                let request::ImportState { parsed, settings } = req;
+                let access = ctx.access();
+                for table in parsed.file.tables() {
+                    access.table(table)?;
+                }
+                if !settings.skip_registrations
+                    && let Some(allowed) = &self.allowed_locations
+                    && let Some(outside) = parsed.file.registrations.iter().find(|r| !allowed.allows(&r.location))
+                {
+                    return Err(tidemark_core::access::Denied::LocationNotAllowed {
+                        principal: ctx.principal.clone(),
+                        location: outside.location.clone(),
+                        allowed: allowed.describe(),
+                    }
+                    .into());
+                }
+                let policy = tidemark_core::restore::ImportPolicy {
+                    replace_existing: settings.replace_existing,
+                    force: settings.force,
+                };
+                let report = self
+                    .store
+                    .import_state(
+                        &ctx,
+                        &parsed.file,
+                        policy,
+                        !settings.skip_registrations,
+                        settings.execute,
+                    )
+                    .await?;
+                Ok(import_response(&parsed, &report))
+            })
+            .await
+    }
+}
+
+/// An ImportState call's messages, gathered with their bounds checked (the
+/// parser reports a breach as INVALID_ARGUMENT, like any bad field).
+async fn gather_upload(mut stream: tonic::Streaming<pb::ImportStateRequest>) -> request::ImportUpload {
+    use tidemark_core::validate::FieldViolation;
+    let mut settings = None;
+    let mut lines = Vec::new();
+    let mut first = true;
+    loop {
+        let message = match stream.message().await {
+            Ok(Some(message)) => message,
+            Ok(None) => break,
+            Err(status) => {
+                let why = FieldViolation::new("lines", format!("the upload failed: {}", status.message()));
+                return request::ImportUpload {
+                    settings: Err(why.clone()),
+                    lines: Err(why),
+                };
+            }
+        };
+        match (first, message.settings) {
+            (true, s) => settings = Some(s.unwrap_or_default()),
+            (false, Some(_)) => {
+                return request::ImportUpload {
+                    settings: Err(FieldViolation::new(
+                        "settings",
+                        "only the first message may carry settings",
+                    )),
+                    lines: Ok(Vec::new()),
+                };
+            }
+            (false, None) => {}
+        }
+        first = false;
+        if let Some(long) = message.lines.iter().position(|l| l.len() > crate::state::MAX_LINE) {
+            return request::ImportUpload {
+                settings: Ok(settings.unwrap_or_default()),
+                lines: Err(FieldViolation::new(
+                    "lines",
+                    format!(
+                        "line {} is longer than {} bytes",
+                        lines.len() + long + 1,
+                        crate::state::MAX_LINE
+                    ),
+                )),
+            };
+        }
+        lines.extend(message.lines);
+        if lines.len() > crate::state::MAX_LINES {
+            return request::ImportUpload {
+                settings: Ok(settings.unwrap_or_default()),
+                lines: Err(FieldViolation::new(
+                    "lines",
+                    format!("more than {} lines; split the export by table", crate::state::MAX_LINES),
+                )),
+            };
+        }
+    }
+    request::ImportUpload {
+        settings: Ok(settings.unwrap_or_default()),
+        lines: Ok(lines),
+    }
+}
+
+/// Most keys an import's answer lists.
+const MAX_LISTED_KEYS: usize = 1000;
+
+fn import_response(parsed: &crate::state::Parsed, report: &tidemark_store::ImportReport) -> pb::ImportStateResponse {
+    use tidemark_core::restore::ConsumerOutcome;
+    let mut response = pb::ImportStateResponse {
+        executed: report.executed,
+        exported_at: Some(convert::timestamp(parsed.exported_at)),
+        exported_by_version: parsed.server_version.clone(),
+        keys: report.keys.len() as i64,
+        ..Default::default()
+    };
+    for outcome in &report.keys {
+        let listed = match &outcome.result {
+            Ok(done) => {
+                let count = match done.consumer {
+                    ConsumerOutcome::Created => &mut response.consumers_created,
+                    ConsumerOutcome::Replaced => &mut response.consumers_replaced,
+                    ConsumerOutcome::Same => &mut response.consumers_same,
+                    ConsumerOutcome::Kept => &mut response.consumers_kept,
+                    ConsumerOutcome::NotInFile => &mut 0,
+                };
+                *count += 1;
+                response.epochs_raised += i64::from(done.new_epoch > done.old_epoch);
+                response.keys_written += i64::from(done.changes_anything());
+                (done.changes_anything() || done.consumer == ConsumerOutcome::Kept).then(|| pb::ImportedKey {
+                    consumer: Some(convert::key_to_pb(&outcome.key)),
+                    consumer_outcome: done.consumer.as_str().to_owned(),
+                    old_next_snapshot: done.old_next,
+                    new_next_snapshot: done.new_next,
+                    old_epoch: done.old_epoch,
+                    new_epoch: done.new_epoch,
+                    revoked_lease: done.revoked.as_ref().map(|l| pb::RevokedLease {
+                        lease_id: l.lease_id.to_string(),
+                        epoch: l.epoch,
+                        holder: l.holder.clone(),
+                    }),
+                    refused_reason: String::new(),
+                    refused_message: String::new(),
+                })
+            }
+            Err(why) => {
+                response.keys_refused += 1;
+                Some(pb::ImportedKey {
+                    consumer: Some(convert::key_to_pb(&outcome.key)),
+                    refused_reason: why.reason().to_owned(),
+                    refused_message: why.to_string(),
+                    ..Default::default()
+                })
+            }
+        };
+        if let Some(listed) = listed {
+            if response.changes.len() < MAX_LISTED_KEYS {
+                response.changes.push(listed);
+            } else {
+                response.changes_truncated = true;
+            }
+        }
+    }
+    let options_text = |o: &tidemark_core::TableOptions| {
+        o.to_map()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for o in &report.options {
+        response.tables.push(pb::ImportedTableSetting {
+            table: o.table.as_str().to_owned(),
+            setting: "options".into(),
+            outcome: o.outcome.as_str().to_owned(),
+            before: o.before.as_ref().map(options_text).unwrap_or_default(),
+            file: options_text(&o.file),
+        });
+    }
+    for r in &report.registrations {
+        response.tables.push(pb::ImportedTableSetting {
+            table: r.table.as_str().to_owned(),
+            setting: "registration".into(),
+            outcome: r.outcome.as_str().to_owned(),
+            before: r.before.clone().unwrap_or_default(),
+            file: r.location.clone(),
+        });
+    }
+    response
 }

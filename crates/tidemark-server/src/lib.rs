@@ -21,6 +21,7 @@ mod request;
 mod retention;
 mod server;
 mod shed;
+pub mod state;
 pub mod status;
 mod sweeper;
 mod tables;

@@ -308,7 +308,9 @@ pub struct MirrorState {
 /// asked, only while its lease is live by the database clock), and writes
 /// the row, the grant and the history in one transaction.
 #[async_trait]
-pub trait Backend: KeyStore + HistoryStore + OptionsStore + PaimonStore + crate::StatsStore + std::fmt::Debug {
+pub trait Backend:
+    KeyStore + HistoryStore + OptionsStore + PaimonStore + StateStore + crate::StatsStore + std::fmt::Debug
+{
     /// Short name for logs ("postgres", "sqlite").
     fn name(&self) -> &'static str;
 
@@ -447,4 +449,47 @@ pub trait PaimonStore: Send + Sync + 'static {
 
     /// What a consumer's file shows, if tidemark ever mirrored it.
     async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError>;
+}
+
+/// One part of a state export (SPEC §11 A7), in the order it is sent.
+#[derive(Debug, Clone)]
+pub enum ExportPart {
+    /// First: the database clock at the snapshot, the tables' options and
+    /// the registrations.
+    Head {
+        /// The database clock at the snapshot.
+        now: Timestamp,
+        /// Tables with options set, by name.
+        options: Vec<(TableName, TableOptions)>,
+        /// Registered tables, by name.
+        registrations: Vec<RegisteredTable>,
+    },
+    /// Then every key row, in key order, a page at a time.
+    Keys(Vec<KeyState>),
+}
+
+/// Backups and moves between clusters (SPEC §11 A7).
+#[async_trait]
+pub trait StateStore: Send + Sync + 'static {
+    /// Sends everything tidemark holds of `table` (or of every table) to
+    /// `out`, from one consistent snapshot: the head, then every key row
+    /// (every key ever used: its epoch high-water mark matters even without
+    /// a consumer) `page` rows at a time. Ends early, without error, when
+    /// `out` is closed.
+    async fn export_state(
+        &self,
+        table: Option<&TableName>,
+        page: i64,
+        out: tokio::sync::mpsc::Sender<ExportPart>,
+    ) -> Result<(), StoreError>;
+
+    /// Creates the rows of keys that have none, each with its one history
+    /// row, in one transaction; the states are written as they are (their
+    /// times are the export's, not restamped). Says which were created: a
+    /// key that has a row by now is left alone (decide it again).
+    async fn insert_new_keys(
+        &self,
+        rows: &[(KeyState, HistoryEvent)],
+        ctx: &CallContext,
+    ) -> Result<Vec<bool>, StoreError>;
 }

@@ -173,6 +173,17 @@ where
         request_id: row.try_get("request_id")?,
     })
 }
+/// A row's `table_name`, as a checked name.
+pub(crate) fn table_name<R>(row: &R) -> Result<TableName, StoreError>
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    TableName::parse(&row.try_get::<String, _>("table_name")?, "table_name")
+        .map_err(|v| StoreError::Internal(format!("a stored table name is invalid: {v:?}")))
+}
+
 /// A `paimon_tables` row.
 pub(crate) fn registered<R>(row: &R) -> Result<RegisteredTable, StoreError>
 where
@@ -182,8 +193,7 @@ where
     for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
 {
     Ok(RegisteredTable {
-        table: TableName::parse(&row.try_get::<String, _>("table_name")?, "table_name")
-            .map_err(|v| StoreError::Internal(format!("a stored table name is invalid: {v:?}")))?,
+        table: table_name(row)?,
         location: row.try_get("location")?,
         registered_at: row
             .timestamp("registered_at")?

@@ -19,6 +19,7 @@ pub mod postgres;
 mod row;
 pub mod sqlite;
 mod stamp;
+mod state;
 mod stats;
 mod store;
 
@@ -33,12 +34,17 @@ pub use backend::{
     HistoryStore, KeyFilter, KeyStore, Listed, Loaded, MirrorEntry, MirrorState, MirrorTask, OptionsStore, PaimonStore,
     PruneRun, Pruned, RegisteredTable, StoredOptions,
 };
+pub use backend::{ExportPart, StateStore};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
 pub use paimon::PaimonRegistry;
 pub use postgres::group_commit::{GroupCommitStats, metric_names as group_commit_metrics};
 pub use postgres::{PostgresBackend, PostgresOptions};
 pub use sqlite::SqliteBackend;
+pub use state::{
+    EXPORT_PAGE, ExportedRegistration, ImportReport, KeyOutcome, OptionsImport, RegistrationImport, SettingOutcome,
+    StateFile,
+};
 pub use stats::{BranchStats, ConsumerLagRow, FleetStats, PoolStats, StatsStore};
 pub use store::Store;
 pub use tidemark_core::Timestamp;

@@ -60,6 +60,15 @@ enum Command {
         #[command(subcommand)]
         command: cli::TablesCommand,
     },
+    /// Operators: export tidemark's state (consumers, epochs, options,
+    /// registrations) as JSON lines, or import an export (a backup's
+    /// restore, a move between clusters).
+    State {
+        #[command(flatten)]
+        connection: cli::Connection,
+        #[command(subcommand)]
+        command: cli::StateCommand,
+    },
     /// Operators: a branch's retention fences (--explain: everything holding
     /// retention back).
     Fence {
@@ -172,6 +181,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Consumers { connection, command } => cli::consumers(&connection, command).await,
         Command::Options { connection, command } => cli::options(&connection, command).await,
         Command::Tables { connection, command } => cli::tables(&connection, command).await,
+        Command::State { connection, command } => cli::state(&connection, command).await,
         Command::Fence { connection, args } => cli::fence(&connection, args).await,
         Command::History { connection, args } => cli::history(&connection, args).await,
         Command::Version { connection } => cli::version(&connection).await,

@@ -539,3 +539,58 @@ impl Scoped for ListTables {
         Touches::Filtered
     }
 }
+
+pub(crate) struct ExportState {
+    pub table: Option<TableName>,
+}
+
+impl Parse for pb::ExportStateRequest {
+    type Parsed = ExportState;
+    fn parse(self) -> Result<ExportState, StoreError> {
+        let mut v = Violations::new();
+        let table = fields::optional(&mut v, &self.table, "table", fields::table_name);
+        checked(v, table.map(|table| ExportState { table }))
+    }
+}
+
+impl Scoped for ExportState {
+    fn touches(&self) -> Touches<'_> {
+        Touches::TableOrAll(self.table.as_ref(), "export the state of")
+    }
+}
+
+/// An ImportState call's messages, gathered: the first one's settings and
+/// every line, or why the upload itself is refused.
+pub(crate) struct ImportUpload {
+    pub settings: Result<pb::ImportSettings, tidemark_core::validate::FieldViolation>,
+    pub lines: Result<Vec<String>, tidemark_core::validate::FieldViolation>,
+}
+
+pub(crate) struct ImportState {
+    pub parsed: crate::state::Parsed,
+    pub settings: pb::ImportSettings,
+}
+
+impl Parse for ImportUpload {
+    type Parsed = ImportState;
+    fn parse(self) -> Result<ImportState, StoreError> {
+        let mut v = Violations::new();
+        let settings = self.settings.map_err(|e| v.extend(vec![e])).ok();
+        let lines = self.lines.map_err(|e| v.extend(vec![e])).ok();
+        let parsed = match (settings, lines) {
+            (Some(settings), Some(lines)) if v.is_empty() => Some(ImportState {
+                parsed: crate::state::parse(&lines)?,
+                settings,
+            }),
+            _ => None,
+        };
+        checked(v, parsed)
+    }
+}
+
+impl Scoped for ImportState {
+    fn touches(&self) -> Touches<'_> {
+        // Every table of the file is checked by the handler.
+        Touches::Filtered
+    }
+}

@@ -4,6 +4,7 @@
 //! caller's scope before any work.
 
 mod admin;
+pub(crate) use admin::{ImportState, ImportUpload};
 mod fields;
 mod worker;
 

@@ -13,6 +13,7 @@ mod history;
 mod keys;
 mod options;
 mod paimon;
+mod state;
 mod stats;
 
 pub use keys::BRANCH_CONSUMERS;

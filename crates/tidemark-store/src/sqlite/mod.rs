@@ -12,6 +12,7 @@ mod history;
 mod keys;
 mod options;
 mod paimon;
+mod state;
 mod stats;
 
 use std::fs::File;

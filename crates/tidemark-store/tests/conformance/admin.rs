@@ -41,6 +41,7 @@ macro_rules! admin_conformance_suite {
             fleet_stats_report_branches_lag_leases_and_history,
             compact_refresh_history_writes_no_row_for_a_repeated_end,
             explain_lists_holders_lowest_first_with_idle_and_expiry,
+            export_sends_every_row_and_new_keys_are_inserted_as_given,
         );
     };
     ($kind:expr; $($case:ident),* $(,)?) => {
@@ -1059,4 +1060,71 @@ pub(crate) async fn compact_refresh_history_writes_no_row_for_a_repeated_end(kin
         rows + 1,
         "a move is recorded"
     );
+}
+
+/// A7's two storage operations: an export sends the options, the
+/// registrations and every key row (epoch-only ones too) in key order; new
+/// keys are inserted with the times given (not restamped) and one history
+/// row each, and a key that already has a row is left alone.
+pub(crate) async fn export_sends_every_row_and_new_keys_are_inserted_as_given(kind: Kind) {
+    let (db, store) = manual(kind).await;
+    set_options(&store, &[("consumer.expiration-time", "1 h")]).await;
+    consumer_at(&store, "b-consumer", 5).await;
+    let backend = db.backend().await;
+    let then = Timestamp::from_micros(T0.as_micros() - 3_600_000_000);
+    let new = |id: &str, epoch: i64| {
+        let state = tidemark_core::KeyState {
+            epoch,
+            consumer: Some(tidemark_core::ConsumerRecord {
+                next_snapshot: 9,
+                created_at: then,
+                updated_at: then,
+            }),
+            ..tidemark_core::KeyState::new(key(id))
+        };
+        let event = tidemark_core::HistoryEvent::new(EventKind::Create, None, Some(9));
+        (state, event)
+    };
+    let rows = vec![new("a-new", 4), new("b-consumer", 9), new("c-new", 0)];
+    let created = backend.insert_new_keys(&rows, &ctx("import")).await.unwrap();
+    assert_eq!(created, [true, false, true], "an existing row is left alone");
+    let a = store.key_state(&key("a-new")).await.unwrap().unwrap();
+    assert_eq!(a, rows[0].0, "inserted exactly as given, times included");
+    let b = store.key_state(&key("b-consumer")).await.unwrap().unwrap();
+    assert_eq!((b.epoch, b.next_snapshot()), (1, Some(5)));
+    let history = store.history(&key("a-new"), 10).await.unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(
+        (history[0].request_id.as_str(), history[0].event.kind),
+        ("import", EventKind::Create)
+    );
+
+    let (sender, mut parts) = tokio::sync::mpsc::channel(16);
+    backend.export_state(None, 2, sender).await.unwrap();
+    let mut keys = Vec::new();
+    let mut head = None;
+    while let Some(part) = parts.recv().await {
+        match part {
+            tidemark_store::ExportPart::Head { options, .. } => head = Some(options),
+            tidemark_store::ExportPart::Keys(page) => {
+                assert!(page.len() <= 2, "pages of the asked size");
+                keys.extend(page);
+            }
+        }
+    }
+    let options = head.expect("the head comes first");
+    assert_eq!(options.len(), 1);
+    assert_eq!(options[0].1.expiration, Some(HOUR));
+    let ids: Vec<&str> = keys.iter().map(|s| s.key.consumer_id.as_str()).collect();
+    assert_eq!(ids, ["a-new", "b-consumer", "c-new"], "every row, in key order");
+    assert_eq!(keys[0], rows[0].0);
+    // Only one table when asked.
+    let (sender, mut parts) = tokio::sync::mpsc::channel(16);
+    let other = TableName::parse("db.other", "table").unwrap();
+    backend.export_state(Some(&other), 2, sender).await.unwrap();
+    while let Some(part) = parts.recv().await {
+        if let tidemark_store::ExportPart::Keys(page) = part {
+            panic!("keys of another table: {page:?}");
+        }
+    }
 }

@@ -534,3 +534,22 @@ pub(crate) async fn a_one_round_trip_write_is_stamped_by_the_database_clock(kind
         t0.plus(Duration::from_millis(1_000)).plus(ttl)
     );
 }
+
+#[async_trait]
+impl tidemark_store::StateStore for Counting {
+    async fn export_state(
+        &self,
+        table: Option<&TableName>,
+        page: i64,
+        out: tokio::sync::mpsc::Sender<tidemark_store::ExportPart>,
+    ) -> Result<(), StoreError> {
+        self.inner.export_state(table, page, out).await
+    }
+    async fn insert_new_keys(
+        &self,
+        rows: &[(tidemark_core::KeyState, tidemark_core::HistoryEvent)],
+        ctx: &CallContext,
+    ) -> Result<Vec<bool>, StoreError> {
+        self.inner.insert_new_keys(rows, ctx).await
+    }
+}

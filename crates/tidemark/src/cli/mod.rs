@@ -15,12 +15,14 @@ mod history;
 mod options;
 mod render;
 mod retention;
+mod state;
 mod tables;
 
 pub(crate) use consumers::{ConsumersCommand, consumers};
 pub(crate) use history::{HistoryArgs, history};
 pub(crate) use options::{OptionsCommand, options};
 pub(crate) use retention::{FenceArgs, fence};
+pub(crate) use state::{StateCommand, state};
 pub(crate) use tables::{TablesCommand, tables};
 
 /// Where the server is, how to authenticate, and how to print.
