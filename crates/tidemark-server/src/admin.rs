@@ -707,7 +707,8 @@ fn import_response(parsed: &crate::state::Parsed, report: &tidemark_store::Impor
         keys: report.keys.len() as i64,
         ..Default::default()
     };
-    for outcome in &report.keys {
+    for (outcome, exported) in report.keys.iter().zip(&parsed.file.keys) {
+        let file_next_snapshot = exported.consumer.map(|c| c.next_snapshot);
         let listed = match &outcome.result {
             Ok(done) => {
                 let count = match done.consumer {
@@ -734,6 +735,7 @@ fn import_response(parsed: &crate::state::Parsed, report: &tidemark_store::Impor
                     }),
                     refused_reason: String::new(),
                     refused_message: String::new(),
+                    file_next_snapshot,
                 })
             }
             Err(why) => {
@@ -742,6 +744,7 @@ fn import_response(parsed: &crate::state::Parsed, report: &tidemark_store::Impor
                     consumer: Some(convert::key_to_pb(&outcome.key)),
                     refused_reason: why.reason().to_owned(),
                     refused_message: why.to_string(),
+                    file_next_snapshot,
                     ..Default::default()
                 })
             }

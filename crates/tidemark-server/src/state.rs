@@ -23,7 +23,7 @@ pub const FORMAT: &str = "tidemark-state";
 /// The version this server writes and reads.
 pub const VERSION: u32 = 1;
 /// Most lines an import may carry.
-pub const MAX_LINES: usize = 2_000_000;
+pub const MAX_LINES: usize = 1_000_000;
 /// Longest line accepted.
 pub const MAX_LINE: usize = 16 * 1024;
 

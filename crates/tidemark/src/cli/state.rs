@@ -181,7 +181,9 @@ fn render_import(response: &pb::ImportStateResponse) {
     }
     if !response.changes.is_empty() {
         let position = |p: Option<i64>| p.map_or_else(|| "-".to_owned(), |p| p.to_string());
-        let mut t = Table::new(vec!["TABLE", "BRANCH", "CONSUMER", "RESULT", "OLD", "NEW", "EPOCH"]);
+        let mut t = Table::new(vec![
+            "TABLE", "BRANCH", "CONSUMER", "RESULT", "OLD", "NEW", "FILE", "EPOCH",
+        ]);
         for c in &response.changes {
             let key = c.consumer.clone().unwrap_or_default();
             let result = if c.refused_reason.is_empty() {
@@ -197,6 +199,7 @@ fn render_import(response: &pb::ImportStateResponse) {
                 result,
                 position(c.old_next_snapshot),
                 position(c.new_next_snapshot),
+                position(c.file_next_snapshot),
                 format!("{} -> {}", c.old_epoch, c.new_epoch),
             ]);
         }
