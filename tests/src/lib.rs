@@ -189,6 +189,26 @@ impl Drop for TestServer {
     }
 }
 
+/// Puts a consumer at `next` through the operator API (ResetConsumer,
+/// executed).
+pub async fn set_consumer(
+    admin: &mut tidemark_proto::v1::admin_client::AdminClient<Channel>,
+    table: &str,
+    id: &str,
+    next: i64,
+) {
+    admin
+        .reset_consumer(pb::ResetConsumerRequest {
+            consumer: Some(key(table, "main", id)),
+            next_snapshot: next,
+            expected_next_snapshot: None,
+            force: false,
+            execute: true,
+        })
+        .await
+        .expect("reset");
+}
+
 /// A consumer key message.
 pub fn key(table: &str, branch: &str, consumer_id: &str) -> pb::ConsumerKey {
     pb::ConsumerKey {

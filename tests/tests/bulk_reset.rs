@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use tidemark_core::lease::LeasePolicy;
-use tidemark_e2e::{Kind, TestServer, Worker, api_error, key, offset, on_both_backends};
+use tidemark_e2e::{Kind, TestServer, Worker, api_error, key, offset, on_both_backends, set_consumer};
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::admin_client::AdminClient;
 use tidemark_proto::v1::reset_target::Target;
@@ -38,22 +38,9 @@ async fn setup(kind: Kind) -> (TestServer, AdminClient<Channel>, tempfile::TempD
         .await
         .unwrap();
     for (id, next) in [("etl-a", 4), ("etl-b", 6), ("etl-keep", 5), ("adhoc", 2)] {
-        set(&mut admin, "db.orders", id, next).await;
+        set_consumer(&mut admin, "db.orders", id, next).await;
     }
     (server, admin, dir)
-}
-
-async fn set(admin: &mut AdminClient<Channel>, table: &str, id: &str, next: i64) {
-    admin
-        .reset_consumer(pb::ResetConsumerRequest {
-            consumer: Some(key(table, "main", id)),
-            next_snapshot: next,
-            expected_next_snapshot: None,
-            force: false,
-            execute: true,
-        })
-        .await
-        .unwrap();
 }
 
 fn request(table: &str, including: &str, excluding: &str, target: Target, execute: bool) -> pb::ResetConsumersRequest {
@@ -189,7 +176,7 @@ async fn every_target_moves_the_selected_consumers(kind: Kind) {
     );
 
     // Unregistered: --to-snapshot works, targets needing snapshots do not.
-    set(&mut admin, "db.unregistered", "x", 3).await;
+    set_consumer(&mut admin, "db.unregistered", "x", 3).await;
     let done = admin
         .reset_consumers(request("db.unregistered", "", "", Target::Snapshot(9), true))
         .await
@@ -364,9 +351,9 @@ async fn lag_in_time_for_registered_tables(kind: Kind) {
         })
         .await
         .unwrap();
-    set(&mut admin, "db.lagging", "behind", 4).await;
-    set(&mut admin, "db.lagging", "current", 11).await;
-    set(&mut admin, "db.unregistered", "elsewhere", 4).await;
+    set_consumer(&mut admin, "db.lagging", "behind", 4).await;
+    set_consumer(&mut admin, "db.lagging", "current", 11).await;
+    set_consumer(&mut admin, "db.unregistered", "elsewhere", 4).await;
     let listed = admin
         .list_consumers(pb::ListConsumersRequest::default())
         .await

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use tidemark_core::lease::LeasePolicy;
-use tidemark_e2e::{Kind, TestServer, Worker, api_error, key, offset, on_both_backends};
+use tidemark_e2e::{Kind, TestServer, Worker, api_error, key, offset, on_both_backends, set_consumer};
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::admin_client::AdminClient;
 use tidemark_server::ServerConfig;
@@ -103,19 +103,6 @@ fn file(table: &str, keys: &[(&str, i64, Option<i64>)]) -> Vec<String> {
     lines
 }
 
-async fn set(admin: &mut AdminClient<Channel>, table: &str, id: &str, next: i64) {
-    admin
-        .reset_consumer(pb::ResetConsumerRequest {
-            consumer: Some(key(table, "main", id)),
-            next_snapshot: next,
-            expected_next_snapshot: None,
-            force: false,
-            execute: true,
-        })
-        .await
-        .unwrap();
-}
-
 async fn a_round_trip_into_an_empty_database_keeps_everything(kind: Kind) {
     let source = TestServer::start_with(kind, LeasePolicy::default(), ServerConfig::default()).await;
     let mut from = admin(&source).await;
@@ -154,7 +141,7 @@ async fn a_round_trip_into_an_empty_database_keeps_everything(kind: Kind) {
     })
     .await
     .unwrap();
-    set(&mut from, "db.other", "ops", 9).await;
+    set_consumer(&mut from, "db.other", "ops", 9).await;
     let exported = export(&mut from, "").await;
     assert!(
         exported[0].contains(r#""format":"tidemark-state","version":1"#),
@@ -236,7 +223,7 @@ async fn an_export_is_one_snapshot_while_the_database_changes(kind: Kind) {
     let first = stream.message().await.unwrap().unwrap();
     assert!(first.lines[0].contains("tidemark-state"));
     // Meanwhile: the last key moves, a key is deleted, a new one appears.
-    set(&mut admin, "db.t", "c11999", 77).await;
+    set_consumer(&mut admin, "db.t", "c11999", 77).await;
     admin
         .delete_consumer(pb::DeleteConsumerRequest {
             consumer: Some(key("db.t", "main", "c11000")),
@@ -246,7 +233,7 @@ async fn an_export_is_one_snapshot_while_the_database_changes(kind: Kind) {
         })
         .await
         .unwrap();
-    set(&mut admin, "db.t", "c99999", 3).await;
+    set_consumer(&mut admin, "db.t", "c99999", 3).await;
     let mut lines = first.lines;
     while let Some(message) = stream.message().await.unwrap() {
         lines.extend(message.lines);
@@ -277,7 +264,7 @@ async fn an_import_keeps_raises_refuses_and_fences_as_told(kind: Kind) {
     let mut admin = admin(&server).await;
     let client = server.client().await;
     // The target: "kept" at 30, "raised" at epoch 1, "held" leased (epoch 1).
-    set(&mut admin, "db.t", "kept", 30).await;
+    set_consumer(&mut admin, "db.t", "kept", 30).await;
     let mut raised = Worker::acquire(&client, &key("db.t", "main", "raised"), "q", None)
         .await
         .unwrap();

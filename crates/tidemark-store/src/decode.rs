@@ -78,6 +78,27 @@ where
         .bind(limit)
 }
 
+/// Binds an export page's parameters, in the order both backends'
+/// `EXPORT_KEYS` take them: the table (or none), the key to read after,
+/// how many.
+pub(crate) fn bind_export_page<'q, DB: sqlx::Database>(
+    query: sqlx::query::Query<'q, DB, DB::Arguments>,
+    table: Option<String>,
+    after: Option<&ConsumerKey>,
+    page: i64,
+) -> sqlx::query::Query<'q, DB, DB::Arguments>
+where
+    for<'t> Option<String>: sqlx::Encode<'t, DB> + Type<DB>,
+    for<'t> i64: sqlx::Encode<'t, DB> + Type<DB>,
+{
+    query
+        .bind(table)
+        .bind(after.map(|k| k.table.as_str().to_owned()))
+        .bind(after.map(|k| k.branch.as_str().to_owned()))
+        .bind(after.map(|k| k.consumer_id.as_str().to_owned()))
+        .bind(page)
+}
+
 /// Binds a history page's parameters, in the order both backends'
 /// `HISTORY_PAGE` take them: table, branch, consumer id, below which id,
 /// how many.

@@ -82,6 +82,24 @@ fn fleet_key(i: usize) -> pb::ConsumerKey {
     }
 }
 
+async fn acquire(
+    client: &mut tidemark_proto::v1::coordinator_client::CoordinatorClient<tonic::transport::Channel>,
+    i: usize,
+    holder: &str,
+) -> pb::Lease {
+    client
+        .acquire_lease(pb::AcquireLeaseRequest {
+            consumer: Some(fleet_key(i)),
+            holder: holder.to_owned(),
+            ttl: None,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .lease
+        .unwrap()
+}
+
 async fn runbook(database: impl Fn() -> String, lose: impl Fn()) {
     let dir = tempfile::tempdir().unwrap();
     let url = database();
@@ -93,17 +111,7 @@ async fn runbook(database: impl Fn() -> String, lose: impl Fn()) {
     let mut client = coordinator(&source.url(), Duration::from_secs(30));
     let mut zombies = Vec::new();
     for i in 0..LEASED {
-        let lease = client
-            .acquire_lease(pb::AcquireLeaseRequest {
-                consumer: Some(fleet_key(i * 997)),
-                holder: format!("query-{i}"),
-                ttl: None,
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .lease
-            .unwrap();
+        let lease = acquire(&mut client, i * 997, &format!("query-{i}")).await;
         client
             .commit_batch(pb::CommitBatchRequest {
                 lease_id: lease.lease_id.clone(),
@@ -171,17 +179,7 @@ async fn runbook(database: impl Fn() -> String, lose: impl Fn()) {
             .await
             .unwrap_err();
         assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
-        let lease = client
-            .acquire_lease(pb::AcquireLeaseRequest {
-                consumer: Some(fleet_key(i * 997)),
-                holder: format!("query-{i}-again"),
-                ttl: None,
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .lease
-            .unwrap();
+        let lease = acquire(&mut client, i * 997, &format!("query-{i}-again")).await;
         assert!(lease.epoch > zombie.epoch, "{} <= {}", lease.epoch, zombie.epoch);
     }
     for (key, line) in &restored {

@@ -4,7 +4,7 @@ use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use sqlx::Row;
-use tidemark_core::{HistoryEvent, KeyState, TableName};
+use tidemark_core::{ConsumerKey, HistoryEvent, KeyState, TableName};
 use tokio::sync::mpsc;
 
 use super::{PostgresBackend, from_ts};
@@ -96,27 +96,18 @@ impl StateStore for PostgresBackend {
         {
             return Ok(());
         }
-        let mut after: Option<tidemark_core::ConsumerKey> = None;
+        let mut after: Option<ConsumerKey> = None;
         loop {
-            let rows = sqlx::query(EXPORT_KEYS.as_str())
-                .bind(table.clone())
-                .bind(after.as_ref().map(|k| k.table.as_str().to_owned()))
-                .bind(after.as_ref().map(|k| k.branch.as_str().to_owned()))
-                .bind(after.as_ref().map(|k| k.consumer_id.as_str().to_owned()))
-                .bind(page)
+            let rows = decode::bind_export_page(sqlx::query(EXPORT_KEYS.as_str()), table.clone(), after.as_ref(), page)
                 .fetch_all(&mut *tx)
                 .await?;
             let keys: Vec<KeyState> = rows
                 .iter()
                 .map(|row| decode_pg(row).map(|(state, _)| state))
                 .collect::<Result<_, _>>()?;
-            let last_page = i64::try_from(keys.len()).unwrap_or(0) < page;
-            after = keys.last().map(|s| s.key.clone());
-            if !keys.is_empty() && out.send(ExportPart::Keys(keys)).await.is_err() {
-                return Ok(());
-            }
-            if last_page {
-                break;
+            match crate::state::send_key_page(&out, keys, page).await {
+                Some(last) => after = Some(last),
+                None => break,
             }
         }
         tx.commit().await?;
