@@ -50,9 +50,13 @@ def main() -> None:
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2), squeeze=False)
     for ax, scenario in zip(axes[0], panels):
         for system, (label, color, marker) in STYLE.items():
-            series = sorted((c, statistics.median(v)) for (s, sys_, c), v in points.items() if s == scenario and sys_ == system)
+            series = sorted((c, statistics.median(v), min(v), max(v))
+                            for (s, sys_, c), v in points.items() if s == scenario and sys_ == system)
             if series:
-                ax.plot([c for c, _ in series], [t for _, t in series], marker=marker, color=color, label=label)
+                # The median, with the runs' spread (min to max) as error bars.
+                ax.errorbar([c for c, *_ in series], [m for _, m, _, _ in series],
+                            yerr=[[m - lo for _, m, lo, _ in series], [hi - m for _, m, _, hi in series]],
+                            marker=marker, color=color, label=label, capsize=3)
         ax.set_xscale("log", base=2)
         ax.set_xticks([1, 4, 16, 64], labels=["1", "4", "16", "64"])
         ax.set_xlabel("concurrent workers")
@@ -68,6 +72,7 @@ def main() -> None:
     fig.savefig(output, dpi=110)
     print(f"wrote {output}")
     print_table(rows, memory, len(inputs))
+    print_ratios(inputs)
 
 
 def print_table(rows, memory, runs) -> None:
@@ -88,6 +93,32 @@ def print_table(rows, memory, runs) -> None:
         rss = statistics.median(m["rss_mib"] for m in memory)
         peak = statistics.median(m["peak_rss_mib"] for m in memory)
         print(f"\nmemory ({runs} runs, median): RSS {rss:.1f} MiB, peak {peak:.1f} MiB")
+
+
+def print_ratios(inputs) -> None:
+    """tidemark against each peer, paired within each run (the systems of a
+    point ran minutes apart at most, on the same machine): the median ratio
+    over the runs and its spread."""
+    ratios = defaultdict(list)  # (scenario, concurrency, peer, what) -> [ratio per run]
+    for path in inputs:
+        with open(path) as f:
+            by = {(r["scenario"], r["system"], r["concurrency"]): r for r in json.load(f)["rows"]}
+        for (scenario, system, conc), row in by.items():
+            if system != "tidemark":
+                continue
+            for peer in ("raw-sql", "etcd"):
+                other = by.get((scenario, peer, conc))
+                if other and other["throughput"] and other["p99_ms"]:
+                    ratios[(scenario, conc, peer, "ops/s")].append(row["throughput"] / other["throughput"])
+                    ratios[(scenario, conc, peer, "p99")].append(row["p99_ms"] / other["p99_ms"])
+    if not ratios:
+        return
+    print(f"\n| scenario | workers | tidemark vs | ops/s ratio, median (min–max) | p99 ratio, median (min–max) | runs |")
+    print("|---|---:|---|---:|---:|---:|")
+    for (scenario, conc, peer) in sorted({k[:3] for k in ratios}):
+        ops, p99 = ratios[(scenario, conc, peer, "ops/s")], ratios[(scenario, conc, peer, "p99")]
+        spread = lambda v: f"{statistics.median(v):.2f}x ({min(v):.2f}–{max(v):.2f})"
+        print(f"| {scenario} | {conc} | {peer} | {spread(ops)} | {spread(p99)} | {len(ops)} |")
 
 
 if __name__ == "__main__":

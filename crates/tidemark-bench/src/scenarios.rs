@@ -36,8 +36,48 @@ impl Bench {
         }
     }
 
+    /// A checkpoint between measurements, so no system pays for the WAL
+    /// another one wrote (needs a superuser or pg_checkpoint; skipped with a
+    /// note otherwise).
+    pub(crate) async fn checkpoint(&self) {
+        if let Err(e) = sqlx::query("CHECKPOINT").execute(&self.peer).await {
+            println!("  (no checkpoint between points: {e})");
+        }
+    }
+
+    /// One commit point: every system, in a random order, each after a
+    /// checkpoint.
     pub(crate) async fn commit(&self, rows: &mut Vec<Row>, c: usize) -> anyhow::Result<()> {
-        // tidemark
+        self.point(rows, c, async |system| match system {
+            "tidemark" => self.commit_tidemark(c).await,
+            "raw-sql" => self.commit_sql(c).await,
+            _ => self.commit_etcd(c).await,
+        })
+        .await
+    }
+
+    /// Runs `run` for every system (etcd when there is one), in a random
+    /// order, each after a checkpoint.
+    async fn point(
+        &self,
+        rows: &mut Vec<Row>,
+        c: usize,
+        run: impl AsyncFn(&'static str) -> anyhow::Result<Row>,
+    ) -> anyhow::Result<()> {
+        let mut systems = vec!["tidemark", "raw-sql"];
+        if self.etcd.is_some() {
+            systems.push("etcd");
+        }
+        shuffle(&mut systems);
+        println!("  {c} workers, in this order: {}", systems.join(", "));
+        for system in systems {
+            self.checkpoint().await;
+            rows.push(run(system).await?);
+        }
+        Ok(())
+    }
+
+    async fn commit_tidemark(&self, c: usize) -> anyhow::Result<Row> {
         let mut workers = Vec::new();
         let mut ready = Vec::new();
         for i in 0..c {
@@ -53,9 +93,10 @@ impl Bench {
                 closed_loop!(window, work::tidemark_commit(&mut client, &lease, &mut batches).await)
             });
         }
-        rows.push(measure(Scenario::Commit, "tidemark", c, window, &self.watched, workers).await?);
+        measure(Scenario::Commit, "tidemark", c, window, &self.watched, workers).await
+    }
 
-        // raw SQL
+    async fn commit_sql(&self, c: usize) -> anyhow::Result<Row> {
         let mut workers = Vec::new();
         for i in 0..c {
             work::peer_consumer(&self.peer, "bench.commit", &format!("c{c}-w{i}")).await?;
@@ -72,30 +113,39 @@ impl Bench {
                 )
             });
         }
-        rows.push(measure(Scenario::Commit, "raw-sql", c, window, &self.watched, workers).await?);
-
-        // etcd
-        if let Some(etcd) = &self.etcd {
-            let mut ready = Vec::new();
-            for i in 0..c {
-                let mut client = etcd::KvClient::new(work::channel(&etcd.url).await?);
-                let id = format!("c{c}-w{i}");
-                work::etcd_consumer(&mut client, &id).await?;
-                ready.push((client, id));
-            }
-            let window = self.window();
-            let mut workers = Vec::new();
-            for (mut client, id) in ready {
-                let mut batches = Batches::new();
-                workers
-                    .push(async move { closed_loop!(window, work::etcd_commit(&mut client, &id, &mut batches).await) });
-            }
-            rows.push(measure(Scenario::Commit, "etcd", c, window, &self.watched_with_etcd(), workers).await?);
-        }
-        Ok(())
+        measure(Scenario::Commit, "raw-sql", c, window, &self.watched, workers).await
     }
 
+    async fn commit_etcd(&self, c: usize) -> anyhow::Result<Row> {
+        let etcd = self.etcd.as_ref().context("no etcd")?;
+        let mut ready = Vec::new();
+        for i in 0..c {
+            let mut client = etcd::KvClient::new(work::channel(&etcd.url).await?);
+            let id = format!("c{c}-w{i}");
+            work::etcd_consumer(&mut client, &id).await?;
+            ready.push((client, id));
+        }
+        let window = self.window();
+        let mut workers = Vec::new();
+        for (mut client, id) in ready {
+            let mut batches = Batches::new();
+            workers.push(async move { closed_loop!(window, work::etcd_commit(&mut client, &id, &mut batches).await) });
+        }
+        measure(Scenario::Commit, "etcd", c, window, &self.watched_with_etcd(), workers).await
+    }
+
+    /// One recovery point: every system, in a random order, each after a
+    /// checkpoint.
     pub(crate) async fn recover(&self, rows: &mut Vec<Row>, c: usize) -> anyhow::Result<()> {
+        self.point(rows, c, async |system| match system {
+            "tidemark" => self.recover_tidemark(c).await,
+            "raw-sql" => self.recover_sql(c).await,
+            _ => self.recover_etcd(c).await,
+        })
+        .await
+    }
+
+    async fn recover_tidemark(&self, c: usize) -> anyhow::Result<Row> {
         let mut ready = Vec::new();
         for i in 0..c {
             let mut client = CoordinatorClient::new(work::channel(&self.tidemark.url()).await?);
@@ -112,8 +162,10 @@ impl Bench {
                     closed_loop!(window, work::tidemark_recover(&mut client, &key).await)
                 })
                 .collect();
-        rows.push(measure(Scenario::Recover, "tidemark", c, window, &self.watched, workers).await?);
+        measure(Scenario::Recover, "tidemark", c, window, &self.watched, workers).await
+    }
 
+    async fn recover_sql(&self, c: usize) -> anyhow::Result<Row> {
         for i in 0..c {
             work::peer_consumer(&self.peer, "bench.recover", &format!("c{c}-w{i}")).await?;
         }
@@ -125,8 +177,25 @@ impl Bench {
                 async move { closed_loop!(window, work::peer_recover(&pool, "bench.recover", &id).await) }
             })
             .collect();
-        rows.push(measure(Scenario::Recover, "raw-sql", c, window, &self.watched, workers).await?);
-        Ok(())
+        measure(Scenario::Recover, "raw-sql", c, window, &self.watched, workers).await
+    }
+
+    async fn recover_etcd(&self, c: usize) -> anyhow::Result<Row> {
+        let etcd = self.etcd.as_ref().context("no etcd")?;
+        let mut ready = Vec::new();
+        for i in 0..c {
+            let mut client = etcd::KvClient::new(work::channel(&etcd.url).await?);
+            let id = format!("r{c}-w{i}");
+            work::etcd_consumer(&mut client, &id).await?;
+            work::etcd_commit(&mut client, &id, &mut Batches::new()).await?;
+            ready.push((client, id));
+        }
+        let window = self.window();
+        let workers: Vec<_> = ready
+            .into_iter()
+            .map(|(mut client, id)| async move { closed_loop!(window, work::etcd_recover(&mut client, &id).await) })
+            .collect();
+        measure(Scenario::Recover, "etcd", c, window, &self.watched_with_etcd(), workers).await
     }
 
     pub(crate) async fn churn(&self, rows: &mut Vec<Row>, c: usize) -> anyhow::Result<()> {
@@ -282,5 +351,15 @@ impl Bench {
             memory.consumers, memory.live_leases, memory.rss_mib, memory.peak_rss_mib
         );
         Ok(memory)
+    }
+}
+
+/// Shuffles `items` (Fisher–Yates, seeded by the process's random state).
+fn shuffle<T>(items: &mut [T]) {
+    use std::hash::{BuildHasher, RandomState};
+    let random = RandomState::new();
+    for i in (1..items.len()).rev() {
+        let j = usize::try_from(random.hash_one(i) % (i as u64 + 1)).unwrap_or(0);
+        items.swap(i, j);
     }
 }

@@ -159,8 +159,8 @@ pub(crate) async fn tidemark_commit(
     lease: &pb::Lease,
     batches: &mut Batches,
 ) -> anyhow::Result<()> {
-    let (end, _, batch) = batches.next();
-    client
+    let (end, position, batch) = batches.next();
+    let response = client
         .commit_batch(pb::CommitBatchRequest {
             lease_id: lease.lease_id.clone(),
             epoch: lease.epoch,
@@ -168,7 +168,20 @@ pub(crate) async fn tidemark_commit(
             end: Some(end),
             latest_snapshot: Some(batches.snapshot + 1),
         })
-        .await?;
+        .await?
+        .into_inner();
+    // Checked as the peers' results are: the commit was applied, to the
+    // position it implies.
+    let applied = matches!(
+        response.outcome(),
+        pb::CommitOutcome::Created | pb::CommitOutcome::Advanced | pb::CommitOutcome::Refreshed
+    );
+    anyhow::ensure!(
+        applied && response.next_snapshot == Some(position),
+        "commit {batch} not applied: {:?} at {:?} (expected {position})",
+        response.outcome(),
+        response.next_snapshot
+    );
     Ok(())
 }
 
@@ -365,42 +378,99 @@ pub(crate) async fn peer_fence(pool: &PgPool, table: &str) -> anyhow::Result<()>
 
 // ---------------------------------------------------------------- etcd
 
-/// etcd: the lease epoch lives at `lease/<key>`; a commit is a transaction
-/// that compares it and writes the position at `pos/<key>`.
+/// etcd doing the work a commit does in tidemark: the lease's epoch lives
+/// at `lease/<key>` and its deadline (milliseconds, zero-padded so byte
+/// order is time order) at `deadline/<key>`; a commit is one transaction
+/// that compares both (the epoch is the holder's, the deadline is ahead of
+/// now) and writes the position and a history record.
 pub(crate) async fn etcd_consumer(client: &mut KvClient<Channel>, id: &str) -> anyhow::Result<()> {
-    client
-        .put(etcd::PutRequest {
-            key: format!("lease/{id}").into_bytes(),
-            value: b"1".to_vec(),
-            ..Default::default()
-        })
-        .await?;
+    let deadline = now_millis() + 3_600_000;
+    for (key, value) in [
+        (format!("lease/{id}"), b"1".to_vec()),
+        (format!("deadline/{id}"), format!("{deadline:020}").into_bytes()),
+    ] {
+        client
+            .put(etcd::PutRequest {
+                key: key.into_bytes(),
+                value,
+                ..Default::default()
+            })
+            .await?;
+    }
     Ok(())
 }
 
+fn now_millis() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+fn put(key: String, value: String) -> etcd::RequestOp {
+    etcd::RequestOp {
+        request: Some(etcd::request_op::Request::RequestPut(etcd::PutRequest {
+            key: key.into_bytes(),
+            value: value.into_bytes(),
+            ..Default::default()
+        })),
+    }
+}
+
 pub(crate) async fn etcd_commit(client: &mut KvClient<Channel>, id: &str, batches: &mut Batches) -> anyhow::Result<()> {
-    let (_, position, batch) = batches.next();
+    let (end, position, batch) = batches.next();
+    let now = now_millis();
     let response = client
         .txn(etcd::TxnRequest {
-            compare: vec![etcd::Compare {
-                result: etcd::compare::CompareResult::Equal as i32,
-                target: etcd::compare::CompareTarget::Value as i32,
-                key: format!("lease/{id}").into_bytes(),
-                target_union: Some(etcd::compare::TargetUnion::Value(b"1".to_vec())),
-                range_end: Vec::new(),
-            }],
-            success: vec![etcd::RequestOp {
-                request: Some(etcd::request_op::Request::RequestPut(etcd::PutRequest {
-                    key: format!("pos/{id}").into_bytes(),
-                    value: format!("{{\"nextSnapshot\":{position},\"batch\":{batch},\"epoch\":1}}").into_bytes(),
-                    ..Default::default()
-                })),
-            }],
+            compare: vec![
+                etcd::Compare {
+                    result: etcd::compare::CompareResult::Equal as i32,
+                    target: etcd::compare::CompareTarget::Value as i32,
+                    key: format!("lease/{id}").into_bytes(),
+                    target_union: Some(etcd::compare::TargetUnion::Value(b"1".to_vec())),
+                    range_end: Vec::new(),
+                },
+                etcd::Compare {
+                    result: etcd::compare::CompareResult::Greater as i32,
+                    target: etcd::compare::CompareTarget::Value as i32,
+                    key: format!("deadline/{id}").into_bytes(),
+                    target_union: Some(etcd::compare::TargetUnion::Value(format!("{now:020}").into_bytes())),
+                    range_end: Vec::new(),
+                },
+            ],
+            success: vec![
+                put(
+                    format!("pos/{id}"),
+                    format!("{{\"nextSnapshot\":{position},\"batch\":{batch},\"epoch\":1}}"),
+                ),
+                put(
+                    format!("hist/{id}/{batch:012}"),
+                    format!(
+                        "{{\"at\":{now},\"event\":\"ADVANCE\",\"new_next\":{position},\"epoch\":1,\"batch\":{batch},\
+                         \"end\":[{},{}],\"principal\":\"bench\",\"request_id\":\"{id}-{batch}\"}}",
+                        end.snapshot_id, end.index
+                    ),
+                ),
+            ],
             failure: Vec::new(),
         })
         .await?
         .into_inner();
     anyhow::ensure!(response.succeeded, "etcd compare failed");
+    Ok(())
+}
+
+/// etcd's linearizable read of a position (the fair peer of
+/// GetRecoveryPosition, RPC to RPC: it reflects every acknowledged write).
+pub(crate) async fn etcd_recover(client: &mut KvClient<Channel>, id: &str) -> anyhow::Result<()> {
+    let response = client
+        .range(etcd::RangeRequest {
+            key: format!("pos/{id}").into_bytes(),
+            serializable: false,
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    anyhow::ensure!(response.kvs.len() == 1, "no position for {id}");
     Ok(())
 }
 
