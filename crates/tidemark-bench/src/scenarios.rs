@@ -244,6 +244,7 @@ impl Bench {
         let started = Instant::now();
         let pool = PgPool::connect(&self.database_url).await?;
         work::seed_consumers(&pool, "bench.big", n).await?;
+        work::seed_hard_consumers(&pool, "bench.hard", n).await?;
         sqlx::query(
             "INSERT INTO peer_consumers (table_name, branch, consumer_id, epoch, next_snapshot, updated_at) \
              SELECT 'bench.big', 'main', 'consumer-' || i, 0, 1000 + (i * 7919) % 50000, now() \
@@ -286,6 +287,21 @@ impl Bench {
                 })
                 .collect();
             rows.push(measure(Scenario::Fence, "raw-sql", c, window, &self.watched, workers).await?);
+            // The same fleet size the hard way: expired consumers below the
+            // fence, live leases pinning full scans (absolute figures).
+            let mut clients = Vec::new();
+            for _ in 0..c {
+                clients.push(RetentionClient::new(work::channel(&self.tidemark.url()).await?));
+            }
+            let window = self.window();
+            let workers: Vec<_> =
+                clients
+                    .into_iter()
+                    .map(|mut client| async move {
+                        closed_loop!(window, work::tidemark_fence(&mut client, "bench.hard").await)
+                    })
+                    .collect();
+            rows.push(measure(Scenario::Fence, "tidemark-hard", c, window, &self.watched, workers).await?);
         }
         Ok(())
     }
