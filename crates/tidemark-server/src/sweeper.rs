@@ -31,25 +31,51 @@ fn prune_budget(interval: Duration) -> Duration {
     (interval / 2).max(Duration::from_secs(1))
 }
 
-/// Sweeps every `settings.interval` until `stop`.
+/// The pause between sweeps while a backlog of expired consumers drains.
+/// Expired consumers below a fence cost every fence read a row each (the
+/// fence looks past them), so a mass expiry (a table's expiration time
+/// shortened, the service down for a day) is drained in capped sweeps that
+/// follow each other closely, not one cap per interval.
+fn catch_up_pause(interval: Duration) -> Duration {
+    interval.min(Duration::from_millis(250))
+}
+
+/// Sweeps every `settings.interval` until `stop`; while a sweep finds more
+/// expired consumers than its cap, the next follows after a short pause.
 pub(crate) async fn run(store: Store, settings: SweeperSettings, stop: CancellationToken) {
     if settings.interval.is_zero() {
         tracing::info!("consumer sweeper disabled");
         return;
     }
+    let mut backlog = false;
     loop {
-        // Replicas drift apart so they do not all sweep at the same instant.
-        let jitter = Duration::from_millis(u64::from(uuid::Uuid::new_v4().as_u128() as u16) % 1000);
+        let wait = if backlog {
+            catch_up_pause(settings.interval)
+        } else {
+            // Replicas drift apart so they do not all sweep at the same instant.
+            let jitter = Duration::from_millis(u64::from(uuid::Uuid::new_v4().as_u128() as u16) % 1000);
+            settings.interval + jitter
+        };
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(settings.interval + jitter) => {}
+            () = tokio::time::sleep(wait) => {}
         }
-        sweep(&store, settings).await;
+        backlog = sweep(&store, settings).await == Swept::CapReached;
     }
 }
 
-/// One sweep: expire, then prune.
-pub(crate) async fn sweep(store: &Store, settings: SweeperSettings) {
+/// What one sweep's expiry found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Swept {
+    /// Fewer expired consumers than the cap (or the sweep failed): wait a
+    /// whole interval.
+    CaughtUp,
+    /// As many as the cap: there may be more.
+    CapReached,
+}
+
+/// One sweep: expire (at most `settings.limit` consumers), then prune.
+pub(crate) async fn sweep(store: &Store, settings: SweeperSettings) -> Swept {
     let ctx = CallContext::new("sweeper", format!("sweep-{}", uuid::Uuid::now_v7()));
     let expired = match store.expire_consumers(&ctx, None, None, settings.limit, true).await {
         Ok(expired) => {
@@ -76,6 +102,16 @@ pub(crate) async fn sweep(store: &Store, settings: SweeperSettings) {
             }),
         None => Ok(0),
     };
+    let swept = match &expired {
+        Ok(n) if i64::try_from(*n).unwrap_or(i64::MAX) >= settings.limit => Swept::CapReached,
+        _ => Swept::CaughtUp,
+    };
+    if swept == Swept::CapReached {
+        tracing::info!(
+            cap = settings.limit,
+            "sweep reached its cap; the next one follows shortly"
+        );
+    }
     match (expired, pruned) {
         (Ok(expired), Ok(pruned)) => metrics::sweeper_run(true, expired, pruned),
         (expired, pruned) => {
@@ -83,4 +119,5 @@ pub(crate) async fn sweep(store: &Store, settings: SweeperSettings) {
             metrics::sweeper_run(false, 0, 0);
         }
     }
+    swept
 }

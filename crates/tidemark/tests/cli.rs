@@ -270,19 +270,7 @@ async fn two_sweeping_servers_expire_each_consumer_once() {
         .unwrap();
     const CONSUMERS: usize = 40;
     for i in 0..CONSUMERS {
-        client
-            .reset_consumer(pb::ResetConsumerRequest {
-                consumer: Some(pb::ConsumerKey {
-                    table: "db.sweep".into(),
-                    branch: "main".into(),
-                    consumer_id: format!("c{i}"),
-                }),
-                next_snapshot: 5,
-                execute: true,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+        set_position(&mut client, "db.sweep", &format!("c{i}"), 5).await;
     }
     // Wait until both sweepers have had several chances.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -339,6 +327,97 @@ async fn two_sweeping_servers_expire_each_consumer_once() {
     eprintln!("both replicas expired some consumers: {swept_by_both}");
     drop((a, b));
     db.drop_now().await;
+}
+
+/// A backlog of expired consumers six times a sweep's cap drains in
+/// capped sweeps that follow each other, not one cap per interval: every
+/// expired row below a fence costs each fence read until it is swept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiry_backlog_drains_in_back_to_back_capped_sweeps() {
+    let Some(db) = FreshDatabase::create().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    const INTERVAL: Duration = Duration::from_secs(4);
+    const CAP: usize = 10;
+    let served = Served::start(
+        &[
+            "--database-url",
+            &db.url,
+            "--sweep-interval",
+            "4s",
+            "--sweep-limit",
+            &CAP.to_string(),
+            "--metrics-listen",
+            "off",
+        ],
+        dir.path(),
+    );
+    let mut client = admin(served.url()).await;
+    client
+        .set_table_options(pb::SetTableOptionsRequest {
+            table: "db.backlog".into(),
+            options: [("consumer.expiration-time".to_owned(), "1 s".to_owned())].into(),
+            unset: vec![],
+            execute: true,
+        })
+        .await
+        .unwrap();
+    const CONSUMERS: usize = 6 * CAP;
+    for i in 0..CONSUMERS {
+        set_position(&mut client, "db.backlog", &format!("c{i:02}"), 5).await;
+    }
+    let written = Instant::now();
+    // The first sweep comes within an interval and its jitter (1 s) of the
+    // server's start, the five after it within a pause each; one cap per
+    // interval would take six intervals. Twice the expected bound:
+    let bound = 2 * (INTERVAL + Duration::from_secs(1) + 5 * Duration::from_millis(250) + Duration::from_secs(1));
+    let mut left = CONSUMERS;
+    while written.elapsed() < bound {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        left = client
+            .list_consumers(pb::ListConsumersRequest {
+                table: "db.backlog".into(),
+                page_size: 1000,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .consumers
+            .len();
+        if left == 0 {
+            break;
+        }
+    }
+    eprintln!("backlog of {CONSUMERS} drained to {left} in {:?}", written.elapsed());
+    assert_eq!(left, 0, "the backlog drained within {bound:?}");
+    // The cap held: sweeps that reached it said so.
+    let logs = served.logs();
+    assert!(logs.contains("sweep reached its cap"), "{logs}");
+    drop(served);
+    db.drop_now().await;
+}
+
+async fn set_position(
+    client: &mut tidemark_proto::v1::admin_client::AdminClient<tonic::transport::Channel>,
+    table: &str,
+    consumer_id: &str,
+    next_snapshot: i64,
+) {
+    client
+        .reset_consumer(pb::ResetConsumerRequest {
+            consumer: Some(pb::ConsumerKey {
+                table: table.into(),
+                branch: "main".into(),
+                consumer_id: consumer_id.into(),
+            }),
+            next_snapshot,
+            execute: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
 }
 
 /// The Prometheus endpoint serves the SPEC's metrics.
