@@ -244,7 +244,12 @@ impl Bench {
         let started = Instant::now();
         let pool = PgPool::connect(&self.database_url).await?;
         work::seed_consumers(&pool, "bench.big", n).await?;
-        work::seed_hard_consumers(&pool, "bench.hard", n).await?;
+        // Hard fleets: 1% expired below the fence (about what one interval
+        // leaves for the sweeper at this size) and 30% (a mass expiry the
+        // sweeper has not drained yet), each with 1% live leases pinning
+        // full scans.
+        work::seed_hard_consumers(&pool, "bench.hard", n, 0.01).await?;
+        work::seed_hard_consumers(&pool, "bench.backlog", n, 0.30).await?;
         sqlx::query(
             "INSERT INTO peer_consumers (table_name, branch, consumer_id, epoch, next_snapshot, updated_at) \
              SELECT 'bench.big', 'main', 'consumer-' || i, 0, 1000 + (i * 7919) % 50000, now() \
@@ -266,19 +271,7 @@ impl Bench {
     pub(crate) async fn fence(&mut self, rows: &mut Vec<Row>) -> anyhow::Result<()> {
         self.load_big().await?;
         for c in [1, 4] {
-            let mut clients = Vec::new();
-            for _ in 0..c {
-                clients.push(RetentionClient::new(work::channel(&self.tidemark.url()).await?));
-            }
-            let window = self.window();
-            let workers: Vec<_> =
-                clients
-                    .into_iter()
-                    .map(|mut client| async move {
-                        closed_loop!(window, work::tidemark_fence(&mut client, "bench.big").await)
-                    })
-                    .collect();
-            rows.push(measure(Scenario::Fence, "tidemark", c, window, &self.watched, workers).await?);
+            rows.push(self.tidemark_fence(c, "tidemark", "bench.big").await?);
             let window = self.window();
             let workers: Vec<_> = (0..c)
                 .map(|_| {
@@ -287,23 +280,25 @@ impl Bench {
                 })
                 .collect();
             rows.push(measure(Scenario::Fence, "raw-sql", c, window, &self.watched, workers).await?);
-            // The same fleet size the hard way: expired consumers below the
-            // fence, live leases pinning full scans (absolute figures).
-            let mut clients = Vec::new();
-            for _ in 0..c {
-                clients.push(RetentionClient::new(work::channel(&self.tidemark.url()).await?));
-            }
-            let window = self.window();
-            let workers: Vec<_> =
-                clients
-                    .into_iter()
-                    .map(|mut client| async move {
-                        closed_loop!(window, work::tidemark_fence(&mut client, "bench.hard").await)
-                    })
-                    .collect();
-            rows.push(measure(Scenario::Fence, "tidemark-hard", c, window, &self.watched, workers).await?);
+            // The same fleet size the hard ways (absolute figures).
+            rows.push(self.tidemark_fence(c, "tidemark-hard", "bench.hard").await?);
+            rows.push(self.tidemark_fence(c, "tidemark-backlog", "bench.backlog").await?);
         }
         Ok(())
+    }
+
+    /// `c` callers reading `table`'s fence, reported as `system`.
+    async fn tidemark_fence(&self, c: usize, system: &'static str, table: &'static str) -> anyhow::Result<Row> {
+        let mut clients = Vec::new();
+        for _ in 0..c {
+            clients.push(RetentionClient::new(work::channel(&self.tidemark.url()).await?));
+        }
+        let window = self.window();
+        let workers: Vec<_> = clients
+            .into_iter()
+            .map(|mut client| async move { closed_loop!(window, work::tidemark_fence(&mut client, table).await) })
+            .collect();
+        measure(Scenario::Fence, system, c, window, &self.watched, workers).await
     }
 
     pub(crate) async fn sqlite(&self, rows: &mut Vec<Row>, binary: &std::path::Path) -> anyhow::Result<()> {

@@ -474,12 +474,15 @@ pub(crate) async fn etcd_recover(client: &mut KvClient<Channel>, id: &str) -> an
     Ok(())
 }
 
-/// Writes `n` consumers on `table` the hard way for a fence: a week old
-/// fleet whose lowest positions (below 16,000: about 30%) belong to
+/// Writes `n` consumers on `table` the hard way for a fence: a week-old
+/// fleet whose lowest positions (the `expired` fraction) belong to
 /// consumers idle for two days under a one-day `consumer.expiration-time`
-/// (the fence must look past them), and one consumer in a hundred above
-/// them holding a live lease with an initial full scan pinned.
-pub(crate) async fn seed_hard_consumers(pool: &PgPool, table: &str, n: usize) -> anyhow::Result<()> {
+/// and not yet swept (the fence must look past each of them), and one
+/// consumer in a hundred above them holding a live lease with an initial
+/// full scan pinned.
+pub(crate) async fn seed_hard_consumers(pool: &PgPool, table: &str, n: usize, expired: f64) -> anyhow::Result<()> {
+    // Positions are spread evenly over 1000..51000.
+    let expired_below = 1000 + (50_000.0 * expired) as i64;
     sqlx::query(
         "INSERT INTO table_options (table_name, expiration_us, changelog_only, mode, version, updated_at, updated_by) \
          VALUES ($1, 86400000000, false, NULL, 1, now(), 'bench') ON CONFLICT DO NOTHING",
@@ -492,17 +495,18 @@ pub(crate) async fn seed_hard_consumers(pool: &PgPool, table: &str, n: usize) ->
            consumer_created_at, consumer_updated_at, lease_id, lease_holder, lease_principal, lease_epoch, \
            lease_status, lease_ttl_us, lease_acquired_at, lease_deadline, lease_wrote_consumer, full_scan_pin) \
          SELECT $2, 'main', 'consumer-' || i, 1, CASE WHEN leased THEN 1 ELSE 0 END, pos, now() - interval '7 days', \
-           CASE WHEN pos < 16000 THEN now() - interval '2 days' ELSE now() END, \
+           CASE WHEN pos < $3 THEN now() - interval '2 days' ELSE now() END, \
            CASE WHEN leased THEN gen_random_uuid() END, CASE WHEN leased THEN 'bench' END, \
            CASE WHEN leased THEN 'anonymous' END, CASE WHEN leased THEN 1 END, CASE WHEN leased THEN 1 END, \
            CASE WHEN leased THEN 3600000000 END, CASE WHEN leased THEN now() END, \
            CASE WHEN leased THEN now() + interval '1 hour' END, CASE WHEN leased THEN false END, \
-           CASE WHEN leased THEN 16000 + (i * 31) % 20000 END \
-         FROM (SELECT i, 1000 + (i * 7919) % 50000 AS pos, i % 100 = 0 AND 1000 + (i * 7919) % 50000 >= 16000 AS leased \
+           CASE WHEN leased THEN $3 + (i * 31) % 20000 END \
+         FROM (SELECT i, 1000 + (i * 7919) % 50000 AS pos, i % 100 = 0 AND 1000 + (i * 7919) % 50000 >= $3 AS leased \
                FROM generate_series(1, $1) AS i) AS s",
     )
     .bind(i64::try_from(n)?)
     .bind(table.to_owned())
+    .bind(expired_below)
     .execute(pool)
     .await?;
     Ok(())
