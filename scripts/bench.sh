@@ -12,4 +12,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib/tools.sh
 ensure_etcd || echo "could not fetch etcd: the etcd peer is skipped" >&2
 cargo build --release --locked -q -p tidemark -p tidemark-bench
+# The fleet scenario holds 1,000 client connections (and the server as
+# many): raise the open-file limit as far as this shell may.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 exec target/release/tidemark-bench "$@"

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::Serialize;
 use sqlx::PgPool;
-use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 
 use crate::procs::Tidemark;
 use crate::work::{self, Batches};
@@ -91,7 +90,7 @@ pub(crate) async fn run(binary: &Path, database_url: &str, quick: bool) -> anyho
 
     let mut ready = Vec::new();
     for i in 0..workers {
-        let mut client = CoordinatorClient::new(work::channel(&tidemark.url()).await?);
+        let mut client = work::coordinator(work::channel(&tidemark.url()).await?, work::Bearer::default());
         let lease = work::tidemark_lease(&mut client, work::key("bench.history", &format!("w{i}")), "bench").await?;
         ready.push((client, lease));
     }

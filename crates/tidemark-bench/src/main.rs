@@ -11,7 +11,11 @@
 //! - **sqlite**: the commit scenario on the embedded SQLite store;
 //! - **memory**: the server's resident memory with 100k consumers and 10k
 //!   live leases;
-//! - **keeper**: what keeping 100k Paimon consumer files alive costs.
+//! - **keeper**: what keeping 100k Paimon consumer files alive costs;
+//! - **fleet**: 10,000 consumers and more, each with a live lease renewed
+//!   every third of its TTL and a commit every couple of seconds, over
+//!   1,000 connections: CPU per 1,000 consumers, p99, memory, and the
+//!   largest fleet one replica sustains.
 //!
 //! Run with `scripts/bench.sh` (builds in release mode, fetches etcd);
 //! `--quick` for a smoke run, `--json FILE` for machine-readable results.
@@ -30,6 +34,7 @@ mod etcd {
     tonic::include_proto!("etcdserverpb");
     pub use kv_client::KvClient;
 }
+mod fleet;
 mod history;
 mod keeper;
 mod procs;
@@ -61,6 +66,7 @@ enum Scenario {
     Memory,
     Keeper,
     History,
+    Fleet,
 }
 
 #[derive(Debug, Parser)]
@@ -82,7 +88,7 @@ struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "commit,recover,churn,fence,sqlite,memory,keeper,history"
+        default_value = "commit,recover,churn,fence,sqlite,memory,keeper,history,fleet"
     )]
     scenarios: Vec<Scenario>,
     /// A Postgres to use (its CPU is not measured unless it is local and
@@ -106,6 +112,28 @@ struct Args {
     /// half of it).
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     keeper_refresh: Duration,
+    /// Fleet sizes for the fleet scenario, smallest first; it stops at the
+    /// first whose commit p99 passes 50 ms (default 10000,15000,20000,30000,
+    /// 40000; 300 quick).
+    #[arg(long, value_delimiter = ',')]
+    fleet_sizes: Option<Vec<usize>>,
+    /// Client connections the fleet shares (default 1000; 30 quick).
+    #[arg(long)]
+    fleet_connections: Option<usize>,
+    /// How often each consumer of the fleet commits.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    fleet_commit_every: Duration,
+    /// The fleet's lease TTL (renewed every third of it; default 30s, 6s quick).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    fleet_ttl: Option<Duration>,
+    /// How long each fleet size is measured (default 20s; 2s quick).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    fleet_measure: Option<Duration>,
+    /// Also measure commit points against tidemark as deployed
+    /// (`tidemark-prod`): two replicas on the one Postgres, a bearer token
+    /// on every call, the metrics exporter on and scraped every second.
+    #[arg(long)]
+    production: bool,
     /// The tidemark binary (default: next to this one).
     #[arg(long, env = "TIDEMARK_BIN")]
     tidemark_bin: Option<PathBuf>,
@@ -205,6 +233,7 @@ async fn main() -> anyhow::Result<()> {
 
     let watched = Watched {
         tidemark: Some(tidemark.pid()),
+        tidemark_replica: None,
         postgres: postgres_pid,
         etcd: None,
     };
@@ -217,12 +246,21 @@ async fn main() -> anyhow::Result<()> {
         etcd,
         watched,
         big_loaded: false,
+        production: None,
         args,
     };
+    if bench.args.production {
+        bench.production = Some(scenarios::Production::start(
+            &binary,
+            &bench.database_url,
+            bench.args.db_connections,
+        )?);
+    }
     let mut rows = Vec::new();
     let mut memory = None;
     let mut keeper = None;
     let mut history = None;
+    let mut fleet = None;
     let scenarios = bench.args.scenarios.clone();
     let concurrency = bench.args.concurrency.clone();
     for scenario in scenarios {
@@ -265,6 +303,38 @@ async fn main() -> anyhow::Result<()> {
                 history::print(&figures);
                 history = Some(figures);
             }
+            Scenario::Fleet => {
+                let quick = bench.args.quick;
+                let plan = fleet::FleetPlan {
+                    sizes: bench.args.fleet_sizes.clone().unwrap_or_else(|| {
+                        if quick {
+                            vec![300]
+                        } else {
+                            vec![10_000, 15_000, 20_000, 30_000, 40_000]
+                        }
+                    }),
+                    connections: bench.args.fleet_connections.unwrap_or(if quick { 30 } else { 1000 }),
+                    commit_every: bench.args.fleet_commit_every,
+                    ttl: bench
+                        .args
+                        .fleet_ttl
+                        .unwrap_or(Duration::from_secs(if quick { 6 } else { 30 })),
+                    measure: bench
+                        .args
+                        .fleet_measure
+                        .unwrap_or(Duration::from_secs(if quick { 2 } else { 20 })),
+                    p99_bound: Duration::from_millis(50),
+                };
+                let figures = fleet::run(
+                    &binary,
+                    &bench.database_url,
+                    postgres_pid,
+                    bench.args.db_connections,
+                    &plan,
+                )
+                .await?;
+                fleet = Some(figures);
+            }
         }
     }
     print_summary(&rows);
@@ -274,6 +344,7 @@ async fn main() -> anyhow::Result<()> {
         memory,
         keeper,
         history,
+        fleet,
     };
     if let Some(path) = &bench.args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
@@ -293,5 +364,16 @@ async fn main() -> anyhow::Result<()> {
         "operations failed or none completed in: {}",
         failed.join(", ")
     );
+    // The fleet's first size must run clean; a larger one may fail (that is
+    // where the search stops).
+    if let Some(first) = report.fleet.as_ref().and_then(|f| f.steps.first()) {
+        anyhow::ensure!(
+            first.errors == 0 && first.commits_per_second > 0.0,
+            "the fleet of {} failed: {} errors, first: {:?}",
+            first.consumers,
+            first.errors,
+            first.first_error
+        );
+    }
     Ok(())
 }

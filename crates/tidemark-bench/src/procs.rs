@@ -77,8 +77,6 @@ impl Tidemark {
         let mut args: Vec<String> = [
             "--listen",
             "127.0.0.1:0",
-            "--metrics-listen",
-            "off",
             "--database-url",
             database_url,
             "--db-max-connections",
@@ -90,6 +88,10 @@ impl Tidemark {
         ]
         .map(String::from)
         .to_vec();
+        // No metrics port unless asked for.
+        if !extra.contains(&"--metrics-listen") {
+            args.extend(["--metrics-listen".to_owned(), "off".to_owned()]);
+        }
         // No sweeper unless asked for: it would compete with the measured work.
         if !extra.contains(&"--sweep-interval") {
             args.extend(["--sweep-interval".to_owned(), "0s".to_owned()]);
@@ -166,6 +168,11 @@ impl Drop for Etcd {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A loopback address with a port free right now.
+pub(crate) fn free_addr() -> anyhow::Result<std::net::SocketAddr> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }
 
 fn free_port() -> anyhow::Result<u16> {

@@ -32,6 +32,7 @@ pub(crate) struct Report {
     pub(crate) memory: Option<Memory>,
     pub(crate) keeper: Option<keeper::KeeperFigures>,
     pub(crate) history: Option<crate::history::HistoryFigures>,
+    pub(crate) fleet: Option<crate::fleet::FleetFigures>,
 }
 
 #[derive(Debug, Serialize)]
@@ -46,6 +47,8 @@ pub(crate) struct Memory {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Watched {
     pub(crate) tidemark: Option<u32>,
+    /// A second replica, counted with the first as `tidemark`.
+    pub(crate) tidemark_replica: Option<u32>,
     pub(crate) postgres: Option<u32>,
     pub(crate) etcd: Option<u32>,
 }
@@ -53,10 +56,13 @@ pub(crate) struct Watched {
 impl Watched {
     pub(crate) fn sample(&self) -> BTreeMap<String, f64> {
         let mut cpu = BTreeMap::new();
-        if let Some(pid) = self.tidemark
-            && let Some(s) = procs::cpu_seconds(pid)
-        {
-            cpu.insert("tidemark".to_owned(), s);
+        let replicas: Vec<f64> = [self.tidemark, self.tidemark_replica]
+            .into_iter()
+            .flatten()
+            .filter_map(procs::cpu_seconds)
+            .collect();
+        if !replicas.is_empty() {
+            cpu.insert("tidemark".to_owned(), replicas.iter().sum());
         }
         if let Some(pid) = self.postgres
             && let Some(s) = procs::cpu_seconds_with_children(pid)

@@ -4,7 +4,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use sqlx::PgPool;
-use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tidemark_proto::v1::retention_client::RetentionClient;
 
 use crate::procs::{self, Etcd, Tidemark};
@@ -22,6 +21,62 @@ pub(crate) struct Bench {
     pub(crate) etcd: Option<Etcd>,
     pub(crate) watched: Watched,
     pub(crate) big_loaded: bool,
+    /// `--production`: two replicas with credentials and metrics on.
+    pub(crate) production: Option<Production>,
+}
+
+/// tidemark as deployed: two replicas on the one Postgres, credentials
+/// required (each worker sends a bearer token), the metrics exporter on and
+/// scraped, the sweeper at its default interval.
+pub(crate) struct Production {
+    replicas: [Tidemark; 2],
+    bearer: work::Bearer,
+    metrics: [std::net::SocketAddr; 2],
+    _dir: tempfile::TempDir,
+}
+
+impl Production {
+    pub(crate) fn start(binary: &std::path::Path, database_url: &str, db_connections: u32) -> anyhow::Result<Self> {
+        use sha2::Digest;
+        let dir = tempfile::tempdir()?;
+        let token = format!("bench-{}", uuid::Uuid::new_v4().simple());
+        let digest: String = sha2::Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let auth = dir.path().join("auth.toml");
+        std::fs::write(
+            &auth,
+            format!("[[token]]\nname = \"bench-worker\"\nsha256 = \"{digest}\"\nroles = [\"worker\"]\n"),
+        )?;
+        let auth = auth.display().to_string();
+        let start = |metrics: std::net::SocketAddr| {
+            let metrics = metrics.to_string();
+            Tidemark::start_with(
+                binary,
+                database_url,
+                db_connections,
+                dir.path(),
+                "warn,tidemark=info",
+                &[
+                    "--auth-file",
+                    &auth,
+                    "--metrics-listen",
+                    &metrics,
+                    "--sweep-interval",
+                    "60s",
+                ],
+            )
+        };
+        let metrics = [procs::free_addr()?, procs::free_addr()?];
+        let replicas = [start(metrics[0])?, start(metrics[1])?];
+        Ok(Self {
+            replicas,
+            bearer: work::Bearer::token(&token)?,
+            metrics,
+            _dir: dir,
+        })
+    }
 }
 
 impl Bench {
@@ -50,6 +105,7 @@ impl Bench {
     pub(crate) async fn commit(&self, rows: &mut Vec<Row>, c: usize) -> anyhow::Result<()> {
         self.point(rows, c, async |system| match system {
             "tidemark" => self.commit_tidemark(c).await,
+            "tidemark-prod" => self.commit_production(c).await,
             "raw-sql" => self.commit_sql(c).await,
             _ => self.commit_etcd(c).await,
         })
@@ -68,6 +124,9 @@ impl Bench {
         if self.etcd.is_some() {
             systems.push("etcd");
         }
+        if self.production.is_some() {
+            systems.push("tidemark-prod");
+        }
         shuffle(&mut systems);
         println!("  {c} workers, in this order: {}", systems.join(", "));
         for system in systems {
@@ -81,7 +140,7 @@ impl Bench {
         let mut workers = Vec::new();
         let mut ready = Vec::new();
         for i in 0..c {
-            let mut client = CoordinatorClient::new(work::channel(&self.tidemark.url()).await?);
+            let mut client = work::coordinator(work::channel(&self.tidemark.url()).await?, work::Bearer::default());
             let lease =
                 work::tidemark_lease(&mut client, work::key("bench.commit", &format!("c{c}-w{i}")), "bench").await?;
             ready.push((client, lease));
@@ -94,6 +153,45 @@ impl Bench {
             });
         }
         measure(Scenario::Commit, "tidemark", c, window, &self.watched, workers).await
+    }
+
+    /// The commit point against the production replicas: workers spread
+    /// over both, each call with its token, `/metrics` scraped every
+    /// second from each replica while they work.
+    async fn commit_production(&self, c: usize) -> anyhow::Result<Row> {
+        let production = self.production.as_ref().context("no production replicas")?;
+        let mut workers = Vec::new();
+        let mut ready = Vec::new();
+        for i in 0..c {
+            let replica = &production.replicas[i % 2];
+            let mut client = work::coordinator(work::channel(&replica.url()).await?, production.bearer.clone());
+            let lease =
+                work::tidemark_lease(&mut client, work::key("bench.prod", &format!("c{c}-w{i}")), "bench").await?;
+            ready.push((client, lease));
+        }
+        let window = self.window();
+        for (mut client, lease) in ready {
+            let mut batches = Batches::new();
+            workers.push(async move {
+                closed_loop!(window, work::tidemark_commit(&mut client, &lease, &mut batches).await)
+            });
+        }
+        let scrapers: Vec<_> = production
+            .metrics
+            .iter()
+            .map(|&addr| tokio::spawn(scrape_until(addr, window.until)))
+            .collect();
+        let watched = Watched {
+            tidemark: Some(production.replicas[0].pid()),
+            tidemark_replica: Some(production.replicas[1].pid()),
+            ..self.watched.clone()
+        };
+        let row = measure(Scenario::Commit, "tidemark-prod", c, window, &watched, workers).await?;
+        for scraper in scrapers {
+            let scrapes = scraper.await??;
+            anyhow::ensure!(scrapes > 0, "the metrics exporter was never scraped");
+        }
+        Ok(row)
     }
 
     async fn commit_sql(&self, c: usize) -> anyhow::Result<Row> {
@@ -148,7 +246,7 @@ impl Bench {
     async fn recover_tidemark(&self, c: usize) -> anyhow::Result<Row> {
         let mut ready = Vec::new();
         for i in 0..c {
-            let mut client = CoordinatorClient::new(work::channel(&self.tidemark.url()).await?);
+            let mut client = work::coordinator(work::channel(&self.tidemark.url()).await?, work::Bearer::default());
             let key = work::key("bench.recover", &format!("c{c}-w{i}"));
             let lease = work::tidemark_lease(&mut client, key.clone(), "bench").await?;
             work::tidemark_commit(&mut client, &lease, &mut Batches::new()).await?;
@@ -201,7 +299,10 @@ impl Bench {
     pub(crate) async fn churn(&self, rows: &mut Vec<Row>, c: usize) -> anyhow::Result<()> {
         let mut clients = Vec::new();
         for _ in 0..c {
-            clients.push(CoordinatorClient::new(work::channel(&self.tidemark.url()).await?));
+            clients.push(work::coordinator(
+                work::channel(&self.tidemark.url()).await?,
+                work::Bearer::default(),
+            ));
         }
         let window = self.window();
         let workers: Vec<_> = clients
@@ -312,7 +413,7 @@ impl Bench {
         for &c in &self.args.concurrency {
             let mut ready = Vec::new();
             for i in 0..c {
-                let mut client = CoordinatorClient::new(work::channel(&server.url()).await?);
+                let mut client = work::coordinator(work::channel(&server.url()).await?, work::Bearer::default());
                 let lease =
                     work::tidemark_lease(&mut client, work::key("bench.commit", &format!("c{c}-w{i}")), "bench")
                         .await?;
@@ -337,7 +438,7 @@ impl Bench {
         let per_worker = n.div_ceil(16);
         let mut tasks = Vec::new();
         for w in 0..16 {
-            let mut client = CoordinatorClient::new(work::channel(&self.tidemark.url()).await?);
+            let mut client = work::coordinator(work::channel(&self.tidemark.url()).await?, work::Bearer::default());
             tasks.push(tokio::spawn(async move {
                 for i in (w * per_worker + 1)..=((w + 1) * per_worker).min(n) {
                     let key = work::key("bench.big", &format!("consumer-{i}"));
@@ -373,4 +474,27 @@ fn shuffle<T>(items: &mut [T]) {
         let j = usize::try_from(random.hash_one(i) % (i as u64 + 1)).unwrap_or(0);
         items.swap(i, j);
     }
+}
+
+/// Scrapes `/metrics` at `addr` every second until `until`, as Prometheus
+/// would (more often than its usual 15 s); how many scrapes succeeded.
+async fn scrape_until(addr: std::net::SocketAddr, until: Instant) -> anyhow::Result<usize> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut scrapes = 0;
+    while Instant::now() < until {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream
+            .write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await?;
+        let mut body = Vec::new();
+        stream.read_to_end(&mut body).await?;
+        anyhow::ensure!(
+            body.starts_with(b"HTTP/1.0 200") || body.starts_with(b"HTTP/1.1 200"),
+            "metrics scrape failed: {}",
+            String::from_utf8_lossy(&body[..body.len().min(200)])
+        );
+        scrapes += 1;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Ok(scrapes)
 }

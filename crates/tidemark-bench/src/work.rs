@@ -72,6 +72,33 @@ macro_rules! closed_loop {
     }};
 }
 
+/// Adds a bearer token (when there is one) to every call, as a production
+/// client does.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Bearer(Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>);
+
+impl Bearer {
+    pub(crate) fn token(token: &str) -> anyhow::Result<Self> {
+        Ok(Self(Some(format!("Bearer {token}").parse()?)))
+    }
+}
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request.metadata_mut().insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// A Coordinator client, with or without credentials.
+pub(crate) type Coordinator = CoordinatorClient<tonic::service::interceptor::InterceptedService<Channel, Bearer>>;
+
+pub(crate) fn coordinator(channel: Channel, bearer: Bearer) -> Coordinator {
+    CoordinatorClient::with_interceptor(channel, bearer)
+}
+
 /// A gRPC channel of its own (one connection per worker, as separate
 /// queries would have).
 pub(crate) async fn channel(url: &str) -> anyhow::Result<Channel> {
@@ -137,7 +164,7 @@ impl Batches {
 // ---------------------------------------------------------------- tidemark
 
 pub(crate) async fn tidemark_lease(
-    client: &mut CoordinatorClient<Channel>,
+    client: &mut Coordinator,
     key: pb::ConsumerKey,
     holder: &str,
 ) -> anyhow::Result<pb::Lease> {
@@ -155,7 +182,7 @@ pub(crate) async fn tidemark_lease(
 }
 
 pub(crate) async fn tidemark_commit(
-    client: &mut CoordinatorClient<Channel>,
+    client: &mut Coordinator,
     lease: &pb::Lease,
     batches: &mut Batches,
 ) -> anyhow::Result<()> {
@@ -185,10 +212,7 @@ pub(crate) async fn tidemark_commit(
     Ok(())
 }
 
-pub(crate) async fn tidemark_recover(
-    client: &mut CoordinatorClient<Channel>,
-    key: &pb::ConsumerKey,
-) -> anyhow::Result<()> {
+pub(crate) async fn tidemark_recover(client: &mut Coordinator, key: &pb::ConsumerKey) -> anyhow::Result<()> {
     let response = client
         .get_recovery_position(pb::GetRecoveryPositionRequest {
             consumer: Some(key.clone()),
@@ -214,7 +238,7 @@ pub(crate) async fn tidemark_recover(
 
 /// Acquire, renew, release: one lease's life.
 pub(crate) async fn tidemark_churn(
-    client: &mut CoordinatorClient<Channel>,
+    client: &mut Coordinator,
     key: &pb::ConsumerKey,
     holder: &str,
 ) -> anyhow::Result<()> {
