@@ -9,8 +9,9 @@
 //! Per fleet size (a fresh server each, on a database of its own): commit and
 //! renew rates, commit p50/p99, errors, tidemark's and Postgres' CPU per
 //! 1,000 consumers (percent of one core) and tidemark's resident memory.
-//! Sizes step up until the commit p99 passes the bound or an operation
-//! fails; the largest size that held is reported.
+//! Sizes step up until the fleet is overloaded (an operation fails, or the
+//! commit p99 passes four times the bound); the largest size whose p99
+//! stayed within the bound is reported.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -29,7 +30,8 @@ use crate::work::{self, Batches, Recorder, Window};
 /// The fleet's shape.
 #[derive(Debug, Clone)]
 pub(crate) struct FleetPlan {
-    /// Fleet sizes, smallest first; the run stops at the first that fails.
+    /// Fleet sizes, smallest first; the run stops at the first that is
+    /// overloaded (errors, or a p99 four times the bound).
     pub sizes: Vec<usize>,
     /// Client connections the consumers share.
     pub connections: usize,
@@ -73,7 +75,7 @@ pub(crate) struct FleetFigures {
     pub p99_bound_ms: f64,
     pub db_connections: u32,
     pub steps: Vec<FleetStep>,
-    /// The largest size that held (`None`: not even the first).
+    /// The largest size whose p99 stayed within the bound.
     pub largest_held: Option<usize>,
 }
 
@@ -91,12 +93,17 @@ pub(crate) async fn run(
     for &consumers in &plan.sizes {
         let step = run_size(binary, database_url, postgres_pid, db_connections, plan, consumers).await?;
         print_step(&step);
-        let held = step.held;
+        // A size that failed by a little may be noise (a median over runs
+        // decides, docs/performance.md); one that errs or is far past the
+        // bound is overload, and larger ones only more so.
+        let overloaded = step.errors > 0 || step.commit_p99_ms > 4.0 * plan.p99_bound.as_secs_f64() * 1000.0;
+        if step.held && largest_held.is_none_or(|held| held < consumers) {
+            largest_held = Some(consumers);
+        }
         steps.push(step);
-        if !held {
+        if overloaded {
             break;
         }
-        largest_held = Some(consumers);
     }
     Ok(FleetFigures {
         commit_every_seconds: plan.commit_every.as_secs_f64(),
@@ -162,6 +169,11 @@ async fn run_size(
     while let Some(joined) = tasks.join_next().await {
         leased.push(joined??);
     }
+
+    // As at every commit point: no size pays for WAL an earlier one wrote.
+    let pool = PgPool::connect(&url).await?;
+    sqlx::query("CHECKPOINT").execute(&pool).await?;
+    pool.close().await;
 
     let renew_every = plan.ttl / 3;
     let warmup = plan.commit_every.max(renew_every) + Duration::from_secs(1);

@@ -61,9 +61,9 @@ static LIST_KEYS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// The query behind retention fences: the lowest unexpired consumers of a
-/// branch (`$1` table, `$2` branch, `$3` limit). Public so benchmarks and
-/// tests can check its plan walks the position index.
+/// The consumers' half of the fence query alone: the lowest unexpired
+/// consumers of a branch (`$1` table, `$2` branch, `$3` limit). Public so
+/// benchmarks and tests can check its plan walks the position index.
 pub static BRANCH_CONSUMERS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {row}
