@@ -142,7 +142,7 @@ async fn run_size(
     plan: &FleetPlan,
     consumers: usize,
 ) -> anyhow::Result<FleetStep> {
-    let url = fresh_database(database_url, "bench_fleet").await?;
+    let url = work::fresh_database(database_url, "bench_fleet").await?;
     let dir = tempfile::tempdir()?;
     let tidemark = Tidemark::start(binary, &url, db_connections, dir.path())?;
     let connections = plan.connections.min(consumers).max(1);
@@ -268,7 +268,7 @@ async fn consumer(
             commits.record(&window, due, result);
             next_commit += commit_every;
         } else {
-            let result = renew(&mut client, &lease).await;
+            let result = work::tidemark_renew(&mut client, &lease).await;
             renewals.record(&window, due, result);
             next_renew += renew_every;
         }
@@ -287,17 +287,6 @@ async fn acquire(client: &mut work::Coordinator, key: pb::ConsumerKey, ttl: Dura
     response.into_inner().lease.context("no lease")
 }
 
-async fn renew(client: &mut work::Coordinator, lease: &pb::Lease) -> anyhow::Result<()> {
-    client
-        .renew_lease(pb::RenewLeaseRequest {
-            lease_id: lease.lease_id.clone(),
-            epoch: lease.epoch,
-            ttl: None,
-        })
-        .await?;
-    Ok(())
-}
-
 fn merge(into: &mut Recorder, from: Recorder) {
     into.latencies_us.extend(from.latencies_us);
     into.errors += from.errors;
@@ -312,24 +301,6 @@ fn quantile_ms(latencies_us: &mut [u32], q: f64) -> f64 {
     latencies_us
         .get(((n as f64 - 1.0) * q).round().max(0.0) as usize)
         .map_or(f64::NAN, |&us| f64::from(us) / 1000.0)
-}
-
-/// A new, empty database `name` on the server of `database_url`.
-async fn fresh_database(database_url: &str, name: &str) -> anyhow::Result<String> {
-    let admin = PgPool::connect(database_url).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&admin)
-    .await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&admin)
-        .await?;
-    admin.close().await;
-    let (base, _) = database_url
-        .rsplit_once('/')
-        .context("a database URL with a database name")?;
-    Ok(format!("{base}/{name}"))
 }
 
 pub(crate) fn print_step(s: &FleetStep) {

@@ -12,7 +12,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use serde::Serialize;
 use sqlx::PgPool;
 
@@ -48,16 +47,7 @@ pub(crate) async fn run(binary: &Path, database_url: &str, quick: bool) -> anyho
         (Duration::from_secs(10), Duration::from_secs(2), 2_000_000, 60)
     };
     let workers = 16;
-    let admin = PgPool::connect(database_url).await?;
-    sqlx::query("DROP DATABASE IF EXISTS bench_history")
-        .execute(&admin)
-        .await?;
-    sqlx::query("CREATE DATABASE bench_history").execute(&admin).await?;
-    admin.close().await;
-    let (base, _) = database_url
-        .rsplit_once('/')
-        .context("a database URL with a database name")?;
-    let url = format!("{base}/bench_history");
+    let url = work::fresh_database(database_url, "bench_history").await?;
 
     let dir = tempfile::tempdir()?;
     let retention_flag = humantime::format_duration(retention).to_string();

@@ -9,7 +9,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::Context;
 use serde::Serialize;
 use sqlx::PgPool;
 use tidemark_proto::v1 as pb;
@@ -41,18 +40,7 @@ pub(crate) async fn run(
     consumers: usize,
     refresh: Duration,
 ) -> anyhow::Result<KeeperFigures> {
-    let server_pool = PgPool::connect(database_url).await?;
-    sqlx::query("DROP DATABASE IF EXISTS bench_keeper")
-        .execute(&server_pool)
-        .await?;
-    sqlx::query("CREATE DATABASE bench_keeper")
-        .execute(&server_pool)
-        .await?;
-    server_pool.close().await;
-    let (base, _) = database_url
-        .rsplit_once('/')
-        .context("a database URL with a database name")?;
-    let url = format!("{base}/bench_keeper");
+    let url = work::fresh_database(database_url, "bench_keeper").await?;
 
     let dir = tempfile::tempdir()?;
     let table_dir = dir.path().join("warehouse/bench.db/keeper");

@@ -137,22 +137,37 @@ impl Bench {
     }
 
     async fn commit_tidemark(&self, c: usize) -> anyhow::Result<Row> {
-        let mut workers = Vec::new();
+        let (window, workers) = self
+            .committing(c, &[&self.tidemark], &work::Bearer::default(), "bench.commit")
+            .await?;
+        measure(Scenario::Commit, "tidemark", c, window, &self.watched, workers).await
+    }
+
+    /// `c` closed-loop committers, each with a lease on `table` taken
+    /// through one of `servers` in turn, sending `bearer`.
+    async fn committing(
+        &self,
+        c: usize,
+        servers: &[&Tidemark],
+        bearer: &work::Bearer,
+        table: &str,
+    ) -> anyhow::Result<(Window, Vec<impl Future<Output = work::Recorder> + Send + 'static>)> {
         let mut ready = Vec::new();
         for i in 0..c {
-            let mut client = work::coordinator(work::channel(&self.tidemark.url()).await?, work::Bearer::default());
-            let lease =
-                work::tidemark_lease(&mut client, work::key("bench.commit", &format!("c{c}-w{i}")), "bench").await?;
+            let server = servers[i % servers.len()];
+            let mut client = work::coordinator(work::channel(&server.url()).await?, bearer.clone());
+            let lease = work::tidemark_lease(&mut client, work::key(table, &format!("c{c}-w{i}")), "bench").await?;
             ready.push((client, lease));
         }
         let window = self.window();
-        for (mut client, lease) in ready {
-            let mut batches = Batches::new();
-            workers.push(async move {
-                closed_loop!(window, work::tidemark_commit(&mut client, &lease, &mut batches).await)
-            });
-        }
-        measure(Scenario::Commit, "tidemark", c, window, &self.watched, workers).await
+        let workers = ready
+            .into_iter()
+            .map(|(mut client, lease)| {
+                let mut batches = Batches::new();
+                async move { closed_loop!(window, work::tidemark_commit(&mut client, &lease, &mut batches).await) }
+            })
+            .collect();
+        Ok((window, workers))
     }
 
     /// The commit point against the production replicas: workers spread
@@ -160,22 +175,10 @@ impl Bench {
     /// second from each replica while they work.
     async fn commit_production(&self, c: usize) -> anyhow::Result<Row> {
         let production = self.production.as_ref().context("no production replicas")?;
-        let mut workers = Vec::new();
-        let mut ready = Vec::new();
-        for i in 0..c {
-            let replica = &production.replicas[i % 2];
-            let mut client = work::coordinator(work::channel(&replica.url()).await?, production.bearer.clone());
-            let lease =
-                work::tidemark_lease(&mut client, work::key("bench.prod", &format!("c{c}-w{i}")), "bench").await?;
-            ready.push((client, lease));
-        }
-        let window = self.window();
-        for (mut client, lease) in ready {
-            let mut batches = Batches::new();
-            workers.push(async move {
-                closed_loop!(window, work::tidemark_commit(&mut client, &lease, &mut batches).await)
-            });
-        }
+        let [first, second] = &production.replicas;
+        let (window, workers) = self
+            .committing(c, &[first, second], &production.bearer, "bench.prod")
+            .await?;
         let scrapers: Vec<_> = production
             .metrics
             .iter()

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use sqlx::PgPool;
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::coordinator_client::CoordinatorClient;
@@ -236,13 +237,8 @@ pub(crate) async fn tidemark_recover(client: &mut Coordinator, key: &pb::Consume
     Ok(())
 }
 
-/// Acquire, renew, release: one lease's life.
-pub(crate) async fn tidemark_churn(
-    client: &mut Coordinator,
-    key: &pb::ConsumerKey,
-    holder: &str,
-) -> anyhow::Result<()> {
-    let lease = tidemark_lease(client, key.clone(), holder).await?;
+/// Renews `lease` for its own ttl.
+pub(crate) async fn tidemark_renew(client: &mut Coordinator, lease: &pb::Lease) -> anyhow::Result<()> {
     client
         .renew_lease(pb::RenewLeaseRequest {
             lease_id: lease.lease_id.clone(),
@@ -250,6 +246,17 @@ pub(crate) async fn tidemark_churn(
             ttl: None,
         })
         .await?;
+    Ok(())
+}
+
+/// Acquire, renew, release: one lease's life.
+pub(crate) async fn tidemark_churn(
+    client: &mut Coordinator,
+    key: &pb::ConsumerKey,
+    holder: &str,
+) -> anyhow::Result<()> {
+    let lease = tidemark_lease(client, key.clone(), holder).await?;
+    tidemark_renew(client, &lease).await?;
     client
         .release_lease(pb::ReleaseLeaseRequest {
             lease_id: lease.lease_id,
@@ -549,4 +556,22 @@ pub(crate) async fn seed_consumers(pool: &PgPool, table: &str, n: usize) -> anyh
     .execute(pool)
     .await?;
     Ok(())
+}
+
+/// A new, empty database `name` on the server of `database_url`.
+pub(crate) async fn fresh_database(database_url: &str, name: &str) -> anyhow::Result<String> {
+    let admin = PgPool::connect(database_url).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&admin)
+    .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&admin)
+        .await?;
+    admin.close().await;
+    let (base, _) = database_url
+        .rsplit_once('/')
+        .context("a database URL with a database name")?;
+    Ok(format!("{base}/{name}"))
 }
