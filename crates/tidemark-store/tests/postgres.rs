@@ -186,6 +186,40 @@ async fn fences_run_from_a_cached_generic_plan() {
     );
 }
 
+/// The fence statement reads a step of holders (1, 10, 100, 1000) and
+/// keeps the caller's own number: ties at the fence beyond it are left out,
+/// lowest consumer ids kept, as a statement limited to that number would.
+#[tokio::test]
+async fn fences_keep_the_callers_number_of_holders_within_a_step() {
+    let Some(db) = TestDb::new(Kind::Postgres).await else {
+        return;
+    };
+    let backend = PostgresBackend::connect(db.url(), &db.postgres_options()).unwrap();
+    backend.migrate().await.unwrap();
+    sqlx::query(
+        "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, \
+         consumer_created_at, consumer_updated_at) \
+         SELECT 'db.ties', 'main', 'c' || i, 1, 0, 7, now(), now() FROM generate_series(0, 5) AS i",
+    )
+    .execute(backend.pool())
+    .await
+    .unwrap();
+    let store = Store::new(Arc::new(backend.clone()), LeasePolicy::default());
+    let table = tidemark_core::TableName::parse("db.ties", "table").unwrap();
+    let branch = tidemark_core::BranchName::parse("main", "branch").unwrap();
+    let report = store.fence(&table, &branch, false, 2).await.unwrap();
+    assert_eq!(report.fences.snapshot, Some(7));
+    let holders: Vec<&str> = report
+        .snapshot_holders
+        .iter()
+        .map(|h| h.view.state.key.consumer_id.as_str())
+        .collect();
+    assert_eq!(holders, ["c0", "c1"]);
+    let explained = store.explain(&table, &branch, false, 3).await.unwrap();
+    assert_eq!(explained.holders.len(), 3);
+    assert!(explained.truncated);
+}
+
 mod group_commit {
     use std::sync::Arc;
     use std::time::Duration;
