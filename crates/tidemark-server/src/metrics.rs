@@ -102,6 +102,10 @@ pub mod names {
         STATEMENT_WRITES as COMMIT_STATEMENT_WRITES, STATEMENTS as COMMIT_STATEMENTS,
         WRITES_ALONE as COMMIT_WRITES_ALONE,
     };
+    /// Counters of Postgres group reads (recorded by the store).
+    pub use tidemark_store::group_read_metrics::{
+        STATEMENT_READS as READ_STATEMENT_READS, STATEMENTS as READ_STATEMENTS,
+    };
 }
 
 /// Latency buckets for RPCs, in seconds (a commit is ~1-10 ms).

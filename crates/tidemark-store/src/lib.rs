@@ -39,6 +39,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
 pub use paimon::PaimonRegistry;
 pub use postgres::group_commit::{GroupCommitStats, metric_names as group_commit_metrics};
+pub use postgres::group_read::{GroupReadStats, metric_names as group_read_metrics};
 pub use postgres::{PostgresBackend, PostgresOptions};
 pub use sqlite::SqliteBackend;
 pub use state::{

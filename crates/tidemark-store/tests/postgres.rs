@@ -472,6 +472,115 @@ mod group_commit {
     }
 }
 
+mod group_read {
+    use std::sync::Arc;
+
+    use futures::future::join_all;
+    use tidemark_store::{PostgresBackend, PostgresOptions, Store};
+    use tidemark_testkit::{Kind, TestDb};
+
+    use crate::conformance::{commit_req, ctx, key, off, policy};
+
+    async fn replica(db: &TestDb, group_read: usize) -> (PostgresBackend, Store) {
+        let options = PostgresOptions {
+            group_read,
+            ..db.postgres_options()
+        };
+        let backend = PostgresBackend::connect(db.url(), &options).unwrap();
+        tidemark_store::Backend::migrate(&backend).await.unwrap();
+        let store = Store::new(Arc::new(backend.clone()), policy());
+        (backend, store)
+    }
+
+    /// Reads arriving together share statements, and each caller gets its
+    /// own key's state (a key with no row gets none), whatever its place in
+    /// the batch.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_reads_share_statements_and_each_gets_its_own_key() {
+        let Some(db) = TestDb::new(Kind::Postgres).await else {
+            return;
+        };
+        let (backend, store) = replica(&db, 1).await;
+        let keys: Vec<_> = (0..24).map(|i| key(&format!("read-{i}"))).collect();
+        for (i, k) in keys.iter().enumerate() {
+            let lease = store.acquire_lease(&ctx("a"), k, "q", None).await.unwrap().lease;
+            let end = off(100 + i as i64, 0, false, Some(1));
+            store
+                .commit_batch(&ctx("c"), &commit_req(lease.lease_id, 1, 0, end))
+                .await
+                .unwrap();
+        }
+        let before = backend.group_read_stats().unwrap();
+        let reads = (0..8).flat_map(|round| {
+            keys.iter().enumerate().map(move |(i, k)| (round, i, k.clone())).chain(
+                // A key that was never used, among the others.
+                std::iter::once((round, usize::MAX, key(&format!("read-missing-{round}")))),
+            )
+        });
+        let answers = join_all(reads.map(|(round, i, k)| {
+            let store = store.clone();
+            tokio::spawn(async move { (round, i, k.clone(), store.key_state(&k).await) })
+        }))
+        .await;
+        for answer in answers {
+            let (round, i, k, state) = answer.unwrap();
+            let state = state.unwrap();
+            if i == usize::MAX {
+                assert!(state.is_none(), "round {round}: {k} has no row, got {state:?}");
+                continue;
+            }
+            let state = state.unwrap_or_else(|| panic!("round {round}: {k} has a row"));
+            assert_eq!(state.key, k, "round {round}: the answer is for another key");
+            assert_eq!(state.next_snapshot(), Some(101 + i as i64), "round {round}: {k}");
+        }
+        let after = backend.group_read_stats().unwrap();
+        let (statements, reads) = (after.statements - before.statements, after.reads - before.reads);
+        assert_eq!(reads, 8 * 25, "every read went through the queue");
+        assert!(
+            statements < reads,
+            "reads were shared: {reads} reads in {statements} statements"
+        );
+    }
+
+    /// A read is sent only after its call arrived: a replica reading with
+    /// group reads sees every commit another replica acknowledged before
+    /// the read was asked, never an older state.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_sees_every_commit_acknowledged_before_it() {
+        let Some(db) = TestDb::new(Kind::Postgres).await else {
+            return;
+        };
+        let (_, writer) = replica(&db, 0).await;
+        let (backend, reader) = replica(&db, 1).await;
+        let workers = (0..16).map(|w| {
+            let writer = writer.clone();
+            let reader = reader.clone();
+            tokio::spawn(async move {
+                let k = key(&format!("fresh-{w}"));
+                let lease = writer.acquire_lease(&ctx("a"), &k, "q", None).await.unwrap().lease;
+                for batch in 0..25i64 {
+                    let end = off(10 + batch, 0, false, Some(1));
+                    writer
+                        .commit_batch(&ctx("c"), &commit_req(lease.lease_id, 1, batch, end))
+                        .await
+                        .unwrap();
+                    let seen = reader.key_state(&k).await.unwrap().unwrap().next_snapshot();
+                    assert_eq!(
+                        seen,
+                        Some(11 + batch),
+                        "{k}: a read after commit {batch} was acknowledged"
+                    );
+                }
+            })
+        });
+        for worker in join_all(workers).await {
+            worker.unwrap();
+        }
+        let stats = backend.group_read_stats().unwrap();
+        assert!(stats.reads >= 16 * 25, "the reads went through the queue: {stats:?}");
+    }
+}
+
 /// SPEC §1: a deadline is judged when the write lands, by the database clock
 /// read once the row is locked. A commit that waits on a row lock another
 /// transaction holds past its lease's deadline is refused, although the

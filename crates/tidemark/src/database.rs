@@ -30,6 +30,12 @@ pub(crate) struct DatabaseArgs {
     /// the others ran (0: one statement per commit).
     #[arg(long, env = "TIDEMARK_DB_GROUP_COMMIT", default_value_t = PostgresOptions::default().group_commit)]
     db_group_commit: usize,
+    /// Group reads on Postgres: concurrent key reads (a recovery position
+    /// above all) share at most this many statements in flight, each
+    /// carrying every read that queued while the others ran (0: one
+    /// statement per read). A read is sent only after its call arrived.
+    #[arg(long, env = "TIDEMARK_DB_GROUP_READ", default_value_t = PostgresOptions::default().group_read)]
+    db_group_read: usize,
     /// At start-up, keep retrying an unreachable database (and the
     /// migrations) this long before giving up; 0 fails at once.
     #[arg(long, env = "TIDEMARK_WAIT_FOR_DATABASE", default_value_t = HumanDuration(Duration::from_secs(60)))]
@@ -45,6 +51,7 @@ impl DatabaseArgs {
             statement_timeout: Some(self.db_statement_timeout.0),
             schema: None,
             group_commit: self.db_group_commit,
+            group_read: self.db_group_read,
         }
     }
 

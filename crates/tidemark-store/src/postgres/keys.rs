@@ -25,7 +25,7 @@ use crate::decode::{self, EventColumns};
 use crate::error::StoreError;
 use crate::row::{KeyRow, PgQuery, decode_pg};
 
-static LOAD_BY_KEY: LazyLock<String> = LazyLock::new(|| {
+pub(super) static LOAD_BY_KEY: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT tidemark_now() AS db_now, {row}, {OPTION_COLUMNS}
          FROM (SELECT 1) AS one
@@ -314,7 +314,7 @@ pub(crate) async fn write_one_event_unless_locked(pool: &PgPool, write: &OneEven
 }
 
 /// A row read with [`LOAD_BY_KEY`] or [`LOAD_BY_LEASE`].
-fn decode_loaded(row: &PgRow) -> Result<Loaded, StoreError> {
+pub(super) fn decode_loaded(row: &PgRow) -> Result<Loaded, StoreError> {
     let mut now = from_ts(row.try_get("db_now")?);
     // Mutant: decisions judge time by this replica's clock, not the
     // database's (with the database's own deadline check gone, see store.rs).
@@ -347,11 +347,14 @@ fn decode_loaded(row: &PgRow) -> Result<Loaded, StoreError> {
 impl KeyStore for PostgresBackend {
     async fn load(&self, find: FindKey<'_>) -> Result<Loaded, StoreError> {
         let row = match find {
-            FindKey::Key(key) => {
-                decode::bind_key(sqlx::query(LOAD_BY_KEY.as_str()), key)
-                    .fetch_one(&self.pool)
-                    .await?
-            }
+            FindKey::Key(key) => match &self.reads {
+                Some(reads) => return reads.read(key).await,
+                None => {
+                    decode::bind_key(sqlx::query(LOAD_BY_KEY.as_str()), key)
+                        .fetch_one(&self.pool)
+                        .await?
+                }
+            },
             FindKey::Lease(lease_id) => {
                 sqlx::query(LOAD_BY_LEASE.as_str())
                     .bind(lease_id)

@@ -9,6 +9,7 @@
 //! from the database clock.
 
 pub(crate) mod group_commit;
+pub(crate) mod group_read;
 mod history;
 mod keys;
 mod options;
@@ -33,6 +34,7 @@ use crate::backend::Backend;
 use crate::decode::TimestampColumns;
 use crate::error::StoreError;
 use group_commit::GroupCommit;
+use group_read::GroupRead;
 
 /// The embedded Postgres migrations (`migrations/postgres`).
 pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
@@ -54,6 +56,10 @@ pub struct PostgresOptions {
     /// in flight, each carrying whatever queued meanwhile (0: every commit
     /// is its own statement). See the `group_commit` module.
     pub group_commit: usize,
+    /// Group reads: concurrent key reads share at most this many statements
+    /// in flight (0: every read is its own statement). See the
+    /// `group_read` module.
+    pub group_read: usize,
 }
 
 impl Default for PostgresOptions {
@@ -64,6 +70,7 @@ impl Default for PostgresOptions {
             statement_timeout: Some(Duration::from_secs(10)),
             schema: None,
             group_commit: DEFAULT_GROUP_COMMIT,
+            group_read: DEFAULT_GROUP_READ,
         }
     }
 }
@@ -72,11 +79,15 @@ impl Default for PostgresOptions {
 /// database busy, few enough that concurrent commits share statements.
 pub const DEFAULT_GROUP_COMMIT: usize = 1;
 
+/// In-flight key-read statements per replica by default.
+pub const DEFAULT_GROUP_READ: usize = 1;
+
 /// tidemark state in Postgres.
 #[derive(Debug, Clone)]
 pub struct PostgresBackend {
     pool: PgPool,
     group: Option<Arc<GroupCommit>>,
+    reads: Option<Arc<GroupRead>>,
     /// The gauge collector's own connection (outside the pool, so it never
     /// takes a serving connection nor holds up closing the pool), and
     /// whether it holds the collector's advisory lock.
@@ -114,14 +125,21 @@ impl PostgresBackend {
             .test_before_acquire(false)
             .connect_lazy_with(connect.clone());
         let group = (options.group_commit > 0).then(|| Arc::new(GroupCommit::new(pool.clone(), options.group_commit)));
+        let reads = (options.group_read > 0).then(|| Arc::new(GroupRead::new(pool.clone(), options.group_read)));
         Ok(Self {
             pool,
             group,
+            reads,
             collector: Arc::default(),
             connect_options: connect,
             acquire_timeout: options.acquire_timeout,
             max_connections: options.max_connections,
         })
+    }
+
+    /// Group reads' work so far (`None` when they are off).
+    pub fn group_read_stats(&self) -> Option<crate::GroupReadStats> {
+        self.reads.as_ref().map(|g| g.stats())
     }
 
     /// Group commit's work so far (`None` when it is off).

@@ -1,0 +1,214 @@
+//! Group reads for the Postgres backend.
+//!
+//! Every call that reads a key (a recovery position above all) is one
+//! primary-key read, and on a busy replica most of its cost is the round
+//! trip: the pool, the protocol, and a backend woken for one row. Here reads
+//! queue for a few in-flight slots, and whatever queued while the slots were
+//! busy goes to the database as one statement. A read is only ever sent
+//! after its call arrived, so it sees every write acknowledged before the
+//! call: nothing is answered from memory.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock};
+
+use sqlx::Row;
+use sqlx::postgres::PgPool;
+use tidemark_core::ConsumerKey;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use super::keys::{LOAD_BY_KEY, decode_loaded};
+use crate::backend::Loaded;
+use crate::error::StoreError;
+use crate::row::KeyRow;
+
+/// Most reads one statement carries.
+const MAX_BATCH: usize = 64;
+
+/// Metric names (Prometheus, through the `metrics` facade).
+pub mod metric_names {
+    /// Counter: key-read statements sent (their reads / this = the mean
+    /// batch size).
+    pub const STATEMENTS: &str = "tidemark_read_statements_total";
+    /// Counter: reads those statements carried.
+    pub const STATEMENT_READS: &str = "tidemark_read_statement_reads_total";
+}
+
+type Answer = Result<Loaded, StoreError>;
+
+struct Queued {
+    key: ConsumerKey,
+    reply: oneshot::Sender<Answer>,
+}
+
+/// The queue in front of the database; its task starts on first use.
+#[derive(Debug)]
+pub(crate) struct GroupRead {
+    pool: PgPool,
+    in_flight: usize,
+    queue: OnceLock<mpsc::UnboundedSender<Queued>>,
+    counts: Arc<Counts>,
+}
+
+/// How many reads went through how many statements.
+#[derive(Debug, Default)]
+struct Counts {
+    statements: AtomicU64,
+    reads: AtomicU64,
+}
+
+/// Group reads' work so far: `reads` key reads sent in `statements`
+/// statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupReadStats {
+    /// Statements sent (including statements of one read).
+    pub statements: u64,
+    /// Reads carried by them.
+    pub reads: u64,
+}
+
+impl GroupRead {
+    /// Reads go through at most `in_flight` statements at a time.
+    pub(crate) fn new(pool: PgPool, in_flight: usize) -> Self {
+        Self {
+            pool,
+            in_flight: in_flight.max(1),
+            queue: OnceLock::new(),
+            counts: Arc::default(),
+        }
+    }
+
+    /// The work done so far.
+    pub(crate) fn stats(&self) -> GroupReadStats {
+        GroupReadStats {
+            statements: self.counts.statements.load(Ordering::Relaxed),
+            reads: self.counts.reads.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Reads `key`, alone or with whatever else is waiting.
+    pub(crate) async fn read(&self, key: &ConsumerKey) -> Answer {
+        let queue = self.queue.get_or_init(|| {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            tokio::spawn(run(
+                self.pool.clone(),
+                receiver,
+                self.in_flight,
+                Arc::clone(&self.counts),
+            ));
+            sender
+        });
+        let (reply, answer) = oneshot::channel();
+        if let Err(mpsc::error::SendError(queued)) = queue.send(Queued {
+            key: key.clone(),
+            reply,
+        }) {
+            // The task is gone (its runtime shut down): read directly.
+            return read_one(&self.pool, &queued.key).await;
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Unavailable("the read was abandoned (shutting down)".into())))
+    }
+}
+
+/// Takes whatever queued while every slot was busy and sends it as one
+/// statement.
+async fn run(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Queued>, in_flight: usize, counts: Arc<Counts>) {
+    let slots = Arc::new(Semaphore::new(in_flight));
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let Some(first) = queue.recv().await else {
+            return;
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(queued) => batch.push(queued),
+                Err(_) => break,
+            }
+        }
+        counts.statements.fetch_add(1, Ordering::Relaxed);
+        counts.reads.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        metrics::counter!(metric_names::STATEMENTS).increment(1);
+        metrics::counter!(metric_names::STATEMENT_READS).increment(batch.len() as u64);
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            apply(&pool, batch).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Reads a batch and answers every caller.
+async fn apply(pool: &PgPool, batch: Vec<Queued>) {
+    if let [queued] = batch.as_slice() {
+        // Alone, the lean statement.
+        let answer = read_one(pool, &queued.key).await;
+        if let Some(queued) = batch.into_iter().next() {
+            let _ = queued.reply.send(answer);
+        }
+        return;
+    }
+    match read_many(pool, &batch).await {
+        Ok(answers) => {
+            for (queued, answer) in batch.into_iter().zip(answers) {
+                let _ = queued.reply.send(answer);
+            }
+        }
+        // Each read goes again on its own, so none fails for another.
+        Err(e) => {
+            tracing::debug!(error = %e, size = batch.len(), "batched read failed; reading one by one");
+            for queued in batch {
+                let pool = pool.clone();
+                tokio::spawn(async move {
+                    let answer = read_one(&pool, &queued.key).await;
+                    let _ = queued.reply.send(answer);
+                });
+            }
+        }
+    }
+}
+
+async fn read_one(pool: &PgPool, key: &ConsumerKey) -> Answer {
+    let row = crate::decode::bind_key(sqlx::query(LOAD_BY_KEY.as_str()), key)
+        .fetch_one(pool)
+        .await?;
+    decode_loaded(&row)
+}
+
+/// The batched read: every key once per position in the batch, with the
+/// same columns as the single read, one database clock for all.
+static READ_MANY: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT q.ord, tidemark_now() AS db_now, {row}, {options}
+         FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS q(q_table, q_branch, q_consumer, ord)
+         LEFT JOIN consumer_keys k ON k.table_name = q.q_table AND k.branch = q.q_branch AND k.consumer_id = q.q_consumer
+         LEFT JOIN table_options o ON o.table_name = q.q_table",
+        row = KeyRow::select_list("k"),
+        options = super::OPTION_COLUMNS,
+    )
+});
+
+/// One statement for the whole batch; per read, its answer.
+async fn read_many(pool: &PgPool, batch: &[Queued]) -> Result<Vec<Answer>, StoreError> {
+    let keys = || batch.iter().map(|q| &q.key);
+    let rows = sqlx::query(READ_MANY.as_str())
+        .bind(keys().map(|k| k.table.as_str().to_owned()).collect::<Vec<_>>())
+        .bind(keys().map(|k| k.branch.as_str().to_owned()).collect::<Vec<_>>())
+        .bind(keys().map(|k| k.consumer_id.as_str().to_owned()).collect::<Vec<_>>())
+        .fetch_all(pool)
+        .await?;
+    let mut answers: Vec<Option<Answer>> = (0..batch.len()).map(|_| None).collect();
+    for row in rows {
+        let ord: i64 = row.try_get("ord")?;
+        if let Some(slot) = usize::try_from(ord - 1).ok().and_then(|i| answers.get_mut(i)) {
+            *slot = Some(decode_loaded(&row));
+        }
+    }
+    Ok(answers
+        .into_iter()
+        .map(|answer| answer.unwrap_or_else(|| Err(StoreError::Internal("the batched read lost a row".into()))))
+        .collect())
+}
