@@ -27,15 +27,50 @@ pub(crate) struct Outage {
     pub unavailable_ms: Option<f64>,
     /// Calls answered with an error in that time, by code.
     pub failed_calls: BTreeMap<String, u64>,
-    /// Whether any replica reported NOT_SERVING in that time.
+    /// Whether any replica reported NOT_SERVING at any moment of that time.
     pub not_ready_seen: bool,
+    /// The silence, ms after the fault's start (`None` as above).
+    pub silence_ms: Option<(f64, f64)>,
+    /// Each replica's readiness in that time: ms it said SERVING, ms it
+    /// said NOT_SERVING, ms it could not be asked (killed, restarting).
+    pub readiness_ms: Vec<(f64, f64, f64)>,
 }
 
-/// One readiness probe of one replica: `None` when it did not answer.
+/// A change in one replica's readiness as its `Health/Watch` stream told
+/// it: the new status (`None`: the stream broke, nobody to ask).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReadinessSample {
     pub t: i64,
+    pub replica: usize,
     pub serving: Option<bool>,
+}
+
+/// How `replica`'s readiness spent `[from, to]`: ms SERVING, NOT_SERVING,
+/// and unknown (before its first answer, or while its stream was broken).
+fn readiness_in(samples: &[ReadinessSample], replica: usize, from: i64, to: i64) -> (f64, f64, f64) {
+    let mut spent = [0i64; 3];
+    let slot = |serving: Option<bool>| match serving {
+        Some(true) => 0,
+        Some(false) => 1,
+        None => 2,
+    };
+    let mut state = None;
+    let mut since = from;
+    for sample in samples.iter().filter(|s| s.replica == replica) {
+        if sample.t <= from {
+            state = sample.serving;
+            continue;
+        }
+        if sample.t > to {
+            break;
+        }
+        spent[slot(state)] += sample.t - since;
+        state = sample.serving;
+        since = sample.t;
+    }
+    spent[slot(state)] += to - since;
+    let ms = |us: i64| us as f64 / 1000.0;
+    (ms(spent[0]), ms(spent[1]), ms(spent[2]))
 }
 
 /// How long after the new primary was routed to the workers are watched.
@@ -75,9 +110,12 @@ pub(crate) fn outages(
             for r in records.iter().filter(|r| !r.ok() && r.t1 >= from && r.t1 <= to) {
                 *failed_calls.entry(r.code.clone()).or_default() += 1;
             }
-            let not_ready_seen = readiness
-                .iter()
-                .any(|s| s.t >= from && s.t <= to && s.serving == Some(false));
+            let replicas = readiness.iter().map(|s| s.replica + 1).max().unwrap_or(0);
+            let readiness_ms: Vec<(f64, f64, f64)> = (0..replicas)
+                .map(|replica| readiness_in(readiness, replica, from, to))
+                .collect();
+            let not_ready_seen = readiness_ms.iter().any(|&(_, not_serving, _)| not_serving > 0.0);
+            let after_fault = |t: i64| (t - change.t0) as f64 / 1000.0;
             Outage {
                 kind: kind.clone(),
                 members: change.members.clone(),
@@ -85,15 +123,17 @@ pub(crate) fn outages(
                 unavailable_ms: silence.map(|(a, b)| (b - a) as f64 / 1000.0),
                 failed_calls,
                 not_ready_seen,
+                silence_ms: silence.map(|(a, b)| (after_fault(a), after_fault(b))),
+                readiness_ms,
             }
         })
         .collect()
 }
 
 /// Violations: a change after which no commit was ever acknowledged, and
-/// an outage long enough for readiness probes (`probe_every_ms`) to see
-/// that none did.
-pub(crate) fn violations(outages: &[Outage], probe_every_ms: f64) -> Vec<String> {
+/// an outage longer than twice the time a replica may take to notice its
+/// database is gone (`detection_ms`) in which no replica said NOT_SERVING.
+pub(crate) fn violations(outages: &[Outage], detection_ms: f64) -> Vec<String> {
     let mut found = Vec::new();
     for o in outages {
         match o.unavailable_ms {
@@ -101,10 +141,11 @@ pub(crate) fn violations(outages: &[Outage], probe_every_ms: f64) -> Vec<String>
                 "{} {}: no commit was acknowledged afterwards",
                 o.kind, o.members
             )),
-            Some(ms) if ms > 6.0 * probe_every_ms && o.routed_ms as f64 > 6.0 * probe_every_ms && !o.not_ready_seen => {
+            Some(ms) if ms > 2.0 * detection_ms && o.routed_ms as f64 > 2.0 * detection_ms && !o.not_ready_seen => {
                 found.push(format!(
-                    "{} {}: no primary for {} ms, yet no replica reported NOT_SERVING",
-                    o.kind, o.members, o.routed_ms
+                    "{} {}: no primary for {} ms, yet no replica reported NOT_SERVING (readiness in the silence, \
+                     ms SERVING/NOT_SERVING/unanswered per replica: {:?})",
+                    o.kind, o.members, o.routed_ms, o.readiness_ms
                 ));
             }
             Some(_) => {}
@@ -157,14 +198,29 @@ mod tests {
             commit(21_000, 21_500, "Ok"),
             commit(22_000, 22_010, "Ok"),
         ];
-        let readiness = [ReadinessSample {
-            t: 3_000_000,
-            serving: Some(false),
-        }];
+        let readiness = [
+            ReadinessSample {
+                t: 500_000,
+                replica: 0,
+                serving: Some(true),
+            },
+            ReadinessSample {
+                t: 3_000_000,
+                replica: 0,
+                serving: Some(false),
+            },
+            ReadinessSample {
+                t: 3_000_100,
+                replica: 0,
+                serving: Some(true),
+            },
+        ];
         let outages = outages(&[("failover".into(), change)], &records, &readiness);
         assert_eq!(outages[0].unavailable_ms, Some(20_496.0));
         assert_eq!(outages[0].failed_calls.get("Unavailable"), Some(&2));
+        // A NOT_SERVING that lasted 0.1 ms between two answers still counts.
         assert!(outages[0].not_ready_seen);
+        assert_eq!(outages[0].readiness_ms, vec![(20_495.9, 0.1, 0.0)]);
         assert!(violations(&outages, 500.0).is_empty());
         assert_eq!(spread(&outages, "failover"), Some((20_496.0, 20_496.0, 1)));
     }
@@ -182,5 +238,26 @@ mod tests {
         // Acknowledged before the new primary was routed to, never after.
         let stuck = outages(&[("failover".into(), change)], &[commit(1_001, 1_002, "Ok")], &[]);
         assert!(violations(&stuck, 500.0)[0].contains("no commit"));
+    }
+
+    #[test]
+    fn readiness_is_the_status_in_force_at_every_moment() {
+        let sample = |t_ms: i64, replica, serving| ReadinessSample {
+            t: t_ms * 1000,
+            replica,
+            serving,
+        };
+        let samples = [
+            sample(0, 0, Some(false)),
+            sample(0, 1, Some(true)),
+            // Went NOT_SERVING before the window and stayed so into it.
+            sample(1_500, 0, Some(true)),
+            sample(1_800, 1, None),
+            sample(2_500, 1, Some(true)),
+        ];
+        assert_eq!(readiness_in(&samples, 0, 1_000_000, 3_000_000), (1_500.0, 500.0, 0.0));
+        assert_eq!(readiness_in(&samples, 1, 1_000_000, 3_000_000), (1_300.0, 0.0, 700.0));
+        // A replica never heard from is unknown throughout.
+        assert_eq!(readiness_in(&samples, 2, 1_000_000, 3_000_000), (0.0, 0.0, 2_000.0));
     }
 }

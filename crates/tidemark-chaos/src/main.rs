@@ -124,8 +124,13 @@ struct RunArgs {
     search_budget: u64,
 }
 
-/// How often each replica's readiness is probed during a run.
-const READINESS_PROBE_EVERY: Duration = Duration::from_millis(250);
+/// The replicas' readiness interval, and how long a ping may take before
+/// it counts as failed (the server's floor): together, how long a replica
+/// may say SERVING after its database stopped answering.
+const READINESS_INTERVAL: Duration = Duration::from_millis(250);
+const READINESS_PING_LIMIT: Duration = Duration::from_millis(500);
+/// How soon a broken readiness stream is opened again.
+const READINESS_REWATCH_AFTER: Duration = Duration::from_millis(100);
 
 /// A replica: its process, arguments (to restart it identically) and the
 /// proxy in front of it.
@@ -259,7 +264,7 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
             "--shutdown-drain",
             "0s",
             "--readiness-interval",
-            "250ms",
+            &humantime::format_duration(READINESS_INTERVAL).to_string(),
             "--log",
             "warn,tidemark=info",
         ]
@@ -306,14 +311,12 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     let batching = GroupCommitTally::default();
     let scraper = tokio::spawn(batching.clone().scrape(metrics_ports, until));
     let readiness = ReadinessLog::default();
-    let prober = tokio::spawn(
-        readiness.clone().probe(
-            replicas
-                .iter()
-                .filter_map(|r| r.process.as_ref())
-                .map(ServerProcess::url)
-                .collect(),
-        ),
+    let watchers = readiness.watch(
+        replicas
+            .iter()
+            .filter_map(|r| r.process.as_ref())
+            .map(ServerProcess::url)
+            .collect(),
     );
     let (faults, primary_changes) = inject_faults(
         &args,
@@ -356,7 +359,7 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
         .sum();
 
     scraper.abort();
-    prober.abort();
+    watchers.iter().for_each(tokio::task::JoinHandle::abort);
     let settings = check::Settings {
         clock_slack_us: args
             .clock_slack
@@ -366,7 +369,8 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     let mut report = check::check(&records, &faults, &history, &finals, &settings);
     report.group_commit = batching.totals();
     report.primary_changes = availability::outages(&primary_changes, &records, &readiness.samples());
-    for violation in availability::violations(&report.primary_changes, READINESS_PROBE_EVERY.as_secs_f64() * 1000.0) {
+    let detection_ms = (READINESS_INTERVAL + READINESS_PING_LIMIT).as_secs_f64() * 1000.0;
+    for violation in availability::violations(&report.primary_changes, detection_ms) {
         report.violations.push(violation);
     }
     if panics > 0 {
@@ -654,24 +658,51 @@ async fn inject_faults(
 /// failover waits out Patroni's 20 s ttl, then the workers recover.
 const PRIMARY_CHANGE_ROOM_US: i64 = 35_000_000;
 
-/// Every replica's readiness, probed through the run.
+/// Every replica's readiness through the run, as the replicas push it:
+/// one `Health/Watch` stream each (every change of status, however brief,
+/// none missed between polls), reopened at once when it breaks (a killed
+/// or restarting replica), which is recorded as "no answer".
 #[derive(Debug, Clone, Default)]
 struct ReadinessLog(std::sync::Arc<std::sync::Mutex<Vec<ReadinessSample>>>);
 
 impl ReadinessLog {
-    async fn probe(self, urls: Vec<String>) {
-        use tonic_health::pb::health_check_response::ServingStatus;
+    fn watch(&self, urls: Vec<String>) -> Vec<tokio::task::JoinHandle<()>> {
+        urls.into_iter()
+            .enumerate()
+            .map(|(replica, url)| tokio::spawn(self.clone().watch_one(replica, url)))
+            .collect()
+    }
+
+    async fn watch_one(self, replica: usize, url: String) {
+        use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient};
         loop {
-            for url in &urls {
-                let status = tidemark_testkit::process::health(url.clone(), "readiness").await;
-                let sample = ReadinessSample {
-                    t: now_us(),
-                    serving: status.map(|s| s == ServingStatus::Serving),
+            let stream = async {
+                let channel = tonic::transport::Endpoint::from_shared(url.clone())?
+                    .connect_timeout(Duration::from_secs(1))
+                    .connect()
+                    .await?;
+                let request = HealthCheckRequest {
+                    service: "readiness".into(),
                 };
-                self.0.lock().expect("not poisoned").push(sample);
+                anyhow::Ok(HealthClient::new(channel).watch(request).await?.into_inner())
+            };
+            if let Ok(mut stream) = stream.await {
+                while let Ok(Some(answer)) = stream.message().await {
+                    self.push(replica, Some(answer.status() == ServingStatus::Serving));
+                }
             }
-            tokio::time::sleep(READINESS_PROBE_EVERY).await;
+            self.push(replica, None);
+            tokio::time::sleep(READINESS_REWATCH_AFTER).await;
         }
+    }
+
+    fn push(&self, replica: usize, serving: Option<bool>) {
+        let sample = ReadinessSample {
+            t: now_us(),
+            replica,
+            serving,
+        };
+        self.0.lock().expect("not poisoned").push(sample);
     }
 
     fn samples(&self) -> Vec<ReadinessSample> {
@@ -847,6 +878,7 @@ fn print_primary_changes(outages: &[availability::Outage]) {
             println!("  {kind}: no commit acknowledged for {median:.0} ms (median of {n}; max {max:.0} ms)");
         }
     }
+    let span = |range: Option<(f64, f64)>| range.map_or("none".to_owned(), |(a, b)| format!("+{a:.0}..+{b:.0} ms"));
     for o in outages {
         println!(
             "  {:<10} {:<12} routed after {:>6} ms, no commit acknowledged for {:>8} ms, NOT_SERVING seen: {}",
@@ -855,6 +887,17 @@ fn print_primary_changes(outages: &[availability::Outage]) {
             o.routed_ms,
             o.unavailable_ms.map_or("ever".to_owned(), |ms| format!("{ms:.0}")),
             o.not_ready_seen
+        );
+        let readiness: Vec<String> = o
+            .readiness_ms
+            .iter()
+            .map(|(serving, not_serving, unanswered)| format!("{serving:.0}/{not_serving:.0}/{unanswered:.0}"))
+            .collect();
+        println!(
+            "  {:<23} silence {}; readiness meanwhile, ms SERVING/NOT_SERVING/unanswered: {}",
+            "",
+            span(o.silence_ms),
+            readiness.join(", ")
         );
     }
 }
