@@ -29,8 +29,8 @@ impl AdminService {
     pub fn new(store: Store, request_timeout: Duration) -> Self {
         Self {
             tables: std::sync::Arc::new(crate::tables::Registrations::new(store.clone())),
+            rpcs: Rpcs::new("Admin", request_timeout, store.unavailable_signal()),
             store,
-            rpcs: Rpcs::new("Admin", request_timeout),
             mirror_refresh: crate::ServerConfig::default().mirror_refresh,
             allowed_locations: None,
         }

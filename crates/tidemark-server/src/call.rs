@@ -5,7 +5,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use tidemark_core::CoreError;
-use tidemark_store::{CallContext, StoreError};
+use tidemark_store::{CallContext, StoreError, UnavailableSignal};
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
@@ -17,10 +17,13 @@ use crate::status::{store_status, timeout_status};
 /// Runs `body` as the RPC `service/method`: bounded by `timeout`
 /// (DEADLINE_EXCEEDED), logged under a span with the request id and
 /// principal, counted in the RPC metrics, and answered with the request id.
+/// A call that found the database unavailable, or timed out, tells
+/// `unavailable` (readiness looks again at once).
 pub(crate) async fn run<T, F>(
     service: &'static str,
     method: &'static str,
     timeout: Duration,
+    unavailable: &UnavailableSignal,
     ctx: CallContext,
     body: F,
 ) -> Result<Response<T>, Status>
@@ -40,12 +43,16 @@ where
     let _entered = span.enter();
     let answer = match result {
         Err(_) => {
+            unavailable.report();
             metrics::timed_out(method);
             tracing::warn!(method, request_id = %ctx.request_id, ?timeout, "call timed out");
             Err(with_request_id(&ctx, timeout_status(timeout)))
         }
         Ok(Ok(body)) => Ok(respond(&ctx, body)),
         Ok(Err(err)) => {
+            if let StoreError::Unavailable(_) = &err {
+                unavailable.report();
+            }
             if let StoreError::Rule(rule) = &err {
                 if matches!(rule, CoreError::LeaseHeld { .. }) {
                     metrics::lease_conflict();
@@ -73,16 +80,22 @@ where
 
 /// A service's RPCs: its name and time limit, and the prologue every
 /// handler shares.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Rpcs {
     service: &'static str,
     timeout: Duration,
+    unavailable: UnavailableSignal,
 }
 
 impl Rpcs {
-    /// The RPCs of `service`, each bounded by `timeout`.
-    pub(crate) fn new(service: &'static str, timeout: Duration) -> Self {
-        Self { service, timeout }
+    /// The RPCs of `service`, each bounded by `timeout`, reporting an
+    /// unavailable database to `unavailable`.
+    pub(crate) fn new(service: &'static str, timeout: Duration, unavailable: UnavailableSignal) -> Self {
+        Self {
+            service,
+            timeout,
+            unavailable,
+        }
     }
 
     /// A handler's prologue: the call context, the request parsed, the
@@ -102,16 +115,23 @@ impl Rpcs {
     {
         let ctx = call_context(&request);
         let req = request.into_inner();
-        run(self.service, method, self.timeout, ctx.clone(), async move {
-            let parsed = req.parse()?;
-            let access = ctx.access();
-            match parsed.touches() {
-                Touches::Table(table) | Touches::TableOrAll(Some(table), _) => access.table(table)?,
-                Touches::TableOrAll(None, what) => access.every_table(what)?,
-                Touches::Lease | Touches::Filtered => {}
-            }
-            body(ctx, parsed).await
-        })
+        run(
+            self.service,
+            method,
+            self.timeout,
+            &self.unavailable,
+            ctx.clone(),
+            async move {
+                let parsed = req.parse()?;
+                let access = ctx.access();
+                match parsed.touches() {
+                    Touches::Table(table) | Touches::TableOrAll(Some(table), _) => access.table(table)?,
+                    Touches::TableOrAll(None, what) => access.every_table(what)?,
+                    Touches::Lease | Touches::Filtered => {}
+                }
+                body(ctx, parsed).await
+            },
+        )
         .await
     }
 }

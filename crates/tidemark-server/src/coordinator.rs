@@ -26,8 +26,8 @@ impl CoordinatorService {
     pub fn new(store: Store, request_timeout: Duration) -> Self {
         Self {
             tables: std::sync::Arc::new(crate::tables::Registrations::new(store.clone())),
+            rpcs: Rpcs::new("Coordinator", request_timeout, store.unavailable_signal()),
             store,
-            rpcs: Rpcs::new("Coordinator", request_timeout),
         }
     }
 

@@ -21,8 +21,8 @@ impl RetentionService {
     /// The service over `store`.
     pub fn new(store: Store, request_timeout: Duration) -> Self {
         Self {
+            rpcs: Rpcs::new("Retention", request_timeout, store.unavailable_signal()),
             store,
-            rpcs: Rpcs::new("Retention", request_timeout),
         }
     }
 }

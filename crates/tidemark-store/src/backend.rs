@@ -318,7 +318,8 @@ pub trait Backend:
     /// at once).
     async fn migrate(&self) -> Result<(), StoreError>;
 
-    /// Checks that the database answers.
+    /// Checks that the database answers and can make a commit now (the
+    /// readiness probe's question).
     async fn ping(&self) -> Result<(), StoreError>;
 
     /// Closes the connections.

@@ -47,7 +47,7 @@ pub use state::{
     StateFile,
 };
 pub use stats::{BranchStats, ConsumerLagRow, FleetStats, PoolStats, StatsStore};
-pub use store::Store;
+pub use store::{Store, UnavailableSignal};
 pub use tidemark_core::Timestamp;
 
 /// The database used when none is configured: an SQLite file in the working

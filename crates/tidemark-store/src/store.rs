@@ -34,6 +34,25 @@ pub struct Store {
     policy: LeasePolicy,
     leases: Arc<LeaseCache>,
     refreshes: RefreshHistory,
+    unavailable: UnavailableSignal,
+}
+
+/// How calls that found the database unavailable tell whoever watches its
+/// health (the readiness tracker) to look again now, rather than at its
+/// next interval. Reports made while nobody waits coalesce into one.
+#[derive(Debug, Clone, Default)]
+pub struct UnavailableSignal(Arc<tokio::sync::Notify>);
+
+impl UnavailableSignal {
+    /// A call just found the database unavailable (or timed out on it).
+    pub fn report(&self) {
+        self.0.notify_one();
+    }
+
+    /// Resolves once a call has reported since this last resolved.
+    pub async fn reported(&self) {
+        self.0.notified().await;
+    }
 }
 
 impl Store {
@@ -44,6 +63,7 @@ impl Store {
             policy,
             leases: Arc::new(LeaseCache::default()),
             refreshes: RefreshHistory::Full,
+            unavailable: UnavailableSignal::default(),
         }
     }
 
@@ -374,8 +394,13 @@ impl Store {
         self.backend.append_history(key, events, ctx).await
     }
 
-    /// Checks that the database answers.
+    /// Checks that the database can make a commit now.
     pub async fn ping(&self) -> Result<(), StoreError> {
         self.backend.ping().await
+    }
+
+    /// Where calls on this store report the database unavailable.
+    pub fn unavailable_signal(&self) -> UnavailableSignal {
+        self.unavailable.clone()
     }
 }

@@ -161,24 +161,26 @@ impl PgCluster {
     /// Changes a server setting for every session from now on (`ALTER
     /// SYSTEM`, then a reload): for settings a reload applies.
     pub fn set(&self, name: &str, value: &str) {
-        for sql in [
-            format!("ALTER SYSTEM SET {name} = '{value}'"),
-            "SELECT pg_reload_conf()".to_owned(),
-        ] {
-            run(self
-                .command("psql")
-                .args([
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    &self.port.to_string(),
-                    "-U",
-                    "tidemark",
-                    "-d",
-                    "postgres",
-                ])
-                .args(["-v", "ON_ERROR_STOP=1", "-q", "-c", &sql]));
-        }
+        self.sql(&format!("ALTER SYSTEM SET {name} = '{value}'"));
+        self.sql("SELECT pg_reload_conf()");
+    }
+
+    /// Runs `sql` as the superuser in database `postgres`, panicking on an
+    /// error.
+    pub fn sql(&self, sql: &str) {
+        run(self
+            .command("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "tidemark",
+                "-d",
+                "postgres",
+            ])
+            .args(["-v", "ON_ERROR_STOP=1", "-q", "-c", sql]));
     }
 
     /// The postmaster's process id (its children are the server's other

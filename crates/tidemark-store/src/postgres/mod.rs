@@ -173,6 +173,53 @@ async fn writable_connection(pool: &PgPool) -> Result<sqlx::pool::PoolConnection
     Ok(connection)
 }
 
+/// Ready means a commit can be made now, not only that the server answers:
+/// a standby (a demoted primary a balancer still routes to) answers, and so
+/// do a primary in read-only mode (`default_transaction_read_only`, as when
+/// its disk is nearly full) and a primary whose commits wait for a
+/// synchronous standby that is gone, but every write would fail or hang.
+/// The probe's transaction writes one small WAL record and no table (a
+/// transactional logical message, which decoding plugins ignore unless
+/// asked for messages), so its commit waits for the WAL flush and the
+/// synchronous standbys as every commit does.
+async fn commit_probe(pool: &PgPool) -> Result<(), StoreError> {
+    let mut connection = writable_connection(pool).await?;
+    let probe = sqlx::query_scalar::<_, String>(
+        "SELECT current_setting('transaction_read_only'), pg_logical_emit_message(true, 'tidemark', 'readiness')",
+    )
+    .fetch_one(&mut *connection)
+    .await;
+    let read_only = match probe {
+        Ok(read_only) => read_only,
+        // A role that may not emit WAL messages (EXECUTE revoked from
+        // PUBLIC): readiness can still see read-only mode, not a stall.
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42501") => {
+            warn_once_without_commit_probe();
+            sqlx::query_scalar("SELECT current_setting('transaction_read_only')")
+                .fetch_one(&mut *connection)
+                .await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if read_only == "on" {
+        return Err(StoreError::Unavailable(
+            "the database is in read-only mode (default_transaction_read_only); tidemark needs to write".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn warn_once_without_commit_probe() {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(
+            "readiness cannot see commits stalled on synchronous replication: this role may not \
+             execute pg_logical_emit_message (GRANT EXECUTE ON FUNCTION \
+             pg_logical_emit_message(boolean, text, text) TO it)"
+        );
+    });
+}
+
 impl TimestampColumns for PgRow {
     fn timestamp(&self, column: &str) -> Result<Option<Timestamp>, sqlx::Error> {
         Ok(self.try_get::<Option<DateTime<Utc>>, _>(column)?.map(from_ts))
@@ -226,12 +273,10 @@ impl Backend for PostgresBackend {
 
     async fn ping(&self) -> Result<(), StoreError> {
         // Twice: the first attempt may land on a pooled connection that died
-        // with a database restart (it is then discarded). Ready means
-        // writable: a standby (a demoted primary a balancer still routes
-        // to) answers, but every write would fail.
-        match writable_connection(&self.pool).await {
-            Ok(_) => Ok(()),
-            Err(_) => writable_connection(&self.pool).await.map(drop),
+        // with a database restart (it is then discarded).
+        match commit_probe(&self.pool).await {
+            Ok(()) => Ok(()),
+            Err(_) => commit_probe(&self.pool).await,
         }
     }
 

@@ -1,0 +1,216 @@
+//! Readiness means a commit can be made, not merely that the database
+//! answers a read: a primary whose commits wait for a synchronous standby
+//! that is gone (Patroni's strict mode, or `synchronous_standby_names`
+//! naming a standby that died) and a primary put in read-only mode (disk
+//! almost full, `default_transaction_read_only`) both answer reads while
+//! every commit hangs or fails. A replica that stayed SERVING through either
+//! would keep receiving calls it can only fail. And a call that finds the
+//! database unavailable makes the replica look again at once, rather than
+//! after its readiness interval. Runs on a private Postgres (the settings
+//! are server-wide).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{BIN, Served};
+use tidemark_proto::v1 as pb;
+use tidemark_proto::v1::coordinator_client::CoordinatorClient;
+use tidemark_testkit::PgCluster;
+use tidemark_testkit::load::{coordinator, key, snapshot_commit};
+use tidemark_testkit::process::health;
+use tonic::transport::Channel;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_types::StatusExt;
+
+fn migrated_primary() -> PgCluster {
+    let primary = PgCluster::start().expect("PostgreSQL binaries are installed");
+    let migrated = std::process::Command::new(BIN)
+        .args(["migrate", "--database-url", &primary.url()])
+        .output()
+        .expect("run tidemark migrate");
+    assert!(
+        migrated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrated.stderr)
+    );
+    primary
+}
+
+/// Waits (at most `limit`) until `served` reports `want` for readiness;
+/// how long that took.
+async fn readiness_becomes(served: &Served, want: ServingStatus, limit: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let now = health(served.url(), "readiness").await;
+        if now == Some(want) {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < limit,
+            "readiness still {now:?}, not {want:?}, after {limit:?}; server log:\n{}",
+            served.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+async fn lease(client: &mut CoordinatorClient<Channel>, id: &str) -> pb::Lease {
+    client
+        .acquire_lease(pb::AcquireLeaseRequest {
+            consumer: Some(key(id)),
+            holder: "w".into(),
+            ttl: Some(prost_types::Duration { seconds: 60, nanos: 0 }),
+        })
+        .await
+        .expect("a lease")
+        .into_inner()
+        .lease
+        .expect("granted")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_is_not_serving_while_commits_cannot_be_made() {
+    if std::env::var("TIDEMARK_SKIP_POSTGRES").is_ok_and(|v| v == "1") {
+        return;
+    }
+    let primary = migrated_primary();
+    let dir = tempfile::tempdir().unwrap();
+    // A ping may take 500 ms (the server's floor) after a 200 ms interval:
+    // NOT_SERVING is due within 0.7 s; 5 s allows for a loaded machine.
+    let served = Served::start(
+        &[
+            "--database-url",
+            &primary.url(),
+            "--readiness-interval",
+            "200ms",
+            "--no-migrate",
+        ],
+        dir.path(),
+    );
+    let limit = Duration::from_secs(5);
+    readiness_becomes(&served, ServingStatus::Serving, limit).await;
+    let mut client = coordinator(&served.url(), Duration::from_secs(30));
+    let lease = lease(&mut client, "stalled").await;
+    client
+        .commit_batch(snapshot_commit(&lease, 0, None))
+        .await
+        .expect("a commit");
+
+    // Every commit now waits for a standby that is not there; reads answer.
+    primary.set("synchronous_standby_names", "gone");
+    let mut waiting = client.clone();
+    let stalled_commit = {
+        let lease = lease.clone();
+        tokio::spawn(async move { waiting.commit_batch(snapshot_commit(&lease, 1, None)).await })
+    };
+    let took = readiness_becomes(&served, ServingStatus::NotServing, limit).await;
+    eprintln!("commits stalled on synchronous replication: NOT_SERVING after {took:?}");
+    assert!(!stalled_commit.is_finished(), "the commit did not wait for the standby");
+    // The standby requirement dropped: the waiting commit is acknowledged,
+    // and the replica is ready again.
+    primary.set("synchronous_standby_names", "");
+    let acknowledged = tokio::time::timeout(limit, stalled_commit)
+        .await
+        .expect("the stalled commit finishes")
+        .unwrap();
+    acknowledged.expect("the stalled commit is acknowledged");
+    readiness_becomes(&served, ServingStatus::Serving, limit).await;
+
+    // A primary in read-only mode answers reads and refuses every write.
+    primary.set("default_transaction_read_only", "on");
+    let took = readiness_becomes(&served, ServingStatus::NotServing, limit).await;
+    eprintln!("primary read-only: NOT_SERVING after {took:?}");
+    let refused = client
+        .commit_batch(snapshot_commit(&lease, 2, None))
+        .await
+        .expect_err("a commit on a read-only primary");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert_eq!(
+        refused.get_details_error_info().map(|i| i.reason).as_deref(),
+        Some("STORE_UNAVAILABLE")
+    );
+    primary.set("default_transaction_read_only", "off");
+    readiness_becomes(&served, ServingStatus::Serving, limit).await;
+    client
+        .commit_batch(snapshot_commit(&lease, 2, None))
+        .await
+        .expect("a commit once writable again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_finds_the_database_unavailable_rechecks_readiness_at_once() {
+    if std::env::var("TIDEMARK_SKIP_POSTGRES").is_ok_and(|v| v == "1") {
+        return;
+    }
+    let primary = migrated_primary();
+    let dir = tempfile::tempdir().unwrap();
+    // A readiness interval far longer than the test: only the failed call
+    // can make the replica look again in time.
+    let served = Served::start(
+        &[
+            "--database-url",
+            &primary.url(),
+            "--readiness-interval",
+            "120s",
+            "--no-migrate",
+        ],
+        dir.path(),
+    );
+    readiness_becomes(&served, ServingStatus::Serving, Duration::from_secs(10)).await;
+    let mut client = coordinator(&served.url(), Duration::from_secs(30));
+    let lease = lease(&mut client, "read-only").await;
+
+    primary.set("default_transaction_read_only", "on");
+    let refused = client
+        .commit_batch(snapshot_commit(&lease, 0, None))
+        .await
+        .expect_err("a commit on a read-only primary");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    // A ping may take 5 s at this interval (the server's ceiling); 10 s is
+    // still a twelfth of the interval.
+    let took = readiness_becomes(&served, ServingStatus::NotServing, Duration::from_secs(10)).await;
+    eprintln!("NOT_SERVING {took:?} after the failed call");
+}
+
+/// A hardened database where PUBLIC may not execute
+/// `pg_logical_emit_message` (the probe's WAL write): the replica is still
+/// ready, still sees read-only mode, and says once what it cannot see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_works_for_a_role_that_may_not_emit_wal_messages() {
+    if std::env::var("TIDEMARK_SKIP_POSTGRES").is_ok_and(|v| v == "1") {
+        return;
+    }
+    let primary = migrated_primary();
+    primary.sql(
+        "CREATE ROLE worker LOGIN;
+         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO worker;
+         GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO worker;
+         REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) FROM PUBLIC;
+         REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC;",
+    );
+    let url = format!("postgres://worker@127.0.0.1:{}/postgres", primary.port());
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        &["--database-url", &url, "--readiness-interval", "200ms", "--no-migrate"],
+        dir.path(),
+    );
+    let limit = Duration::from_secs(5);
+    readiness_becomes(&served, ServingStatus::Serving, limit).await;
+    let mut client = coordinator(&served.url(), Duration::from_secs(30));
+    let lease = lease(&mut client, "hardened").await;
+    client
+        .commit_batch(snapshot_commit(&lease, 0, None))
+        .await
+        .expect("a commit");
+    primary.set("default_transaction_read_only", "on");
+    readiness_becomes(&served, ServingStatus::NotServing, limit).await;
+    primary.set("default_transaction_read_only", "off");
+    readiness_becomes(&served, ServingStatus::Serving, limit).await;
+    let logs = served.logs();
+    assert_eq!(
+        logs.matches("may not execute pg_logical_emit_message").count(),
+        1,
+        "the missing privilege is said once:\n{logs}"
+    );
+}
