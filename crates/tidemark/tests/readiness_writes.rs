@@ -23,7 +23,12 @@ use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_types::StatusExt;
 
-fn migrated_primary() -> PgCluster {
+/// A private primary with tidemark's schema, unless Postgres tests are
+/// switched off.
+fn migrated_primary() -> Option<PgCluster> {
+    if std::env::var("TIDEMARK_SKIP_POSTGRES").is_ok_and(|v| v == "1") {
+        return None;
+    }
     let primary = PgCluster::start().expect("PostgreSQL binaries are installed");
     let migrated = std::process::Command::new(BIN)
         .args(["migrate", "--database-url", &primary.url()])
@@ -34,7 +39,19 @@ fn migrated_primary() -> PgCluster {
         "{}",
         String::from_utf8_lossy(&migrated.stderr)
     );
-    primary
+    Some(primary)
+}
+
+/// `tidemark serve` on `url`, checking readiness every `interval`, once it
+/// is ready; its working directory goes with it.
+async fn serve_ready(url: &str, interval: &str) -> (Served, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(
+        &["--database-url", url, "--readiness-interval", interval, "--no-migrate"],
+        dir.path(),
+    );
+    readiness_becomes(&served, ServingStatus::Serving, Duration::from_secs(10)).await;
+    (served, dir)
 }
 
 /// Waits (at most `limit`) until `served` reports `want` for readiness;
@@ -71,25 +88,11 @@ async fn lease(client: &mut CoordinatorClient<Channel>, id: &str) -> pb::Lease {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_is_not_serving_while_commits_cannot_be_made() {
-    if std::env::var("TIDEMARK_SKIP_POSTGRES").is_ok_and(|v| v == "1") {
-        return;
-    }
-    let primary = migrated_primary();
-    let dir = tempfile::tempdir().unwrap();
+    let Some(primary) = migrated_primary() else { return };
     // A ping may take 500 ms (the server's floor) after a 200 ms interval:
     // NOT_SERVING is due within 0.7 s; 5 s allows for a loaded machine.
-    let served = Served::start(
-        &[
-            "--database-url",
-            &primary.url(),
-            "--readiness-interval",
-            "200ms",
-            "--no-migrate",
-        ],
-        dir.path(),
-    );
+    let (served, _dir) = serve_ready(&primary.url(), "200ms").await;
     let limit = Duration::from_secs(5);
-    readiness_becomes(&served, ServingStatus::Serving, limit).await;
     let mut client = coordinator(&served.url(), Duration::from_secs(30));
     let lease = lease(&mut client, "stalled").await;
     client
@@ -140,24 +143,10 @@ async fn readiness_is_not_serving_while_commits_cannot_be_made() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_finds_the_database_unavailable_rechecks_readiness_at_once() {
-    if std::env::var("TIDEMARK_SKIP_POSTGRES").is_ok_and(|v| v == "1") {
-        return;
-    }
-    let primary = migrated_primary();
-    let dir = tempfile::tempdir().unwrap();
+    let Some(primary) = migrated_primary() else { return };
     // A readiness interval far longer than the test: only the failed call
     // can make the replica look again in time.
-    let served = Served::start(
-        &[
-            "--database-url",
-            &primary.url(),
-            "--readiness-interval",
-            "120s",
-            "--no-migrate",
-        ],
-        dir.path(),
-    );
-    readiness_becomes(&served, ServingStatus::Serving, Duration::from_secs(10)).await;
+    let (served, _dir) = serve_ready(&primary.url(), "120s").await;
     let mut client = coordinator(&served.url(), Duration::from_secs(30));
     let lease = lease(&mut client, "read-only").await;
 
@@ -178,10 +167,7 @@ async fn a_call_that_finds_the_database_unavailable_rechecks_readiness_at_once()
 /// ready, still sees read-only mode, and says once what it cannot see.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_works_for_a_role_that_may_not_emit_wal_messages() {
-    if std::env::var("TIDEMARK_SKIP_POSTGRES").is_ok_and(|v| v == "1") {
-        return;
-    }
-    let primary = migrated_primary();
+    let Some(primary) = migrated_primary() else { return };
     primary.sql(
         "CREATE ROLE worker LOGIN;
          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO worker;
@@ -190,13 +176,8 @@ async fn readiness_works_for_a_role_that_may_not_emit_wal_messages() {
          REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC;",
     );
     let url = format!("postgres://worker@127.0.0.1:{}/postgres", primary.port());
-    let dir = tempfile::tempdir().unwrap();
-    let served = Served::start(
-        &["--database-url", &url, "--readiness-interval", "200ms", "--no-migrate"],
-        dir.path(),
-    );
+    let (served, _dir) = serve_ready(&url, "200ms").await;
     let limit = Duration::from_secs(5);
-    readiness_becomes(&served, ServingStatus::Serving, limit).await;
     let mut client = coordinator(&served.url(), Duration::from_secs(30));
     let lease = lease(&mut client, "hardened").await;
     client
