@@ -102,13 +102,15 @@ async fn readiness_is_not_serving_while_commits_cannot_be_made() {
 
     // Every commit now waits for a standby that is not there; reads answer.
     primary.set("synchronous_standby_names", "gone");
+    let took = readiness_becomes(&served, ServingStatus::NotServing, limit).await;
+    eprintln!("commits stalled on synchronous replication: NOT_SERVING after {took:?}");
+    // By now every session has taken the reloaded setting: a commit waits.
     let mut waiting = client.clone();
     let stalled_commit = {
         let lease = lease.clone();
         tokio::spawn(async move { waiting.commit_batch(snapshot_commit(&lease, 1, None)).await })
     };
-    let took = readiness_becomes(&served, ServingStatus::NotServing, limit).await;
-    eprintln!("commits stalled on synchronous replication: NOT_SERVING after {took:?}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!stalled_commit.is_finished(), "the commit did not wait for the standby");
     // The standby requirement dropped: the waiting commit is acknowledged,
     // and the replica is ready again.
