@@ -17,7 +17,7 @@ use support::{BIN, Served};
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tidemark_testkit::PgCluster;
-use tidemark_testkit::load::{coordinator, key, snapshot_commit};
+use tidemark_testkit::load::{coordinator, key, position, snapshot_commit};
 use tidemark_testkit::process::health;
 use tonic::transport::Channel;
 use tonic_health::pb::health_check_response::ServingStatus;
@@ -44,12 +44,11 @@ fn migrated_primary() -> Option<PgCluster> {
 
 /// `tidemark serve` on `url`, checking readiness every `interval`, once it
 /// is ready; its working directory goes with it.
-async fn serve_ready(url: &str, interval: &str) -> (Served, tempfile::TempDir) {
+async fn serve_ready(url: &str, interval: &str, more: &[&str]) -> (Served, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let served = Served::start(
-        &["--database-url", url, "--readiness-interval", interval, "--no-migrate"],
-        dir.path(),
-    );
+    let args = ["--database-url", url, "--readiness-interval", interval, "--no-migrate"];
+    let args: Vec<&str> = args.iter().chain(more).copied().collect();
+    let served = Served::start(&args, dir.path());
     readiness_becomes(&served, ServingStatus::Serving, Duration::from_secs(10)).await;
     (served, dir)
 }
@@ -91,7 +90,14 @@ async fn readiness_is_not_serving_while_commits_cannot_be_made() {
     let Some(primary) = migrated_primary() else { return };
     // A ping may take 500 ms (the server's floor) after a 200 ms interval:
     // NOT_SERVING is due within 0.7 s; 5 s allows for a loaded machine.
-    let (served, _dir) = serve_ready(&primary.url(), "200ms").await;
+    // A small pool: pings that stall must not take it from the calls that
+    // can still be answered.
+    let (served, _dir) = serve_ready(
+        &primary.url(),
+        "200ms",
+        &["--db-max-connections", "3", "--db-acquire-timeout", "1s"],
+    )
+    .await;
     let limit = Duration::from_secs(5);
     let mut client = coordinator(&served.url(), Duration::from_secs(30));
     let lease = lease(&mut client, "stalled").await;
@@ -110,8 +116,11 @@ async fn readiness_is_not_serving_while_commits_cannot_be_made() {
         let lease = lease.clone();
         tokio::spawn(async move { waiting.commit_batch(snapshot_commit(&lease, 1, None)).await })
     };
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Reads need no standby: through several readiness intervals of
+    // stalled pings, a recovery position is still answered.
+    tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!stalled_commit.is_finished(), "the commit did not wait for the standby");
+    assert!(position(&served.url(), "stalled").await.is_some());
     // The standby requirement dropped: the waiting commit is acknowledged,
     // and the replica is ready again.
     primary.set("synchronous_standby_names", "");
@@ -148,7 +157,7 @@ async fn a_call_that_finds_the_database_unavailable_rechecks_readiness_at_once()
     let Some(primary) = migrated_primary() else { return };
     // A readiness interval far longer than the test: only the failed call
     // can make the replica look again in time.
-    let (served, _dir) = serve_ready(&primary.url(), "120s").await;
+    let (served, _dir) = serve_ready(&primary.url(), "120s", &[]).await;
     let mut client = coordinator(&served.url(), Duration::from_secs(30));
     let lease = lease(&mut client, "read-only").await;
 
@@ -178,7 +187,7 @@ async fn readiness_works_for_a_role_that_may_not_emit_wal_messages() {
          REVOKE EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, bytea) FROM PUBLIC;",
     );
     let url = format!("postgres://worker@127.0.0.1:{}/postgres", primary.port());
-    let (served, _dir) = serve_ready(&url, "200ms").await;
+    let (served, _dir) = serve_ready(&url, "200ms", &[]).await;
     let limit = Duration::from_secs(5);
     let mut client = coordinator(&served.url(), Duration::from_secs(30));
     let lease = lease(&mut client, "hardened").await;

@@ -21,7 +21,7 @@ pub use keys::BRANCH_CONSUMERS;
 pub(crate) use keys::{write_one_event, write_one_event_unless_locked};
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -92,6 +92,12 @@ pub struct PostgresBackend {
     /// takes a serving connection nor holds up closing the pool), and
     /// whether it holds the collector's advisory lock.
     collector: Arc<tokio::sync::Mutex<Option<(sqlx::PgConnection, bool)>>>,
+    /// Readiness's own connection (outside the pool): a probe that stalls
+    /// (commits waiting for a synchronous standby) holds this one
+    /// connection, never a serving one, and the next probe waits on the
+    /// same stall instead of opening another; an exhausted pool is load,
+    /// not a database that cannot commit.
+    probe: Arc<tokio::sync::Mutex<Option<ProbeConnection>>>,
     connect_options: PgConnectOptions,
     acquire_timeout: Duration,
     max_connections: u32,
@@ -131,6 +137,7 @@ impl PostgresBackend {
             group,
             reads,
             collector: Arc::default(),
+            probe: Arc::default(),
             connect_options: connect,
             acquire_timeout: options.acquire_timeout,
             max_connections: options.max_connections,
@@ -173,6 +180,26 @@ async fn writable_connection(pool: &PgPool) -> Result<sqlx::pool::PoolConnection
     Ok(connection)
 }
 
+/// How long readiness's connection may go without answering a probe before
+/// it is given up for a new one.
+const PROBE_ABANDON_AFTER: Duration = Duration::from_secs(60);
+
+/// Readiness's connection, and since when a probe on it has gone
+/// unanswered (set before each probe, cleared by its answer: a probe cut
+/// short leaves it set).
+#[derive(Debug)]
+struct ProbeConnection {
+    connection: sqlx::PgConnection,
+    unanswered_since: Option<Instant>,
+}
+
+impl ProbeConnection {
+    fn abandoned(&self) -> bool {
+        self.unanswered_since
+            .is_some_and(|since| since.elapsed() > PROBE_ABANDON_AFTER)
+    }
+}
+
 /// Ready means a commit can be made now, not only that the server answers:
 /// a standby (a demoted primary a balancer still routes to) answers, and so
 /// do a primary in read-only mode (`default_transaction_read_only`, as when
@@ -182,8 +209,15 @@ async fn writable_connection(pool: &PgPool) -> Result<sqlx::pool::PoolConnection
 /// transactional logical message, which decoding plugins ignore unless
 /// asked for messages), so its commit waits for the WAL flush and the
 /// synchronous standbys as every commit does.
-async fn commit_probe(pool: &PgPool) -> Result<(), StoreError> {
-    let mut connection = writable_connection(pool).await?;
+async fn commit_probe(connection: &mut sqlx::PgConnection) -> Result<(), StoreError> {
+    let standby: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+        .fetch_one(&mut *connection)
+        .await?;
+    if standby {
+        return Err(StoreError::Unavailable(
+            "the database is a standby in recovery (read-only); tidemark needs the primary".into(),
+        ));
+    }
     let probe = sqlx::query_scalar::<_, String>(
         "SELECT current_setting('transaction_read_only'), pg_logical_emit_message(true, 'tidemark', 'readiness')",
     )
@@ -272,20 +306,60 @@ impl Backend for PostgresBackend {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        // Twice: the first attempt may land on a pooled connection that died
-        // with a database restart (it is then discarded).
-        match commit_probe(&self.pool).await {
-            Ok(()) => Ok(()),
-            Err(_) => commit_probe(&self.pool).await,
+        use sqlx::Connection;
+        let mut slot = self.probe.lock().await;
+        // A probe cut short by the caller's time limit leaves its
+        // connection waiting for that answer, which the next probe waits
+        // for first: a stall costs one connection, not one per probe. Past
+        // PROBE_ABANDON_AFTER unanswered, the connection is dropped (a
+        // black-holed socket would otherwise keep readiness down after the
+        // database came back elsewhere).
+        if slot.as_ref().is_some_and(ProbeConnection::abandoned) {
+            tracing::warn!(after = ?PROBE_ABANDON_AFTER, "readiness probe unanswered; connecting afresh");
+            *slot = None;
+        }
+        // Twice: a kept connection may have died with a database restart
+        // or a failover (it is then dropped and a new one made).
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            if slot.is_none() {
+                let connecting = sqlx::PgConnection::connect_with(&self.connect_options);
+                let connection = tokio::time::timeout(self.acquire_timeout, connecting)
+                    .await
+                    .map_err(|_| StoreError::Unavailable("timed out connecting to the database".into()))??;
+                *slot = Some(ProbeConnection {
+                    connection,
+                    unanswered_since: None,
+                });
+            }
+            let probe = slot.as_mut().expect("connected above");
+            probe.unanswered_since.get_or_insert_with(Instant::now);
+            let outcome = commit_probe(&mut probe.connection).await;
+            probe.unanswered_since = None;
+            if outcome.is_err() {
+                // A standby's or a broken session is not kept: the next
+                // probe connects afresh (through a balancer, perhaps to
+                // the new primary).
+                if let Some(probe) = slot.take() {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), probe.connection.close()).await;
+                }
+            }
+            if outcome.is_ok() || attempts == 2 {
+                return outcome;
+            }
         }
     }
 
     async fn close(&self) {
         // Ending the collector's session releases its lock at once, so
         // another replica takes the role in its next round.
+        use sqlx::Connection;
         if let Some((connection, _)) = self.collector.lock().await.take() {
-            use sqlx::Connection;
             let _ = connection.close().await;
+        }
+        if let Some(probe) = self.probe.lock().await.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(1), probe.connection.close()).await;
         }
         self.pool.close().await;
     }
