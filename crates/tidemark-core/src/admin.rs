@@ -62,7 +62,7 @@ pub(crate) fn clear_live_lease(
             remaining: live.remaining(now),
         });
     }
-    let revoked = lease::revoke(Some(next), now, why);
+    let revoked = lease::revoke(Some(next), now, why)?;
     *next = revoked.write.expect("a live lease is revoked");
     events.extend(revoked.events);
     Ok(Some(live))

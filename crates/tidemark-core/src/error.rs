@@ -217,6 +217,21 @@ pub enum CoreError {
         consumer_id: String,
     },
 
+    /// SPEC §7: the key's epochs are used up; a new epoch would pass the
+    /// ceiling, so no lease can be granted or revoked on it. Epochs never
+    /// wrap.
+    #[error(
+        "consumer {key} has used up its epochs (epoch {epoch}, ceiling {ceiling}); delete the consumer and create it again under a new id"
+    )]
+    EpochExhausted {
+        /// The key.
+        key: ConsumerKey,
+        /// The key's epoch high-water mark.
+        epoch: i64,
+        /// The highest epoch tidemark grants.
+        ceiling: i64,
+    },
+
     /// R4: the recovery start is after the logged batch's end.
     #[error(
         "the logged batch cannot be replayed: recovery start {start} is newer than the logged end offset {end}, so the checkpointed range is no longer readable. Start a new query with a new checkpoint"
@@ -249,6 +264,7 @@ impl CoreError {
             CoreError::TableIdentityChanged { .. } => "TABLE_IDENTITY_CHANGED",
             CoreError::TableNotRegistered { .. } => "TABLE_NOT_REGISTERED",
             CoreError::NotInPlan { .. } => "NOT_IN_PLAN",
+            CoreError::EpochExhausted { .. } => "EPOCH_EXHAUSTED",
         }
     }
 
@@ -352,6 +368,11 @@ impl CoreError {
                 m
             }
             CoreError::ConsumerNotFound { key } => key_metadata(key),
+            CoreError::EpochExhausted { key, epoch, ceiling } => {
+                let mut m = key_metadata(key);
+                m.extend([("epoch", epoch.to_string()), ("ceiling", ceiling.to_string())]);
+                m
+            }
         }
     }
 

@@ -9,6 +9,29 @@ use crate::ids::ConsumerKey;
 use crate::state::{ConsumerRecord, EventKind, HistoryEvent, KeyState, LeaseRecord, LeaseStatus, Transition};
 use crate::time::Timestamp;
 
+/// The highest epoch tidemark grants or burns (SPEC §7: epochs never wrap).
+/// It stays 2^32 below `i64::MAX`, so every reader that adds to an epoch
+/// (a restore's margin, a client's arithmetic) has room.
+pub const EPOCH_CEILING: i64 = i64::MAX - (1 << 32);
+
+/// How far a restore raises each imported key's epoch high-water mark: an
+/// export is a snapshot, and the exporting server may have granted epochs
+/// after it; none of them is granted again after the restore.
+pub const RESTORE_EPOCH_MARGIN: i64 = 1 << 20;
+
+/// The epoch after `state`'s high-water mark, or `EPOCH_EXHAUSTED` when it
+/// would pass [`EPOCH_CEILING`].
+pub fn next_epoch(state: &KeyState) -> Result<i64, CoreError> {
+    match state.epoch.checked_add(1) {
+        Some(next) if next <= EPOCH_CEILING => Ok(next),
+        _ => Err(CoreError::EpochExhausted {
+            key: state.key.clone(),
+            epoch: state.epoch,
+            ceiling: EPOCH_CEILING,
+        }),
+    }
+}
+
 /// The server's lease time bounds (L4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeasePolicy {
@@ -129,7 +152,7 @@ pub fn acquire(
     let previous_holder = previous.map(|l| l.holder.clone());
 
     let ttl = policy.clamp(requested_ttl);
-    next.epoch += 1;
+    next.epoch = next_epoch(&next)?;
     let lease = LeaseRecord {
         lease_id: new_lease_id,
         holder: holder.to_owned(),
@@ -263,19 +286,21 @@ pub struct Revoked {
 }
 
 /// L8: ends the key's live lease and burns an epoch, so the running query is
-/// fenced. A key with no live lease is left alone.
-pub fn revoke(state: Option<&KeyState>, now: Timestamp, reason: &str) -> Transition<Revoked> {
+/// fenced. A key with no live lease is left alone; one whose epochs are
+/// used up is refused (`EPOCH_EXHAUSTED`), since a revocation that burns no
+/// epoch would not fence the running query.
+pub fn revoke(state: Option<&KeyState>, now: Timestamp, reason: &str) -> Result<Transition<Revoked>, CoreError> {
     let Some(state) = state else {
-        return Transition::read_only(Revoked { lease: None, epoch: 0 });
+        return Ok(Transition::read_only(Revoked { lease: None, epoch: 0 }));
     };
     if state.live_lease(now).is_none() {
-        return Transition::read_only(Revoked {
+        return Ok(Transition::read_only(Revoked {
             lease: None,
             epoch: state.epoch,
-        });
+        }));
     }
     let mut next = state.clone();
-    next.epoch += 1;
+    next.epoch = next_epoch(&next)?;
     let lease = next.lease.as_mut().expect("live lease");
     lease.status = LeaseStatus::Revoked;
     lease.deadline = now;
@@ -284,7 +309,7 @@ pub fn revoke(state: Option<&KeyState>, now: Timestamp, reason: &str) -> Transit
     let mut event =
         HistoryEvent::new(EventKind::LeaseRevoke, next.next_snapshot(), next.next_snapshot()).with_lease(&lease);
     event.detail = Some(reason.to_owned());
-    Transition {
+    Ok(Transition {
         output: Revoked {
             lease: Some(lease),
             epoch: next.epoch,
@@ -292,5 +317,5 @@ pub fn revoke(state: Option<&KeyState>, now: Timestamp, reason: &str) -> Transit
         write: Some(next),
         requires_live_lease: false,
         events: vec![event],
-    }
+    })
 }

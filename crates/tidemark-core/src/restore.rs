@@ -3,6 +3,12 @@
 //! The rules, decided per key against what the target already holds:
 //! - an epoch high-water mark is never lowered: the key keeps the higher of
 //!   its own and the file's;
+//! - where the target knows an earlier epoch than the file (a restore: the
+//!   key is missing or below the file's epoch), the file's epoch is
+//!   raised by [`RESTORE_EPOCH_MARGIN`] (capped at [`EPOCH_CEILING`]), so no
+//!   epoch the exporting server granted after the export is granted again.
+//!   A target at or past the file's epoch keeps its own: its history is
+//!   the file's or later;
 //! - a consumer the target lacks is created as the file has it (position
 //!   and times); one it has at the file's position is left as it is; one at
 //!   another position is moved only when told (`replace_existing`), else it
@@ -18,6 +24,14 @@ use crate::error::CoreError;
 use crate::ids::ConsumerKey;
 use crate::state::{ConsumerRecord, EventKind, HistoryEvent, KeyState, LeaseRecord, Transition};
 use crate::time::Timestamp;
+
+pub use crate::lease::{EPOCH_CEILING, RESTORE_EPOCH_MARGIN};
+
+/// The epoch high-water mark a restore gives a key the file records at
+/// `exported`: raised by the margin, never past the ceiling.
+pub fn restored_epoch(exported: i64) -> i64 {
+    exported.saturating_add(RESTORE_EPOCH_MARGIN).min(EPOCH_CEILING)
+}
 
 /// One key as an export records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,7 +140,18 @@ pub fn import(
         (Some(_), Some(_)) => ConsumerOutcome::Kept,
     };
     let moves = matches!(consumer, ConsumerOutcome::Created | ConsumerOutcome::Replaced);
-    let raises = exported.epoch > old_epoch;
+    // A key the file records with nothing (never leased, no consumer) has
+    // no epoch to protect.
+    // A target at the file's epoch has the same history (often it is the
+    // exporting server itself): nothing to leave room for.
+    let restoring =
+        (state.is_none() || old_epoch < exported.epoch) && (exported.epoch > 0 || exported.consumer.is_some());
+    let file_epoch = if restoring {
+        restored_epoch(exported.epoch)
+    } else {
+        exported.epoch
+    };
+    let raises = file_epoch > old_epoch;
     let unchanged = KeyImport {
         consumer,
         old_next,
@@ -141,7 +166,7 @@ pub fn import(
     let mut next = state.cloned().unwrap_or_else(|| KeyState::new(exported.key.clone()));
     let mut events = Vec::new();
     let revoked = clear_live_lease(&mut next, policy.force, now, "forced by a state import", &mut events)?;
-    next.epoch = next.epoch.max(exported.epoch);
+    next.epoch = next.epoch.max(file_epoch);
     if next.latest_snapshot.is_none() {
         next.latest_snapshot = exported.latest_snapshot;
     }
@@ -179,4 +204,18 @@ pub fn import(
         events,
         output,
     })
+}
+
+#[cfg(test)]
+mod ceiling_tests {
+    use super::*;
+
+    #[test]
+    fn a_restore_raises_epochs_by_the_margin_and_never_past_the_ceiling() {
+        assert_eq!(restored_epoch(0), RESTORE_EPOCH_MARGIN);
+        assert_eq!(restored_epoch(7), 7 + RESTORE_EPOCH_MARGIN);
+        assert_eq!(restored_epoch(EPOCH_CEILING - 1), EPOCH_CEILING);
+        assert_eq!(restored_epoch(EPOCH_CEILING), EPOCH_CEILING);
+        assert_eq!(restored_epoch(i64::MAX), EPOCH_CEILING);
+    }
 }

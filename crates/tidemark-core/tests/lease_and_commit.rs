@@ -278,7 +278,7 @@ fn l5_renew_of_an_expired_released_revoked_or_superseded_lease_is_lease_not_held
     assert_eq!(loss(&state, lease_id(1), 1, at(30)), LeaseLoss::Expired);
     let released = lease::release(Some(&state), lease_id(1), 1, at(1)).write.unwrap();
     assert_eq!(loss(&released, lease_id(1), 1, at(2)), LeaseLoss::Released);
-    let revoked = lease::revoke(Some(&state), at(1), "test").write.unwrap();
+    let revoked = lease::revoke(Some(&state), at(1), "test").unwrap().write.unwrap();
     assert_eq!(loss(&revoked, lease_id(1), 1, at(2)), LeaseLoss::Revoked);
     let taken = lease::acquire(
         Some(&state),
@@ -351,7 +351,7 @@ fn l7_a_successful_commit_renews_the_lease() {
 #[test]
 fn l8_revoke_ends_the_lease_and_burns_an_epoch_that_is_never_reused() {
     let state = leased();
-    let t = lease::revoke(Some(&state), at(3), "operator");
+    let t = lease::revoke(Some(&state), at(3), "operator").unwrap();
     assert_eq!(t.output.epoch, 2);
     assert_eq!(t.events[0].kind, EventKind::LeaseRevoke);
     let revoked = t.write.unwrap();
@@ -372,7 +372,7 @@ fn l8_revoke_ends_the_lease_and_burns_an_epoch_that_is_never_reused() {
     .unwrap();
     assert_eq!(next.output.lease.epoch, 3);
     // Nothing to revoke: no change.
-    assert!(lease::revoke(Some(&revoked), at(5), "again").write.is_none());
+    assert!(lease::revoke(Some(&revoked), at(5), "again").unwrap().write.is_none());
 }
 
 // ---------------------------------------------------------------- C1, C2
@@ -762,4 +762,37 @@ fn e5_a_full_scan_pin_ends_once_a_commit_passes_its_snapshot() {
     // A later snapshot (the scan is over): the pin goes.
     let (past, _) = apply(&still, 2, off(10, 0, false, Some(2)), at(3));
     assert_eq!(past.lease.as_ref().unwrap().full_scan_pin, None);
+}
+
+/// SPEC §7: epochs never wrap. The last epoch below the ceiling is granted;
+/// at the ceiling an acquire and a revoke are refused with
+/// `EPOCH_EXHAUSTED`, and the state is not changed.
+#[test]
+fn epochs_stop_at_the_ceiling_instead_of_wrapping() {
+    let ceiling = lease::EPOCH_CEILING;
+    assert_eq!(ceiling, i64::MAX - (1 << 32));
+    let mut below = KeyState::new(key());
+    below.epoch = ceiling - 1;
+    let top = granted(&below, "holder-a", 2, at(10));
+    assert_eq!(top.epoch, ceiling, "the last epoch is granted");
+
+    let request = LeaseRequest {
+        holder: "holder-a",
+        principal: "anonymous",
+        ttl: None,
+        lease_id: lease_id(3),
+    };
+    let refused = lease::acquire(Some(&top), &key(), request, &policy(), None, at(20)).unwrap_err();
+    assert!(
+        matches!(refused, CoreError::EpochExhausted { epoch, .. } if epoch == ceiling),
+        "{refused:?}"
+    );
+    assert_eq!(refused.reason(), "EPOCH_EXHAUSTED");
+    let refused = lease::revoke(Some(&top), at(11), "operator").unwrap_err();
+    assert_eq!(refused.reason(), "EPOCH_EXHAUSTED");
+
+    // A state already past the ceiling (or at i64::MAX) never wraps either.
+    let mut max = KeyState::new(key());
+    max.epoch = i64::MAX;
+    assert_eq!(lease::next_epoch(&max).unwrap_err().reason(), "EPOCH_EXHAUSTED");
 }

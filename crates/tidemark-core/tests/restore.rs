@@ -62,6 +62,9 @@ fn leased(state: &KeyState) -> KeyState {
     .unwrap()
 }
 
+/// How far a restore raises the file's epochs.
+const M: i64 = restore::RESTORE_EPOCH_MARGIN;
+
 const PLAIN: ImportPolicy = ImportPolicy {
     replace_existing: false,
     force: false,
@@ -71,7 +74,7 @@ const PLAIN: ImportPolicy = ImportPolicy {
 fn a_key_the_target_lacks_is_created_as_the_file_has_it_times_included() {
     let t = restore::import(None, &exported(Some(12), 5), PLAIN, at(0)).unwrap();
     let written = t.write.unwrap();
-    assert_eq!(written.epoch, 5);
+    assert_eq!(written.epoch, 5 + M, "raised by the restore margin");
     assert_eq!(
         written.consumer,
         Some(record(12, -1000, -100)),
@@ -80,7 +83,7 @@ fn a_key_the_target_lacks_is_created_as_the_file_has_it_times_included() {
     assert_eq!(written.latest_snapshot, Some(40));
     assert!(written.lease.is_none());
     assert_eq!(t.output.consumer, ConsumerOutcome::Created);
-    assert_eq!((t.output.old_epoch, t.output.new_epoch), (0, 5));
+    assert_eq!((t.output.old_epoch, t.output.new_epoch), (0, 5 + M));
     assert_eq!(t.events.iter().map(|e| e.kind).collect::<Vec<_>>(), [EventKind::Create]);
 }
 
@@ -88,7 +91,7 @@ fn a_key_the_target_lacks_is_created_as_the_file_has_it_times_included() {
 fn an_epoch_only_key_keeps_its_high_water_mark_and_an_empty_one_writes_nothing() {
     let t = restore::import(None, &exported(None, 3), PLAIN, at(0)).unwrap();
     let written = t.write.unwrap();
-    assert_eq!((written.epoch, written.consumer), (3, None));
+    assert_eq!((written.epoch, written.consumer), (3 + M, None));
     assert_eq!(t.output.consumer, ConsumerOutcome::NotInFile);
     let empty = restore::import(None, &exported(None, 0), PLAIN, at(0)).unwrap();
     assert!(empty.write.is_none());
@@ -98,10 +101,13 @@ fn an_epoch_only_key_keeps_its_high_water_mark_and_an_empty_one_writes_nothing()
 fn an_epoch_is_never_lowered() {
     let t = restore::import(Some(&target(Some(12), 9)), &exported(Some(12), 4), PLAIN, at(0)).unwrap();
     assert!(t.write.is_none(), "same position, higher epoch: nothing to write");
-    assert_eq!(t.output.new_epoch, 9);
+    assert_eq!(
+        t.output.new_epoch, 9,
+        "a target past the file's epoch keeps its own, unraised"
+    );
     let t = restore::import(Some(&target(Some(12), 2)), &exported(Some(12), 7), PLAIN, at(0)).unwrap();
     let written = t.write.unwrap();
-    assert_eq!(written.epoch, 7);
+    assert_eq!(written.epoch, 7 + M);
     assert_eq!(
         written.consumer,
         Some(record(12, -500, -50)),
@@ -139,7 +145,7 @@ fn a_file_without_the_consumer_never_deletes_the_targets() {
     let t = restore::import(Some(&target(Some(30), 1)), &exported(None, 6), told, at(0)).unwrap();
     let written = t.write.unwrap();
     assert_eq!(written.next_snapshot(), Some(30));
-    assert_eq!(written.epoch, 6);
+    assert_eq!(written.epoch, 6 + M);
     assert_eq!(t.output.consumer, ConsumerOutcome::NotInFile);
 }
 
@@ -173,7 +179,22 @@ fn a_live_lease_refuses_a_change_unless_forced_and_force_fences_it() {
     );
     // A file epoch above the burned one wins.
     let t = restore::import(Some(&live), &exported(Some(30), 20), forced, at(1)).unwrap();
-    assert_eq!(t.write.unwrap().epoch, 20);
+    assert_eq!(t.write.unwrap().epoch, 20 + M);
+}
+
+/// A restore of an older export never grants again an epoch the exporting
+/// server granted after it: the file's epoch is raised by the margin, the
+/// same file imported twice changes nothing the second time, and the
+/// ceiling is never passed.
+#[test]
+fn a_restore_leaves_room_for_epochs_granted_after_the_export() {
+    let restored = restore::import(None, &exported(Some(12), 40), PLAIN, at(0)).unwrap();
+    let state = restored.write.unwrap();
+    assert_eq!(state.epoch, 40 + M);
+    let again = restore::import(Some(&state), &exported(Some(12), 40), PLAIN, at(1)).unwrap();
+    assert!(again.write.is_none(), "importing the same file again changes nothing");
+    let top = restore::import(None, &exported(Some(12), restore::EPOCH_CEILING - 5), PLAIN, at(0)).unwrap();
+    assert_eq!(top.write.unwrap().epoch, restore::EPOCH_CEILING);
 }
 
 trait WithReplace {

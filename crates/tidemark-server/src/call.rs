@@ -50,7 +50,7 @@ where
         }
         Ok(Ok(body)) => Ok(respond(&ctx, body)),
         Ok(Err(err)) => {
-            if let StoreError::Unavailable(_) = &err {
+            if err.concerns_the_database() {
                 unavailable.report();
             }
             if let StoreError::Rule(rule) = &err {

@@ -39,7 +39,7 @@ impl CoordinatorService {
         let (Ok(Some(state)), Some(end)) = (self.store.lease_key_state(commit.lease_id).await, commit.end) else {
             return;
         };
-        let Some(registered) = self.tables.table(&state.key.table).await else {
+        let Some(registered) = self.tables.table_if_readable(&state.key.table).await else {
             return;
         };
         let target = if end.is_complete() {
@@ -177,7 +177,7 @@ impl Coordinator for CoordinatorService {
                 let key = &req.key;
                 // A registered table's range comes from its own directory.
                 let mut range_warnings = Vec::new();
-                let registered = self.tables.table(&key.table).await;
+                let registered = self.tables.table(&key.table).await?;
                 let directory = registered.as_ref().map(|r| r.directory.clone());
                 let range = crate::tables::recovery_range(
                     &self.store,

@@ -250,6 +250,15 @@ pub fn parse(lines: &[String]) -> Result<Parsed, CoreError> {
                 if epoch < 0 {
                     return Err(bad(n, format!("epoch {epoch} is negative")));
                 }
+                if epoch > tidemark_core::restore::EPOCH_CEILING {
+                    return Err(bad(
+                        n,
+                        format!(
+                            "epoch {epoch} is above the highest epoch tidemark grants ({})",
+                            tidemark_core::restore::EPOCH_CEILING
+                        ),
+                    ));
+                }
                 let consumer = match (next_snapshot, created_at, updated_at) {
                     (None, None, None) => None,
                     (Some(next), Some(created), Some(updated)) => {

@@ -22,6 +22,17 @@ pub const ERROR_DOMAIN: &str = "tidemark";
 pub mod reason {
     /// The database could not be reached; retry later.
     pub const STORE_UNAVAILABLE: &str = "STORE_UNAVAILABLE";
+    /// The database cancelled a statement at its statement timeout; retry.
+    pub const STORE_TIMEOUT: &str = "STORE_TIMEOUT";
+    /// A database lock was not available in time; retry.
+    pub const STORE_BUSY: &str = "STORE_BUSY";
+    /// This replica's queues are full; retry, ideally elsewhere.
+    pub const OVERLOADED: &str = "OVERLOADED";
+    /// An export's client took nothing for the idle timeout; the export
+    /// was ended and everything it held released.
+    pub const EXPORT_STALLED: &str = "EXPORT_STALLED";
+    /// This replica already runs as many exports as it allows.
+    pub const TOO_MANY_EXPORTS: &str = "TOO_MANY_EXPORTS";
     /// Too many concurrent writers on one key; retry.
     pub const CONTENTION: &str = "CONTENTION";
     /// A bug; see the server log for the request id.
@@ -72,6 +83,7 @@ pub fn code_of(err: &CoreError) -> Code {
         CoreError::TableIdentityChanged { .. } => Code::FailedPrecondition,
         CoreError::TableNotRegistered { .. } => Code::FailedPrecondition,
         CoreError::NotInPlan { .. } => Code::FailedPrecondition,
+        CoreError::EpochExhausted { .. } => Code::FailedPrecondition,
     }
 }
 
@@ -137,7 +149,8 @@ pub fn rule_status(err: &CoreError) -> Status {
         | CoreError::TableLocationEmpty { .. }
         | CoreError::TableIdentityChanged { .. }
         | CoreError::TableNotRegistered { .. }
-        | CoreError::NotInPlan { .. } => {}
+        | CoreError::NotInPlan { .. }
+        | CoreError::EpochExhausted { .. } => {}
     }
     Status::with_error_details(code_of(err), bounded(&err.to_string(), MAX_MESSAGE), details)
 }
@@ -149,13 +162,35 @@ pub fn store_status(err: StoreError, request_id: &str) -> Status {
         StoreError::Rule(rule) => rule_status(&rule),
         StoreError::Unavailable(why) => {
             tracing::warn!(request_id, error = %why, "database unavailable");
-            let mut details = ErrorDetails::new();
-            error_info(&mut details, reason::STORE_UNAVAILABLE, Vec::new());
-            details.set_retry_info(Some(Duration::from_secs(1)));
-            Status::with_error_details(
-                Code::Unavailable,
+            retry_later(
+                reason::STORE_UNAVAILABLE,
+                Duration::from_secs(1),
                 "the tidemark database is unavailable; retry with backoff",
-                details,
+            )
+        }
+        StoreError::Timeout(why) => {
+            tracing::warn!(request_id, error = %why, "database statement timed out");
+            retry_later(
+                reason::STORE_TIMEOUT,
+                Duration::from_millis(500),
+                "the tidemark database cancelled a statement at its statement timeout (a lock held elsewhere or an \
+                 overloaded database); nothing was changed, retry with backoff",
+            )
+        }
+        StoreError::Busy(why) => {
+            tracing::warn!(request_id, error = %why, "database lock not available");
+            retry_later(
+                reason::STORE_BUSY,
+                Duration::from_millis(500),
+                "a lock in the tidemark database was not available in time; nothing was changed, retry with backoff",
+            )
+        }
+        StoreError::Overloaded(why) => {
+            tracing::debug!(request_id, error = %why, "overloaded");
+            retry_later(
+                reason::OVERLOADED,
+                Duration::from_millis(200),
+                &format!("this tidemark replica is overloaded ({why}); the call was not started, retry with backoff"),
             )
         }
         StoreError::Denied(denied) => {
@@ -190,6 +225,51 @@ pub fn store_status(err: StoreError, request_id: &str) -> Status {
             )
         }
     }
+}
+
+/// A retryable `UNAVAILABLE` with `reason` and a `RetryInfo` of `delay`.
+fn retry_later(reason: &str, delay: Duration, message: &str) -> Status {
+    let mut details = ErrorDetails::new();
+    error_info(&mut details, reason, Vec::new());
+    details.set_retry_info(Some(delay));
+    Status::with_error_details(Code::Unavailable, message, details)
+}
+
+/// An export whose client took nothing for `idle`.
+pub fn export_stalled(idle: Duration) -> Status {
+    let mut details = ErrorDetails::new();
+    error_info(
+        &mut details,
+        reason::EXPORT_STALLED,
+        vec![(
+            "idle_timeout_ms",
+            tidemark_core::time::duration_millis(idle).to_string(),
+        )],
+    );
+    Status::with_error_details(
+        Code::Aborted,
+        format!(
+            "the export was ended: the client took nothing for {idle:?} (--export-idle-timeout); what was received \
+             has no trailer, so an import refuses it. Export again, reading as it arrives"
+        ),
+        details,
+    )
+}
+
+/// An export refused because `limit` already run on this replica.
+pub fn too_many_exports(limit: usize) -> Status {
+    let mut details = ErrorDetails::new();
+    error_info(
+        &mut details,
+        reason::TOO_MANY_EXPORTS,
+        vec![("limit", limit.to_string())],
+    );
+    details.set_retry_info(Some(Duration::from_secs(5)));
+    Status::with_error_details(
+        Code::ResourceExhausted,
+        format!("this replica already runs {limit} exports (--max-concurrent-exports); retry when one has finished"),
+        details,
+    )
 }
 
 /// A call that exceeded the server's request timeout. Whether a write landed
@@ -305,5 +385,22 @@ mod tests {
             Code::Unavailable
         );
         assert_eq!(store_status(StoreError::Contention, "r").code(), Code::Aborted);
+    }
+
+    #[test]
+    fn database_conditions_are_unavailable_with_their_reason_and_retry_info() {
+        for (err, want) in [
+            (StoreError::Unavailable("down".into()), "STORE_UNAVAILABLE"),
+            (StoreError::Timeout("57014".into()), "STORE_TIMEOUT"),
+            (StoreError::Busy("55P03".into()), "STORE_BUSY"),
+            (StoreError::Overloaded("queue full".into()), "OVERLOADED"),
+        ] {
+            let status = store_status(err, "r");
+            assert_eq!(status.code(), Code::Unavailable, "{want}");
+            let details = status.get_error_details();
+            assert_eq!(details.error_info().unwrap().reason, want);
+            assert!(details.retry_info().is_some(), "{want} carries RetryInfo");
+            assert!(!status.message().contains("5701"), "{}", status.message());
+        }
     }
 }

@@ -21,7 +21,8 @@ pub(crate) struct Registered {
     pub(crate) directory: PaimonTable,
 }
 
-type Tables = Arc<HashMap<String, Registered>>;
+/// Each registered table, opened, or its location and why it cannot be.
+type Tables = Arc<HashMap<String, Result<Registered, (String, String)>>>;
 /// The latest snapshot per (table, branch), and when it was read.
 type LatestSnapshots = HashMap<(String, String), (Instant, Option<i64>)>;
 
@@ -62,7 +63,7 @@ impl Registrations {
         {
             return Some(*millis);
         }
-        let registered = self.table(table).await?;
+        let registered = self.table_if_readable(table).await?;
         let millis = registered.directory.snapshot_millis(branch, id).await.ok()?;
         let mut times = self
             .snapshot_times
@@ -92,7 +93,7 @@ impl Registrations {
         if latest.is_none() {
             // Nothing read yet for this branch (the background read has just
             // started): read it now, so the first listing shows the lag too.
-            if let Some(registered) = self.table(&table).await {
+            if let Some(registered) = self.table_if_readable(&table).await {
                 latest = registered
                     .directory
                     .snapshot_range(&key.branch)
@@ -150,7 +151,7 @@ impl Registrations {
             let this = Arc::clone(self);
             let table = table.clone();
             tokio::spawn(async move {
-                let Some(registered) = this.table(&table).await else {
+                let Some(registered) = this.table_if_readable(&table).await else {
                     return;
                 };
                 if let Ok(range) = registered.directory.snapshot_range(&slot.1).await {
@@ -171,24 +172,32 @@ impl Registrations {
             .map(|(_, tables)| Arc::clone(tables))
     }
 
-    /// The table's registration and directory, if it is registered.
-    pub(crate) async fn table(&self, table: &TableName) -> Option<Registered> {
+    /// The table's registration and directory, if it is registered. A
+    /// registration that cannot be read now is `UNAVAILABLE`
+    /// (`STORE_UNAVAILABLE`), and one whose location cannot be opened is
+    /// `TABLE_LOCATION_UNREADABLE`: never "not registered", which would
+    /// skip the identity check and trust the worker's range (SPEC §9).
+    pub(crate) async fn table(&self, table: &TableName) -> Result<Option<Registered>, StoreError> {
         let tables = match self.fresh_tables() {
             Some(tables) => tables,
             None => {
-                let registered = self.store.paimon().registered_tables().await.ok()?;
+                let registered = self.store.paimon().registered_tables().await.map_err(|e| {
+                    tracing::warn!(error = %e, "cannot read the table registrations");
+                    StoreError::Unavailable(format!("cannot read the table registrations: {e}"))
+                })?;
                 let tables: Tables = Arc::new(
                     registered
                         .into_iter()
-                        .filter_map(|r| {
-                            let directory = PaimonTable::open(&r.location).ok()?;
-                            Some((
-                                r.table.as_str().to_owned(),
-                                Registered {
+                        .map(|r| {
+                            let name = r.table.as_str().to_owned();
+                            let entry = match PaimonTable::open(&r.location) {
+                                Ok(directory) => Ok(Registered {
                                     registration: r,
                                     directory,
-                                },
-                            ))
+                                }),
+                                Err(e) => Err((r.location, e.to_string())),
+                            };
+                            (name, entry)
                         })
                         .collect(),
                 );
@@ -197,7 +206,22 @@ impl Registrations {
                 tables
             }
         };
-        tables.get(table.as_str()).cloned()
+        match tables.get(table.as_str()) {
+            None => Ok(None),
+            Some(Ok(registered)) => Ok(Some(registered.clone())),
+            Some(Err((location, why))) => Err(CoreError::TableLocationUnreadable {
+                table: table.as_str().to_owned(),
+                location: location.clone(),
+                why: format!("cannot open the location: {why}"),
+            }
+            .into()),
+        }
+    }
+
+    /// [`Self::table`] for what only informs (lag, gauges): a registration
+    /// that cannot be read now is taken as none.
+    pub(crate) async fn table_if_readable(&self, table: &TableName) -> Option<Registered> {
+        self.table(table).await.ok().flatten()
     }
 }
 

@@ -391,7 +391,7 @@ impl Store {
         execute: bool,
     ) -> Result<Planned<Revoked>, StoreError> {
         self.plan_or_apply(execute, FindKey::Key(key), ctx, |loaded| {
-            Ok(lease::revoke(loaded.state.as_ref(), loaded.now, reason))
+            lease::revoke(loaded.state.as_ref(), loaded.now, reason)
         })
         .await
     }

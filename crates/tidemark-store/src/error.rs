@@ -12,6 +12,19 @@ pub enum StoreError {
     /// Safe to retry later.
     #[error("the database is unavailable: {0}")]
     Unavailable(String),
+    /// The database cancelled a statement that ran past its statement
+    /// timeout (a lock held by someone else, an overloaded server).
+    /// Nothing was changed; safe to retry.
+    #[error("the database timed out a statement: {0}")]
+    Timeout(String),
+    /// A lock the statement needed was not available (`lock_timeout`, or
+    /// `NOWAIT`). Nothing was changed; safe to retry.
+    #[error("the database is busy: {0}")]
+    Busy(String),
+    /// This replica has more waiting work than it queues; the call was not
+    /// started. Safe to retry, ideally on another replica.
+    #[error("overloaded: {0}")]
+    Overloaded(String),
     /// The caller's credentials do not cover this key or lease; nothing was
     /// read or changed on its behalf.
     #[error("permission denied: {0}")]
@@ -31,6 +44,30 @@ pub(crate) enum DbFailure {
     Retry,
     /// Give up with this error.
     Fail(StoreError),
+}
+
+impl StoreError {
+    /// Whether this error says something about the database's health, so
+    /// the replica should look at its readiness again at once.
+    pub fn concerns_the_database(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Unavailable(_) | StoreError::Timeout(_) | StoreError::Busy(_)
+        )
+    }
+
+    /// The same database condition again, for each caller a failed batch
+    /// carried (anything else becomes an internal error with its text).
+    pub(crate) fn same_condition(&self) -> StoreError {
+        match self {
+            StoreError::Unavailable(why) => StoreError::Unavailable(why.clone()),
+            StoreError::Timeout(why) => StoreError::Timeout(why.clone()),
+            StoreError::Busy(why) => StoreError::Busy(why.clone()),
+            StoreError::Overloaded(why) => StoreError::Overloaded(why.clone()),
+            StoreError::Contention => StoreError::Contention,
+            other => StoreError::Internal(other.to_string()),
+        }
+    }
 }
 
 /// Classifies an sqlx error.
@@ -55,11 +92,26 @@ pub(crate) fn classify(err: sqlx::Error) -> DbFailure {
                 Some("40001" | "40P01") => DbFailure::Retry,
                 // SQLite busy / locked (another process holds the write lock).
                 Some("5" | "6" | "517" | "262") => DbFailure::Retry,
+                // Postgres: the statement ran past statement_timeout (57014
+                // is also an operator's pg_cancel_backend; both are safe to
+                // retry, since the transaction was rolled back).
+                Some("57014") => DbFailure::Fail(StoreError::Timeout(
+                    "a statement ran past the database's statement timeout (57014)".into(),
+                )),
+                // Postgres: lock_timeout or NOWAIT on a lock someone holds.
+                Some("55P03") => DbFailure::Fail(StoreError::Busy("a lock was not available in time (55P03)".into())),
                 // Postgres connection exceptions, shutdown, cannot connect now,
-                // too many connections, read-only standby.
-                Some(c) if c.starts_with("08") || c.starts_with("57P") || c == "53300" || c == "25006" => {
+                // insufficient resources (disk full, out of memory, too many
+                // connections, configuration limits), read-only transaction.
+                Some(c) if c.starts_with("08") || c.starts_with("57P") || c.starts_with("53") || c == "25006" => {
                     DbFailure::Fail(StoreError::Unavailable(format!("database refused the request ({c})")))
                 }
+                // SQLite: disk full (13) and I/O errors (10 with any extended
+                // code), a volume that filled or went away; read-only (8) and
+                // cannot open (14) likewise.
+                Some(c) if sqlite_unavailable(c) => DbFailure::Fail(StoreError::Unavailable(format!(
+                    "the database file cannot be written (SQLite error {c})"
+                ))),
                 _ => DbFailure::Fail(StoreError::Internal(err.to_string())),
             }
         }
@@ -67,11 +119,45 @@ pub(crate) fn classify(err: sqlx::Error) -> DbFailure {
     }
 }
 
+/// Whether `code` is an SQLite result code (primary or extended) that says
+/// the file cannot be written right now: I/O error, disk full, read-only,
+/// cannot open. SQLite codes are numbers; Postgres SQLSTATEs are five
+/// characters and never parse as one of these.
+fn sqlite_unavailable(code: &str) -> bool {
+    const SQLITE_IOERR: u32 = 10;
+    const SQLITE_FULL: u32 = 13;
+    const SQLITE_READONLY: u32 = 8;
+    const SQLITE_CANTOPEN: u32 = 14;
+    code.len() < 5
+        && code
+            .parse::<u32>()
+            .is_ok_and(|c| matches!(c & 0xff, SQLITE_IOERR | SQLITE_FULL | SQLITE_READONLY | SQLITE_CANTOPEN))
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(err: sqlx::Error) -> Self {
         match classify(err) {
             DbFailure::Retry => StoreError::Contention,
             DbFailure::Fail(e) => e,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sqlite_unavailable;
+
+    #[test]
+    fn sqlite_codes_that_mean_the_file_cannot_be_written() {
+        // Primary codes, and extended ones (SQLITE_IOERR_WRITE = 778,
+        // SQLITE_IOERR_FSYNC = 1034, SQLITE_READONLY_DBMOVED = 1032).
+        for code in ["10", "13", "8", "14", "778", "1034", "1032"] {
+            assert!(sqlite_unavailable(code), "{code}");
+        }
+        // Busy and locked are retried, constraint errors are bugs, and a
+        // Postgres SQLSTATE is never mistaken for an SQLite code.
+        for code in ["5", "6", "19", "2067", "53100", "10000", "XX000"] {
+            assert!(!sqlite_unavailable(code), "{code}");
         }
     }
 }

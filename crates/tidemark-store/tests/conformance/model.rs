@@ -425,7 +425,7 @@ async fn run_case(
             Op::Revoke { key } => {
                 let k = &keys[*key];
                 let got = rule(store.revoke(&ctx, k, "model", true).await.map(|planned| planned.change))?;
-                let want = model.apply(k, true, |s| Ok(lease::revoke(s, now, "model")));
+                let want = model.apply(k, true, |s| lease::revoke(s, now, "model"));
                 same(step, op, got, want)?;
             }
             Op::Reset {
