@@ -9,17 +9,19 @@
 //! each write on its own terms (its own version, live-lease and clock
 //! checks) and reports which were applied. A batch never waits for a row
 //! lock: a write whose row another transaction holds is sent again on its
-//! own, outside the slots, so it cannot hold up the writes behind it.
+//! own after the batch, outside the batch slots (so it cannot hold up the
+//! writes behind it) but within a bound of its own.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock};
 
 use sqlx::Row;
 use sqlx::postgres::{PgPool, PgRow};
 use tidemark_core::{ConsumerKey, HistoryEvent, Timestamp};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, oneshot};
 use uuid::Uuid;
 
+use super::batch::{Batcher, Job};
 use crate::error::StoreError;
 use crate::row::KeyRow;
 
@@ -62,12 +64,20 @@ struct Queued {
     reply: oneshot::Sender<Outcome>,
 }
 
-/// The queue in front of the database; its task starts on first use.
+impl Job for Queued {
+    type Key = ConsumerKey;
+    fn key(&self) -> Option<&ConsumerKey> {
+        Some(&self.write.key)
+    }
+    fn abandoned(&self) -> bool {
+        self.reply.is_closed()
+    }
+}
+
+/// The queue in front of the database (see the `batch` module).
 #[derive(Debug)]
 pub(crate) struct GroupCommit {
-    pool: PgPool,
-    in_flight: usize,
-    queue: OnceLock<mpsc::UnboundedSender<Queued>>,
+    batcher: Batcher<Queued>,
     counts: Arc<Counts>,
 }
 
@@ -93,14 +103,23 @@ pub struct GroupCommitStats {
 }
 
 impl GroupCommit {
-    /// Writes go through at most `in_flight` statements at a time.
+    /// Writes go through at most `in_flight` batch statements at a time,
+    /// and at most `in_flight` more writes on their own (a row locked
+    /// elsewhere); at most `in_flight` × [`MAX_BATCH`] × 4 wait.
     pub(crate) fn new(pool: PgPool, in_flight: usize) -> Self {
-        Self {
-            pool,
-            in_flight: in_flight.max(1),
-            queue: OnceLock::new(),
-            counts: Arc::default(),
-        }
+        let counts: Arc<Counts> = Arc::default();
+        let alone = Arc::new(Semaphore::new(in_flight.max(1)));
+        let batcher = {
+            let counts = Arc::clone(&counts);
+            Batcher::new(
+                "commit",
+                in_flight,
+                MAX_BATCH,
+                in_flight.max(1) * MAX_BATCH * 4,
+                move |batch| send(pool.clone(), batch, Arc::clone(&counts), Arc::clone(&alone)),
+            )
+        };
+        Self { batcher, counts }
     }
 
     /// The work done so far.
@@ -112,28 +131,16 @@ impl GroupCommit {
         }
     }
 
-    /// Applies `write`, alone or with whatever else is waiting.
+    /// Applies `write`, alone or with whatever else is waiting; `OVERLOADED`
+    /// when too many writes already wait.
     pub(crate) async fn write(&self, write: OneEventWrite) -> Outcome {
-        let queue = self.queue.get_or_init(|| {
-            let (sender, receiver) = mpsc::unbounded_channel();
-            tokio::spawn(run(
-                self.pool.clone(),
-                receiver,
-                self.in_flight,
-                Arc::clone(&self.counts),
-            ));
-            sender
-        });
         let (reply, answer) = oneshot::channel();
         // Mutant: answer "written" as soon as the write is queued, before
         // its transaction commits (or even starts).
         let acknowledged_early = write
             .estimated_now
             .filter(|_| tidemark_core::mutant!("ack_before_commit"));
-        if let Err(mpsc::error::SendError(queued)) = queue.send(Queued { write, reply }) {
-            // The task is gone (its runtime shut down): write directly.
-            return super::write_one_event(&self.pool, &queued.write).await;
-        }
+        self.batcher.submit(Queued { write, reply })?;
         if let Some(at) = acknowledged_early {
             tokio::spawn(answer);
             return Ok(Some(at));
@@ -146,48 +153,24 @@ impl GroupCommit {
     }
 }
 
-/// Takes whatever queued while every slot was busy and sends it as one
-/// statement, a key at most once per statement.
-async fn run(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Queued>, in_flight: usize, counts: Arc<Counts>) {
-    let slots = Arc::new(Semaphore::new(in_flight));
-    let mut held_back: Option<Queued> = None;
-    loop {
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-            return;
-        };
-        let first = match held_back.take() {
-            Some(queued) => queued,
-            None => match queue.recv().await {
-                Some(queued) => queued,
-                None => return,
-            },
-        };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match queue.try_recv() {
-                // One statement updates a row once: a second write to the
-                // same key waits for the next statement.
-                Ok(queued) if batch.iter().any(|b| b.write.key == queued.write.key) => {
-                    held_back = Some(queued);
-                    break;
-                }
-                Ok(queued) => batch.push(queued),
-                Err(_) => break,
-            }
-        }
-        counts.statements.fetch_add(1, Ordering::Relaxed);
-        counts.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        metrics::counter!(metric_names::STATEMENTS).increment(1);
-        metrics::counter!(metric_names::STATEMENT_WRITES).increment(batch.len() as u64);
-        let pool = pool.clone();
-        let counts = Arc::clone(&counts);
+/// Sends one batch as one statement. Each write whose row another
+/// transaction held goes again on its own, after the batch's slot is given
+/// back (it may wait for the lock, and must not hold up the batches
+/// behind it) but within `alone`'s permits, so those writes are bounded
+/// too; one whose caller went away meanwhile is not sent.
+async fn send(pool: PgPool, batch: Vec<Queued>, counts: Arc<Counts>, alone: Arc<Semaphore>) {
+    counts.statements.fetch_add(1, Ordering::Relaxed);
+    counts.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
+    metrics::counter!(metric_names::STATEMENTS).increment(1);
+    metrics::counter!(metric_names::STATEMENT_WRITES).increment(batch.len() as u64);
+    for queued in apply(&pool, batch, &counts).await {
+        let (pool, alone) = (pool.clone(), Arc::clone(&alone));
         tokio::spawn(async move {
-            let busy = apply(&pool, batch, &counts).await;
-            // A write whose row is locked elsewhere waits outside the
-            // slots, so it never holds up the writes queued behind it.
-            drop(slot);
-            for queued in busy {
-                tokio::spawn(write_alone(pool.clone(), queued));
+            let Ok(_permit) = alone.acquire_owned().await else {
+                return;
+            };
+            if !queued.abandoned() {
+                write_alone(&pool, queued).await;
             }
         });
     }
@@ -218,10 +201,11 @@ async fn apply(pool: &PgPool, batch: Vec<Queued>, counts: &Counts) -> Vec<Queued
             metrics::counter!(metric_names::WRITES_ALONE).increment(busy.len() as u64);
             busy
         }
-        // The database is unreachable: so it is for each of them.
-        Err(StoreError::Unavailable(why)) => {
+        // The database is unreachable, timed the statement out or is
+        // locked: so it is for each of them.
+        Err(e) if e.concerns_the_database() => {
             for queued in batch {
-                let _ = queued.reply.send(Err(StoreError::Unavailable(why.clone())));
+                let _ = queued.reply.send(Err(e.same_condition()));
             }
             Vec::new()
         }
@@ -237,8 +221,8 @@ async fn apply(pool: &PgPool, batch: Vec<Queued>, counts: &Counts) -> Vec<Queued
 }
 
 /// Writes one on its own (it may wait for a row lock), then answers.
-async fn write_alone(pool: PgPool, queued: Queued) {
-    let outcome = super::write_one_event(&pool, &queued.write).await;
+async fn write_alone(pool: &PgPool, queued: Queued) {
+    let outcome = super::write_one_event(pool, &queued.write).await;
     let _ = queued.reply.send(outcome);
 }
 

@@ -9,13 +9,14 @@
 //! call: nothing is answered from memory.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock};
 
 use sqlx::Row;
 use sqlx::postgres::PgPool;
 use tidemark_core::ConsumerKey;
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::oneshot;
 
+use super::batch::{Batcher, Job};
 use super::keys::{LOAD_BY_KEY, decode_loaded};
 use crate::backend::Loaded;
 use crate::error::StoreError;
@@ -40,12 +41,21 @@ struct Queued {
     reply: oneshot::Sender<Answer>,
 }
 
-/// The queue in front of the database; its task starts on first use.
+impl Job for Queued {
+    /// Reads of one key may share a statement.
+    type Key = ();
+    fn key(&self) -> Option<&()> {
+        None
+    }
+    fn abandoned(&self) -> bool {
+        self.reply.is_closed()
+    }
+}
+
+/// The queue in front of the database (see the `batch` module).
 #[derive(Debug)]
 pub(crate) struct GroupRead {
-    pool: PgPool,
-    in_flight: usize,
-    queue: OnceLock<mpsc::UnboundedSender<Queued>>,
+    batcher: Batcher<Queued>,
     counts: Arc<Counts>,
 }
 
@@ -67,14 +77,30 @@ pub struct GroupReadStats {
 }
 
 impl GroupRead {
-    /// Reads go through at most `in_flight` statements at a time.
+    /// Reads go through at most `in_flight` statements at a time, fallbacks
+    /// included; at most `in_flight` × [`MAX_BATCH`] × 4 wait.
     pub(crate) fn new(pool: PgPool, in_flight: usize) -> Self {
-        Self {
-            pool,
-            in_flight: in_flight.max(1),
-            queue: OnceLock::new(),
-            counts: Arc::default(),
-        }
+        let counts: Arc<Counts> = Arc::default();
+        let batcher = {
+            let counts = Arc::clone(&counts);
+            Batcher::new(
+                "read",
+                in_flight,
+                MAX_BATCH,
+                in_flight.max(1) * MAX_BATCH * 4,
+                move |batch| {
+                    let (pool, counts) = (pool.clone(), Arc::clone(&counts));
+                    async move {
+                        counts.statements.fetch_add(1, Ordering::Relaxed);
+                        counts.reads.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                        metrics::counter!(metric_names::STATEMENTS).increment(1);
+                        metrics::counter!(metric_names::STATEMENT_READS).increment(batch.len() as u64);
+                        apply(&pool, batch).await;
+                    }
+                },
+            )
+        };
+        Self { batcher, counts }
     }
 
     /// The work done so far.
@@ -85,63 +111,22 @@ impl GroupRead {
         }
     }
 
-    /// Reads `key`, alone or with whatever else is waiting.
+    /// Reads `key`, alone or with whatever else is waiting; `OVERLOADED`
+    /// when too many reads already wait.
     pub(crate) async fn read(&self, key: &ConsumerKey) -> Answer {
-        let queue = self.queue.get_or_init(|| {
-            let (sender, receiver) = mpsc::unbounded_channel();
-            tokio::spawn(run(
-                self.pool.clone(),
-                receiver,
-                self.in_flight,
-                Arc::clone(&self.counts),
-            ));
-            sender
-        });
         let (reply, answer) = oneshot::channel();
-        if let Err(mpsc::error::SendError(queued)) = queue.send(Queued {
+        self.batcher.submit(Queued {
             key: key.clone(),
             reply,
-        }) {
-            // The task is gone (its runtime shut down): read directly.
-            return read_one(&self.pool, &queued.key).await;
-        }
+        })?;
         answer
             .await
             .unwrap_or_else(|_| Err(StoreError::Unavailable("the read was abandoned (shutting down)".into())))
     }
 }
 
-/// Takes whatever queued while every slot was busy and sends it as one
-/// statement.
-async fn run(pool: PgPool, mut queue: mpsc::UnboundedReceiver<Queued>, in_flight: usize, counts: Arc<Counts>) {
-    let slots = Arc::new(Semaphore::new(in_flight));
-    loop {
-        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
-            return;
-        };
-        let Some(first) = queue.recv().await else {
-            return;
-        };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(queued) => batch.push(queued),
-                Err(_) => break,
-            }
-        }
-        counts.statements.fetch_add(1, Ordering::Relaxed);
-        counts.reads.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        metrics::counter!(metric_names::STATEMENTS).increment(1);
-        metrics::counter!(metric_names::STATEMENT_READS).increment(batch.len() as u64);
-        let pool = pool.clone();
-        tokio::spawn(async move {
-            apply(&pool, batch).await;
-            drop(slot);
-        });
-    }
-}
-
-/// Reads a batch and answers every caller.
+/// Reads a batch and answers every caller; a batch that failed for a
+/// reason of its own is read again one by one, still inside its slot.
 async fn apply(pool: &PgPool, batch: Vec<Queued>) {
     if let [queued] = batch.as_slice() {
         // Alone, the lean statement.
@@ -157,16 +142,21 @@ async fn apply(pool: &PgPool, batch: Vec<Queued>) {
                 let _ = queued.reply.send(answer);
             }
         }
+        // The database is unreachable, timed the statement out or is
+        // locked: so it is for each of them.
+        Err(e) if e.concerns_the_database() => {
+            for queued in batch {
+                let _ = queued.reply.send(Err(e.same_condition()));
+            }
+        }
         // Each read goes again on its own, so none fails for another.
         Err(e) => {
             tracing::debug!(error = %e, size = batch.len(), "batched read failed; reading one by one");
-            for queued in batch {
-                let pool = pool.clone();
-                tokio::spawn(async move {
-                    let answer = read_one(&pool, &queued.key).await;
-                    let _ = queued.reply.send(answer);
-                });
-            }
+            futures::future::join_all(batch.into_iter().filter(|q| !q.abandoned()).map(|queued| async move {
+                let answer = read_one(pool, &queued.key).await;
+                let _ = queued.reply.send(answer);
+            }))
+            .await;
         }
     }
 }

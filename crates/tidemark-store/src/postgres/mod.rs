@@ -8,6 +8,7 @@
 //! that arrive together share one (see the `group_commit` module). Times come
 //! from the database clock.
 
+pub(crate) mod batch;
 pub(crate) mod group_commit;
 pub(crate) mod group_read;
 mod history;

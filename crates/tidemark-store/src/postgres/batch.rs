@@ -1,0 +1,315 @@
+//! The one batcher under group commit and group reads.
+//!
+//! Jobs queue for a few in-flight slots; whatever queued while the slots
+//! were busy goes to the database as one statement. The queue is bounded (a
+//! full queue refuses at once, `OVERLOADED`, rather than growing until
+//! every caller has timed out), a job whose caller went away is dropped
+//! before its statement is sent (after a stall, the retries of timed-out
+//! callers are not replayed ahead of fresh work), and everything a batch
+//! sends — its fallbacks included — runs inside its slot, so at most
+//! `in_flight` statements are ever in flight. A batch takes at most one job
+//! per key and continues past a duplicate, which waits for a later batch:
+//! one client firing many calls on one key cannot shrink everyone's batches.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::{Notify, Semaphore};
+
+use crate::error::StoreError;
+
+/// A queued unit of work.
+pub(crate) trait Job: Send + 'static {
+    /// What two jobs of one statement must not share (the row a write
+    /// updates); `None` when any number may share a statement.
+    type Key: PartialEq;
+
+    /// This job's key.
+    fn key(&self) -> Option<&Self::Key>;
+
+    /// Whether nobody waits for this job's answer any more.
+    fn abandoned(&self) -> bool;
+}
+
+/// Takes the next batch from `pending`: in queue order, at most `max` jobs,
+/// at most one per key; duplicates stay queued in their order, and jobs
+/// nobody waits for are dropped. Returns the batch and how many were
+/// dropped.
+pub(crate) fn take_batch<J: Job>(pending: &mut VecDeque<J>, max: usize) -> (Vec<J>, usize) {
+    let mut batch: Vec<J> = Vec::new();
+    let mut kept = VecDeque::new();
+    let mut dropped = 0;
+    while let Some(job) = pending.pop_front() {
+        if batch.len() >= max {
+            kept.push_back(job);
+            break;
+        }
+        if job.abandoned() {
+            dropped += 1;
+            continue;
+        }
+        let duplicate = job.key().is_some_and(|key| batch.iter().any(|b| b.key() == Some(key)));
+        if duplicate {
+            kept.push_back(job);
+        } else {
+            batch.push(job);
+        }
+    }
+    // Duplicates held back go first, ahead of what was not looked at.
+    kept.append(pending);
+    *pending = kept;
+    (batch, dropped)
+}
+
+/// A bounded queue in front of the database, with its sending task.
+pub(crate) struct Batcher<J: Job> {
+    shared: Arc<Shared<J>>,
+    /// The task sending batches; started on first use, and again when the
+    /// runtime it ran on has gone (a store shared between runtimes).
+    runner: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    send: SendBatch<J>,
+}
+
+impl<J: Job> std::fmt::Debug for Batcher<J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batcher")
+            .field("in_flight", &self.shared.in_flight)
+            .field("max_batch", &self.shared.max_batch)
+            .field("capacity", &self.shared.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared<J> {
+    queue: Mutex<VecDeque<J>>,
+    arrived: Notify,
+    in_flight: usize,
+    max_batch: usize,
+    capacity: usize,
+    what: &'static str,
+}
+
+impl<J: Job> Batcher<J> {
+    /// Batches of at most `max_batch` jobs, at most `in_flight` at a time,
+    /// at most `capacity` jobs waiting; `send` runs one batch to its end
+    /// (fallbacks included) and answers its callers. `what` names the jobs
+    /// in the overload message.
+    pub(crate) fn new<F, Fut>(what: &'static str, in_flight: usize, max_batch: usize, capacity: usize, send: F) -> Self
+    where
+        F: Fn(Vec<J>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        Self {
+            shared: Arc::new(Shared {
+                queue: Mutex::new(VecDeque::new()),
+                arrived: Notify::new(),
+                in_flight: in_flight.max(1),
+                max_batch: max_batch.max(1),
+                capacity: capacity.max(1),
+                what,
+            }),
+            runner: Mutex::new(None),
+            send: Arc::new(move |batch| Box::pin(send(batch))),
+        }
+    }
+
+    /// Queues `job`, or refuses it (`OVERLOADED`) when the queue is full.
+    pub(crate) fn submit(&self, job: J) -> Result<(), StoreError> {
+        self.ensure_runner();
+        {
+            let mut queue = self.shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            if queue.len() >= self.shared.capacity {
+                // Make room from callers that already went away before
+                // refusing a live one.
+                queue.retain(|j| !j.abandoned());
+                if queue.len() >= self.shared.capacity {
+                    return Err(StoreError::Overloaded(format!(
+                        "{} {}s are already waiting for the database",
+                        queue.len(),
+                        self.shared.what
+                    )));
+                }
+            }
+            queue.push_back(job);
+        }
+        self.shared.arrived.notify_one();
+        Ok(())
+    }
+
+    fn ensure_runner(&self) {
+        let mut runner = self.runner.lock().unwrap_or_else(PoisonError::into_inner);
+        if runner.as_ref().is_some_and(|r| !r.is_finished()) {
+            return;
+        }
+        let shared = Arc::clone(&self.shared);
+        let send = Arc::clone(&self.send);
+        *runner = Some(tokio::spawn(run(shared, send)));
+    }
+}
+
+impl<J: Job> Drop for Batcher<J> {
+    fn drop(&mut self) {
+        if let Some(runner) = self.runner.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            runner.abort();
+        }
+    }
+}
+
+type SendBatch<J> = Arc<dyn Fn(Vec<J>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
+/// Takes whatever queued while every slot was busy and sends it as one
+/// batch, holding a slot until the batch and its fallbacks are done.
+async fn run<J: Job>(shared: Arc<Shared<J>>, send: SendBatch<J>) {
+    let slots = Arc::new(Semaphore::new(shared.in_flight));
+    loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        let batch = loop {
+            let notified = shared.arrived.notified();
+            let (batch, _dropped) = {
+                let mut queue = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                take_batch(&mut queue, shared.max_batch)
+            };
+            if !batch.is_empty() {
+                break batch;
+            }
+            notified.await;
+        };
+        // More may be waiting: let the next free slot look.
+        if !shared.queue.lock().unwrap_or_else(PoisonError::into_inner).is_empty() {
+            shared.arrived.notify_one();
+        }
+        let sending = send(batch);
+        tokio::spawn(async move {
+            sending.await;
+            drop(slot);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Write {
+        name: &'static str,
+        key: char,
+        gone: bool,
+    }
+
+    impl Job for Write {
+        type Key = char;
+        fn key(&self) -> Option<&char> {
+            Some(&self.key)
+        }
+        fn abandoned(&self) -> bool {
+            self.gone
+        }
+    }
+
+    fn queue(jobs: &[(&'static str, bool)]) -> VecDeque<Write> {
+        jobs.iter()
+            .map(|&(name, gone)| Write {
+                name,
+                key: name.chars().next().unwrap(),
+                gone,
+            })
+            .collect()
+    }
+
+    fn names(jobs: &[Write]) -> Vec<&'static str> {
+        jobs.iter().map(|j| j.name).collect()
+    }
+
+    #[test]
+    fn a_batch_continues_past_a_duplicate_key() {
+        let mut pending = queue(&[("A1", false), ("A2", false), ("B", false), ("C", false)]);
+        let (first, _) = take_batch(&mut pending, 64);
+        assert_eq!(names(&first), ["A1", "B", "C"]);
+        let (second, _) = take_batch(&mut pending, 64);
+        assert_eq!(names(&second), ["A2"]);
+        assert!(pending.is_empty());
+    }
+
+    #[test]
+    fn one_busy_key_does_not_shrink_the_others_batches() {
+        // One client's burst on key A among other keys: every batch carries
+        // one A and every other key waiting, in queue order.
+        let mut pending = queue(&[
+            ("A1", false),
+            ("A2", false),
+            ("A3", false),
+            ("B", false),
+            ("A4", false),
+            ("C", false),
+            ("D", false),
+        ]);
+        let (first, _) = take_batch(&mut pending, 64);
+        assert_eq!(names(&first), ["A1", "B", "C", "D"]);
+        assert_eq!(names(pending.make_contiguous()), ["A2", "A3", "A4"]);
+        let (second, _) = take_batch(&mut pending, 64);
+        assert_eq!(names(&second), ["A2"]);
+    }
+
+    #[test]
+    fn callers_that_went_away_are_dropped_before_sending() {
+        let mut pending = queue(&[("A", true), ("B", false), ("C", true), ("D", false)]);
+        let (batch, dropped) = take_batch(&mut pending, 64);
+        assert_eq!(names(&batch), ["B", "D"]);
+        assert_eq!(dropped, 2);
+    }
+
+    #[test]
+    fn a_batch_stops_at_its_size_and_keeps_the_order() {
+        let mut pending = queue(&[("A", false), ("B", false), ("C", false), ("B2", false), ("D", false)]);
+        let (batch, _) = take_batch(&mut pending, 2);
+        assert_eq!(names(&batch), ["A", "B"]);
+        assert_eq!(names(pending.make_contiguous()), ["C", "B2", "D"]);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_and_every_batch_holds_a_slot_to_its_end() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let release = Arc::new(Semaphore::new(0));
+        let batcher = {
+            let (running, most, release) = (Arc::clone(&running), Arc::clone(&most), Arc::clone(&release));
+            Batcher::new("write", 2, 1, 4, move |_batch: Vec<Write>| {
+                let (running, most, release) = (Arc::clone(&running), Arc::clone(&most), Arc::clone(&release));
+                async move {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    release.acquire().await.unwrap().forget();
+                    running.fetch_sub(1, Ordering::SeqCst);
+                }
+            })
+        };
+        let job = |name| Write {
+            name,
+            key: name.chars().next().unwrap(),
+            gone: false,
+        };
+        // Two batches in flight take two jobs; four more wait; the next is
+        // refused.
+        for name in ["A", "B"] {
+            batcher.submit(job(name)).unwrap();
+        }
+        while running.load(Ordering::SeqCst) < 2 {
+            tokio::task::yield_now().await;
+        }
+        for name in ["C", "D", "E", "F"] {
+            batcher.submit(job(name)).unwrap();
+        }
+        let refused = batcher.submit(job("G")).unwrap_err();
+        assert!(matches!(refused, StoreError::Overloaded(_)), "{refused:?}");
+        release.add_permits(6);
+        while batcher.shared.queue.lock().unwrap().len() > 0 || running.load(Ordering::SeqCst) > 0 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(most.load(Ordering::SeqCst), 2, "never more batches than slots");
+    }
+}
