@@ -22,6 +22,28 @@ pub struct AdminService {
     tables: std::sync::Arc<crate::tables::Registrations>,
     mirror_refresh: Duration,
     allowed_locations: Option<std::sync::Arc<tidemark_paimon::LocationAllowList>>,
+    exports: ExportLimits,
+    running_exports: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+/// What a replica allows of ExportState streams.
+#[derive(Debug, Clone, Copy)]
+pub struct ExportLimits {
+    /// A client that takes nothing for this long has its export ended
+    /// (`ABORTED`, `EXPORT_STALLED`).
+    pub idle_timeout: Duration,
+    /// Exports running at once; more are refused (`RESOURCE_EXHAUSTED`,
+    /// `TOO_MANY_EXPORTS`).
+    pub max_concurrent: usize,
+}
+
+impl Default for ExportLimits {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(60),
+            max_concurrent: 2,
+        }
+    }
 }
 
 impl AdminService {
@@ -33,7 +55,17 @@ impl AdminService {
             store,
             mirror_refresh: crate::ServerConfig::default().mirror_refresh,
             allowed_locations: None,
+            exports: ExportLimits::default(),
+            running_exports: std::sync::Arc::new(tokio::sync::Semaphore::new(ExportLimits::default().max_concurrent)),
         }
+    }
+
+    /// How long an export waits for a client that takes nothing, and how
+    /// many run at once.
+    pub fn with_export_limits(mut self, limits: ExportLimits) -> Self {
+        self.exports = limits;
+        self.running_exports = std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent));
+        self
     }
 
     /// Only registrations under these locations are accepted (the server
@@ -549,6 +581,11 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::ExportStateRequest>,
     ) -> Result<Response<Self::ExportStateStream>, Status> {
+        // Each export holds a permit until its stream ends, however it ends.
+        let Ok(permit) = std::sync::Arc::clone(&self.running_exports).try_acquire_owned() else {
+            return Err(crate::status::too_many_exports(self.exports.max_concurrent));
+        };
+        let idle_timeout = self.exports.idle_timeout;
         self.rpcs
             .handle("ExportState", request, |ctx, req| async move {
                 let (mut parts, task) = self.store.export_state(req.table.clone());
@@ -559,29 +596,85 @@ impl Admin for AdminService {
                         .map_err(|e| tidemark_store::StoreError::Internal(format!("the export failed: {e}")))??;
                     return Err(tidemark_store::StoreError::Internal("the export sent nothing".into()));
                 };
-                let (sender, receiver) = tokio::sync::mpsc::channel(4);
-                tokio::spawn(async move {
-                    let mut writer = crate::state::Writer::default();
-                    let mut next = Some(head);
-                    while let Some(part) = next {
-                        let lines = writer.lines(part, req.table.as_ref());
-                        if sender.send(Ok(pb::ExportStateResponse { lines })).await.is_err() {
-                            return;
+                // The snapshot is read to its end into the spool, ahead of
+                // the client: its transaction never waits on the client.
+                let spool = crate::spool::Spool::new(crate::spool::MEMORY_BOUND);
+                tokio::spawn({
+                    let spool = std::sync::Arc::clone(&spool);
+                    let request_id = ctx.request_id.clone();
+                    async move {
+                        let mut writer = crate::state::Writer::default();
+                        let mut next = Some(head);
+                        while let Some(part) = next {
+                            let lines = writer.lines(part, req.table.as_ref());
+                            match spool.push(&pb::ExportStateResponse { lines }) {
+                                Ok(true) => {}
+                                // The client went away or stalled: dropping
+                                // `parts` ends the snapshot's transaction.
+                                Ok(false) => return,
+                                Err(e) => {
+                                    tracing::warn!(request_id, error = %e, "cannot spool an export");
+                                    spool.finish(Err(Status::unavailable(format!(
+                                        "the export cannot be spooled on this replica ({e}); check its temporary \
+                                         directory (TMPDIR) and retry"
+                                    ))));
+                                    return;
+                                }
+                            }
+                            next = parts.recv().await;
                         }
-                        next = parts.recv().await;
+                        let outcome = match task.await {
+                            Ok(Ok(())) => spool
+                                .push(&pb::ExportStateResponse {
+                                    lines: vec![writer.end()],
+                                })
+                                .map(drop)
+                                .map_err(|e| Status::unavailable(format!("the export cannot be spooled: {e}"))),
+                            // No trailer: whatever the client kept is
+                            // refused by an import as cut short.
+                            Ok(Err(e)) => Err(crate::status::store_status(e, &request_id)),
+                            Err(e) => Err(Status::internal(format!("the export failed: {e}"))),
+                        };
+                        spool.finish(outcome);
                     }
-                    let last = match task.await {
-                        Ok(Ok(())) => Ok(pb::ExportStateResponse {
-                            lines: vec![writer.end()],
-                        }),
-                        // No trailer: whatever the client kept is refused
-                        // by an import as cut short.
-                        Ok(Err(e)) => Err(crate::status::store_status(e, &ctx.request_id)),
-                        Err(e) => Err(Status::internal(format!("the export failed: {e}"))),
-                    };
-                    let _ = sender.send(last).await;
                 });
-                let stream: Self::ExportStateStream = Box::pin(tokio_stream::wrappers::ReceiverStream::new(receiver));
+                let (sender, receiver) = tokio::sync::mpsc::channel(2);
+                let stalled: std::sync::Arc<std::sync::Mutex<Option<Status>>> = std::sync::Arc::default();
+                tokio::spawn({
+                    let stalled = std::sync::Arc::clone(&stalled);
+                    let request_id = ctx.request_id.clone();
+                    async move {
+                        let _permit = permit;
+                        while let Some(item) = spool.next().await {
+                            let last = item.is_err();
+                            match tokio::time::timeout(idle_timeout, sender.send(item)).await {
+                                Ok(Ok(())) if !last => {}
+                                Ok(Ok(())) => return,
+                                // The client went away.
+                                Ok(Err(_)) => return spool.abandon(),
+                                Err(_) => {
+                                    tracing::warn!(request_id, ?idle_timeout, "export ended: its client took nothing");
+                                    *stalled.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                                        Some(crate::status::export_stalled(idle_timeout));
+                                    return spool.abandon();
+                                }
+                            }
+                        }
+                    }
+                });
+                // After what was already queued, a stalled export ends with
+                // its status (trailers reach the client once it reads).
+                let tail = tokio_stream::iter(
+                    std::iter::once_with(move || {
+                        stalled.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+                    })
+                    .flatten()
+                    .map(Err),
+                );
+                let stream: Self::ExportStateStream = Box::pin(tokio_stream::StreamExt::chain(
+                    tokio_stream::wrappers::ReceiverStream::new(receiver),
+                    tail,
+                ));
                 Ok(stream)
             })
             .await

@@ -21,13 +21,14 @@ mod request;
 mod retention;
 mod server;
 mod shed;
+mod spool;
 pub mod state;
 pub mod status;
 mod sweeper;
 mod tables;
 mod tls;
 
-pub use admin::AdminService;
+pub use admin::{AdminService, ExportLimits};
 pub use coordinator::CoordinatorService;
 pub use retention::RetentionService;
 pub use server::{READINESS_SERVICE, ServeError, ServerConfig, TlsSettings, VERSION_HEADER, serve, serve_with_health};

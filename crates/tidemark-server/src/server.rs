@@ -88,6 +88,8 @@ pub struct ServerConfig {
     /// Where table registrations may point; `None`: anywhere the server can
     /// reach.
     pub allowed_table_locations: Option<tidemark_paimon::LocationAllowList>,
+    /// What this replica allows of ExportState streams.
+    pub exports: crate::ExportLimits,
     /// Credentials and their roles; empty means no authentication.
     pub auth: SharedAuth,
     /// TLS for the gRPC port; `None` serves plaintext.
@@ -138,6 +140,7 @@ impl Default for ServerConfig {
             keepalive_interval: Some(Duration::from_secs(30)),
             keepalive_timeout: Duration::from_secs(10),
             allowed_table_locations: None,
+            exports: crate::ExportLimits::default(),
             auth: SharedAuth::new(AuthConfig::default()),
             tls: None,
             reload: None,
@@ -207,7 +210,8 @@ pub async fn serve_with_health(
     let admin = AdminServer::new(
         AdminService::new(store.clone(), config.request_timeout)
             .with_mirror_refresh(config.mirror_refresh)
-            .with_allowed_locations(config.allowed_table_locations.clone()),
+            .with_allowed_locations(config.allowed_table_locations.clone())
+            .with_export_limits(config.exports),
     )
     .max_decoding_message_size(config.max_message_bytes);
 

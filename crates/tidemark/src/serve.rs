@@ -83,6 +83,14 @@ pub(crate) struct ServeArgs {
     /// Then wait at most this long for in-flight RPCs.
     #[arg(long, env = "TIDEMARK_SHUTDOWN_GRACE", default_value_t = HumanDuration(ServerConfig::default().shutdown_grace))]
     shutdown_grace: HumanDuration,
+    /// An ExportState client that takes nothing for this long has its export
+    /// ended (ABORTED, EXPORT_STALLED) and everything it held released.
+    #[arg(long, env = "TIDEMARK_EXPORT_IDLE_TIMEOUT", default_value_t = HumanDuration(tidemark_server::ExportLimits::default().idle_timeout))]
+    export_idle_timeout: HumanDuration,
+    /// ExportState streams this replica runs at once; more are refused
+    /// (RESOURCE_EXHAUSTED, TOO_MANY_EXPORTS).
+    #[arg(long, env = "TIDEMARK_MAX_CONCURRENT_EXPORTS", default_value_t = tidemark_server::ExportLimits::default().max_concurrent)]
+    max_concurrent_exports: usize,
     /// How often the database is pinged for the readiness health status.
     #[arg(long, env = "TIDEMARK_READINESS_INTERVAL", default_value_t = HumanDuration(ServerConfig::default().readiness_interval))]
     readiness_interval: HumanDuration,
@@ -337,6 +345,10 @@ fn server_config(args: &ServeArgs) -> ServerConfig {
         keepalive_timeout: args.keepalive_timeout.0,
         gauge_interval: args.gauge_interval.0,
         per_consumer_metrics: args.per_consumer_metrics,
+        exports: tidemark_server::ExportLimits {
+            idle_timeout: args.export_idle_timeout.0.max(Duration::from_millis(100)),
+            max_concurrent: args.max_concurrent_exports.max(1),
+        },
         ..ServerConfig::default()
     }
 }
