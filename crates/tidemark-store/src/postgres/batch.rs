@@ -307,7 +307,7 @@ mod tests {
         let refused = batcher.submit(job("G")).unwrap_err();
         assert!(matches!(refused, StoreError::Overloaded(_)), "{refused:?}");
         release.add_permits(6);
-        while batcher.shared.queue.lock().unwrap().len() > 0 || running.load(Ordering::SeqCst) > 0 {
+        while !batcher.shared.queue.lock().unwrap().is_empty() || running.load(Ordering::SeqCst) > 0 {
             tokio::task::yield_now().await;
         }
         assert_eq!(most.load(Ordering::SeqCst), 2, "never more batches than slots");
