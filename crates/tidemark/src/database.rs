@@ -36,6 +36,12 @@ pub(crate) struct DatabaseArgs {
     /// statement per read). A read is sent only after its call arrived.
     #[arg(long, env = "TIDEMARK_DB_GROUP_READ", default_value_t = PostgresOptions::default().group_read)]
     db_group_read: usize,
+    /// A readiness probe unanswered this long (commits stalled on a
+    /// synchronous standby that is gone, a black-holed socket) is given up:
+    /// its backend is terminated and a new connection made, so a stall of
+    /// any length holds at most one probe backend.
+    #[arg(long, env = "TIDEMARK_READINESS_ABANDON_AFTER", default_value_t = HumanDuration(PostgresOptions::default().readiness_abandon_after))]
+    readiness_abandon_after: HumanDuration,
     /// At start-up, keep retrying an unreachable database (and the
     /// migrations) this long before giving up; 0 fails at once.
     #[arg(long, env = "TIDEMARK_WAIT_FOR_DATABASE", default_value_t = HumanDuration(Duration::from_secs(60)))]
@@ -52,6 +58,7 @@ impl DatabaseArgs {
             schema: None,
             group_commit: self.db_group_commit,
             group_read: self.db_group_read,
+            readiness_abandon_after: self.readiness_abandon_after.0.max(Duration::from_millis(100)),
         }
     }
 

@@ -206,3 +206,71 @@ async fn readiness_works_for_a_role_that_may_not_emit_wal_messages() {
         "the missing privilege is said once:\n{logs}"
     );
 }
+
+/// tidemark's backends on `primary` (`application_name` is `tidemark`).
+async fn tidemark_backends(pool: &sqlx::PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tidemark'")
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Commits stalled on a synchronous standby that is gone, for many times
+/// `--readiness-abandon-after`, on a server with few connections, three
+/// replicas at once: every abandoned probe's backend is terminated, so
+/// tidemark's backends stay within the pool plus three per replica however
+/// long the stall lasts, and reads that need no standby keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_readiness_probes_leave_no_backend_behind() {
+    let Some(mut primary) = migrated_primary() else { return };
+    primary.sql("ALTER SYSTEM SET max_connections = 40");
+    primary.stop(tidemark_testkit::StopMode::Fast);
+    primary.start_again();
+    const POOL: i64 = 3;
+    let more = ["--db-max-connections", "3", "--readiness-abandon-after", "1s"];
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        replicas.push(serve_ready(&primary.url(), "200ms", &more).await);
+    }
+    let mut client = coordinator(&replicas[0].0.url(), Duration::from_secs(30));
+    let lease = lease(&mut client, "abandon").await;
+    client
+        .commit_batch(snapshot_commit(&lease, 0, None))
+        .await
+        .expect("a commit");
+    let watcher = sqlx::PgPool::connect(&primary.url()).await.unwrap();
+
+    primary.set("synchronous_standby_names", "gone");
+    for (served, _) in &replicas {
+        readiness_becomes(served, ServingStatus::NotServing, Duration::from_secs(5)).await;
+    }
+    // Eight abandon periods: without termination, each replica would leave
+    // a stuck backend behind every second.
+    let bound = 3 * (POOL + 3);
+    let mut most = 0;
+    let stall = Instant::now();
+    while stall.elapsed() < Duration::from_secs(8) {
+        most = most.max(tidemark_backends(&watcher).await);
+        for (served, _) in &replicas {
+            assert!(
+                position(&served.url(), "abandon").await.is_some(),
+                "a read during the stall"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eprintln!("most tidemark backends during an 8 s stall, 3 replicas: {most} (bound {bound})");
+    assert!(most <= bound, "{most} tidemark backends, more than {bound}");
+    assert!(
+        replicas[0]
+            .0
+            .logs()
+            .contains("terminated the abandoned readiness backend"),
+        "{}",
+        replicas[0].0.logs()
+    );
+    primary.set("synchronous_standby_names", "");
+    for (served, _) in &replicas {
+        readiness_becomes(served, ServingStatus::Serving, Duration::from_secs(10)).await;
+    }
+}

@@ -61,6 +61,10 @@ pub struct PostgresOptions {
     /// in flight (0: every read is its own statement). See the
     /// `group_read` module.
     pub group_read: usize,
+    /// A readiness probe unanswered this long is given up: its backend is
+    /// terminated (`pg_terminate_backend`, over the new connection) and a
+    /// new connection made.
+    pub readiness_abandon_after: Duration,
 }
 
 impl Default for PostgresOptions {
@@ -72,6 +76,7 @@ impl Default for PostgresOptions {
             schema: None,
             group_commit: DEFAULT_GROUP_COMMIT,
             group_read: DEFAULT_GROUP_READ,
+            readiness_abandon_after: Duration::from_secs(60),
         }
     }
 }
@@ -102,6 +107,7 @@ pub struct PostgresBackend {
     connect_options: PgConnectOptions,
     acquire_timeout: Duration,
     max_connections: u32,
+    probe_abandon_after: Duration,
 }
 
 impl PostgresBackend {
@@ -142,6 +148,7 @@ impl PostgresBackend {
             connect_options: connect,
             acquire_timeout: options.acquire_timeout,
             max_connections: options.max_connections,
+            probe_abandon_after: options.readiness_abandon_after,
         })
     }
 
@@ -181,9 +188,24 @@ async fn writable_connection(pool: &PgPool) -> Result<sqlx::pool::PoolConnection
     Ok(connection)
 }
 
-/// How long readiness's connection may go without answering a probe before
-/// it is given up for a new one.
-const PROBE_ABANDON_AFTER: Duration = Duration::from_secs(60);
+/// Ends the backend of an abandoned readiness connection (a session may
+/// end its own role's backends). Behind a transaction pooler a backend id
+/// names no session of ours, so nothing is terminated there.
+async fn terminate_backend(connection: &mut sqlx::PgConnection, pid: i32, limit: Duration) {
+    let terminated = tokio::time::timeout(
+        limit,
+        sqlx::query_scalar::<_, bool>("SELECT pg_terminate_backend($1)")
+            .bind(pid)
+            .fetch_one(connection),
+    )
+    .await;
+    match terminated {
+        Ok(Ok(true)) => tracing::info!(pid, "terminated the abandoned readiness backend"),
+        Ok(Ok(false)) => tracing::debug!(pid, "the abandoned readiness backend had already ended"),
+        Ok(Err(e)) => tracing::warn!(pid, error = %e, "cannot terminate the abandoned readiness backend"),
+        Err(_) => tracing::warn!(pid, "terminating the abandoned readiness backend timed out"),
+    }
+}
 
 /// Readiness's connection, and since when a probe on it has gone
 /// unanswered (set before each probe, cleared by its answer: a probe cut
@@ -191,13 +213,15 @@ const PROBE_ABANDON_AFTER: Duration = Duration::from_secs(60);
 #[derive(Debug)]
 struct ProbeConnection {
     connection: sqlx::PgConnection,
+    /// Its backend's process id, to terminate it once abandoned (`None`
+    /// when it could not be read).
+    backend_pid: Option<i32>,
     unanswered_since: Option<Instant>,
 }
 
 impl ProbeConnection {
-    fn abandoned(&self) -> bool {
-        self.unanswered_since
-            .is_some_and(|since| since.elapsed() > PROBE_ABANDON_AFTER)
+    fn abandoned(&self, after: Duration) -> bool {
+        self.unanswered_since.is_some_and(|since| since.elapsed() > after)
     }
 }
 
@@ -312,12 +336,16 @@ impl Backend for PostgresBackend {
         // A probe cut short by the caller's time limit leaves its
         // connection waiting for that answer, which the next probe waits
         // for first: a stall costs one connection, not one per probe. Past
-        // PROBE_ABANDON_AFTER unanswered, the connection is dropped (a
+        // `probe_abandon_after` unanswered, the connection is given up (a
         // black-holed socket would otherwise keep readiness down after the
-        // database came back elsewhere).
-        if slot.as_ref().is_some_and(ProbeConnection::abandoned) {
-            tracing::warn!(after = ?PROBE_ABANDON_AFTER, "readiness probe unanswered; connecting afresh");
-            *slot = None;
+        // database came back elsewhere) and its backend terminated: a
+        // backend waiting for a synchronous standby that is gone never
+        // notices its client left, and one more a minute would use up
+        // max_connections.
+        let mut abandoned_pid = None;
+        if slot.as_ref().is_some_and(|p| p.abandoned(self.probe_abandon_after)) {
+            tracing::warn!(after = ?self.probe_abandon_after, "readiness probe unanswered; terminating its backend and connecting afresh");
+            abandoned_pid = slot.take().and_then(|p| p.backend_pid);
         }
         // Twice: a kept connection may have died with a database restart
         // or a failover (it is then dropped and a new one made).
@@ -326,11 +354,23 @@ impl Backend for PostgresBackend {
             attempts += 1;
             if slot.is_none() {
                 let connecting = sqlx::PgConnection::connect_with(&self.connect_options);
-                let connection = tokio::time::timeout(self.acquire_timeout, connecting)
+                let mut connection = tokio::time::timeout(self.acquire_timeout, connecting)
                     .await
                     .map_err(|_| StoreError::Unavailable("timed out connecting to the database".into()))??;
+                // Reads need no commit: neither waits for a standby.
+                let backend_pid = tokio::time::timeout(
+                    self.acquire_timeout,
+                    sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()").fetch_one(&mut connection),
+                )
+                .await
+                .ok()
+                .and_then(Result::ok);
+                if let Some(pid) = abandoned_pid.take() {
+                    terminate_backend(&mut connection, pid, self.acquire_timeout).await;
+                }
                 *slot = Some(ProbeConnection {
                     connection,
+                    backend_pid,
                     unanswered_since: None,
                 });
             }
