@@ -103,6 +103,12 @@ def test_the_pods_run_locked_down(target):
         assert security["capabilities"]["drop"] == ["ALL"], container["name"]
         assert container["resources"]["requests"]["cpu"], container["name"]
         assert container["resources"]["limits"]["memory"], container["name"]
+    # The root filesystem is read-only: large exports spool to a writable,
+    # size-limited emptyDir at /tmp (the server's temporary directory).
+    tidemark = next(c for c in spec["containers"] if c["name"] == "tidemark")
+    mounts = {m["mountPath"]: m["name"] for m in tidemark["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes[mounts["/tmp"]]["emptyDir"]["sizeLimit"]
 
 
 @pytest.mark.parametrize("target", ["overlays/dev", "overlays/prod"])
