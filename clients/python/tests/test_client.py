@@ -246,3 +246,66 @@ def test_calls_ride_out_a_server_restart_of_several_seconds(tmp_path, unique):
             assert 3.5 < waited < 2 * 10, waited
     finally:
         server.stop()
+
+
+def _psql() -> str:
+    import glob
+    import shutil
+
+    found = shutil.which("psql") or next(iter(sorted(glob.glob("/usr/lib/postgresql/*/bin/psql"), reverse=True)), None)
+    assert found, "psql is needed (the PostgreSQL client binaries scripts/test.sh uses)"
+    return found
+
+
+def test_the_sdk_rides_out_a_lock_held_past_the_statement_timeout(tmp_path, unique):
+    """An operator holds `LOCK TABLE consumer_keys IN ACCESS EXCLUSIVE MODE`
+    past the server's 1 s statement timeout: a call without retries sees
+    UNAVAILABLE STORE_TIMEOUT (retryable, never INTERNAL); the SDK's default
+    policy retries the same commit until the lock is gone."""
+    import os
+    import subprocess
+
+    url = os.environ.get("TIDEMARK_TEST_DATABASE_URL")
+    assert url, "needs Postgres: scripts/test.sh sets TIDEMARK_TEST_DATABASE_URL"
+    psql = _psql()
+    server = TidemarkServer(url, tmp_path / "server.log", extra_args=["--db-statement-timeout", "1s"]).start()
+    holder = None
+    try:
+        with Client(server.endpoint, timeout=10.0) as client:
+            consumer = unique("locked")
+            lease = client.acquire_lease(TABLE, consumer, holder="q").lease
+            client.commit_batch(lease, 0, offset(2, 0, False, 1))
+            holder = subprocess.Popen(
+                [psql, "-q", "-X", "-v", "ON_ERROR_STOP=1", url, "-c",
+                 "BEGIN; LOCK TABLE consumer_keys IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(5); COMMIT;"],
+                stdout=subprocess.DEVNULL,
+            )
+            deadline = time.monotonic() + 10
+            while True:
+                held = subprocess.run(
+                    [psql, "-qtAX", url, "-c",
+                     "SELECT count(*) FROM pg_locks WHERE relation = 'consumer_keys'::regclass "
+                     "AND mode = 'AccessExclusiveLock' AND granted"],
+                    capture_output=True, text=True, check=True,
+                ).stdout.strip()
+                if held == "1":
+                    break
+                assert time.monotonic() < deadline, "the lock was never taken"
+                time.sleep(0.05)
+            locked_at = time.monotonic()
+            with Client(server.endpoint, retry=RetryPolicy(max_attempts=1), timeout=10.0) as plain:
+                with pytest.raises(TidemarkError) as raised:
+                    plain.commit_batch(lease, 1, offset(3, 0, False, 1))
+            assert raised.value.code == grpc.StatusCode.UNAVAILABLE, raised.value
+            assert raised.value.reason == "STORE_TIMEOUT", raised.value
+            assert is_retryable(raised.value)
+            # The same commit again, under the default policy: retried
+            # until the lock is released.
+            committed = client.commit_batch(lease, 1, offset(3, 0, False, 1))
+            assert time.monotonic() - locked_at > 3.0, "it waited for the lock"
+            assert committed.next_snapshot == 4
+        assert holder.wait(timeout=10) == 0
+    finally:
+        if holder is not None and holder.poll() is None:
+            holder.kill()
+        server.stop()
