@@ -325,6 +325,26 @@ pub fn canonical_location(location: &str) -> Result<String, String> {
     })
 }
 
+/// `path` with symbolic links followed as far as it exists (the rest, not
+/// yet created, appended as written).
+fn resolve_existing(path: &std::path::Path) -> PathBuf {
+    let mut existing = path;
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(mut real) = std::fs::canonicalize(existing) {
+            real.extend(rest.iter().rev());
+            return real;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
 /// Where registrations may point: location prefixes, compared canonically
 /// and segment by segment (`/data/lake` allows `/data/lake/db.db/t`, not
 /// `/data/lake2`).
@@ -346,17 +366,29 @@ impl LocationAllowList {
         Ok(Self { prefixes })
     }
 
-    /// Whether `location` lies under one of the prefixes.
+    /// Whether `location` lies under one of the prefixes: as written,
+    /// and — for local paths — once symbolic links are followed, so a link
+    /// under an allowed prefix cannot lead out of it.
     pub fn allows(&self, location: &str) -> bool {
         let Ok(location) = canonical_location(location) else {
             return false;
         };
-        self.prefixes.iter().any(|prefix| {
+        let lexically = self.prefixes.iter().any(|prefix| {
             location == *prefix
                 || location
                     .strip_prefix(prefix.as_str())
                     .is_some_and(|rest| rest.starts_with('/') || prefix.ends_with('/'))
-        })
+        });
+        let Some(path) = location.strip_prefix("file://") else {
+            return lexically;
+        };
+        let real = resolve_existing(std::path::Path::new(path));
+        lexically
+            && self.prefixes.iter().any(|prefix| {
+                prefix
+                    .strip_prefix("file://")
+                    .is_some_and(|p| real.starts_with(resolve_existing(std::path::Path::new(p))))
+            })
     }
 
     /// The prefixes, for messages.

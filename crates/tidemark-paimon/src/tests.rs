@@ -291,3 +291,21 @@ fn locations_are_compared_canonically_and_by_segment() {
     }
     assert!(LocationAllowList::new::<&str>(&[]).is_err());
 }
+
+/// A symbolic link under an allowed prefix does not lead out of it; links
+/// inside it, and paths not created yet, are judged where they really go.
+#[test]
+fn the_allow_list_follows_symbolic_links() {
+    let lake = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir(lake.path().join("db.db")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), lake.path().join("escape")).unwrap();
+    std::os::unix::fs::symlink(lake.path().join("db.db"), lake.path().join("alias")).unwrap();
+    let list = LocationAllowList::new(&[lake.path().display().to_string()]).unwrap();
+    let at = |rest: &str| format!("{}/{rest}", lake.path().display());
+    assert!(list.allows(&at("db.db/t")));
+    assert!(list.allows(&at("not-yet/created/t")));
+    assert!(list.allows(&at("alias/t")), "a link that stays inside");
+    assert!(!list.allows(&at("escape")), "a link out of the lake");
+    assert!(!list.allows(&at("escape/db.db/t")), "below a link out of the lake");
+}
