@@ -148,6 +148,51 @@ def moto_s3(monkeypatch):
         server.stop()
 
 
+@contextlib.contextmanager
+def moto_s3_process(monkeypatch):
+    """moto's S3-compatible server in a process of its own (so a test that
+    loads it from several replicas does not share the interpreter with it),
+    with the AWS environment pointing at it and a `lake` bucket. Yields
+    (endpoint, boto3 client)."""
+    import sys
+
+    import boto3
+
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"moto's server exited with {process.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("moto's server did not start in 30 s")
+                time.sleep(0.1)
+        for name, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+            "AWS_ENDPOINT": endpoint,
+            "AWS_ALLOW_HTTP": "true",
+        }.items():
+            monkeypatch.setenv(name, value)
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        s3.create_bucket(Bucket="lake")
+        yield endpoint, s3
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 class PaimonTable:
     """An append-only Paimon table partitioned by `part`, written with
     pypaimon. Every data file is its own split (target split size 1 byte), so

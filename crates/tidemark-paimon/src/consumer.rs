@@ -4,12 +4,46 @@
 use std::time::SystemTime;
 
 use object_store::path::Path;
-use object_store::{ObjectStore, PutPayload};
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use crate::{
     CONSUMER_PREFIX, FileState, FoundConsumer, ListedConsumer, MAIN_BRANCH, PaimonError, PaimonTable, blocking,
     file_name,
 };
+
+/// An object's version as read, which a conditional put compares (object
+/// stores only: a local disk has no versions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObjectVersion {
+    /// No object was there.
+    Missing,
+    /// The object's ETag (and version id, where the store keeps them).
+    Seen {
+        /// Its ETag.
+        e_tag: Option<String>,
+        /// Its version id.
+        version: Option<String>,
+    },
+}
+
+impl ObjectVersion {
+    fn of(meta: &object_store::ObjectMeta) -> Self {
+        Self::Seen {
+            e_tag: meta.e_tag.clone(),
+            version: meta.version.clone(),
+        }
+    }
+}
+
+/// What a conditional write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// The object holds what was written.
+    Written,
+    /// The object changed since its version was read (another replica, an
+    /// outside writer): nothing was written; read it again.
+    Conflict,
+}
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct ConsumerFile {
@@ -22,16 +56,117 @@ impl PaimonTable {
     /// the file's modification time, by which Paimon expires consumers).
     /// Fails with [`PaimonError::Missing`] when the branch's directory is
     /// gone, rather than creating it.
+    /// On object stores the branch's existence is checked first (its schema
+    /// or snapshot objects), so a write never re-creates a dropped branch
+    /// or table in Paimon's eyes.
     pub async fn write_consumer(&self, branch: &str, consumer_id: &str, next_snapshot: i64) -> Result<(), PaimonError> {
+        match self.write_consumer_if(branch, consumer_id, next_snapshot, None).await? {
+            Written::Written => Ok(()),
+            Written::Conflict => unreachable!("an unconditional put has no condition to fail"),
+        }
+    }
+
+    /// [`Self::write_consumer`], on object stores only if the object is
+    /// still as `seen` (read before the position being written was read
+    /// from the database): `Missing` creates it only if it is still absent,
+    /// `Seen` replaces only that version. A changed object is
+    /// [`Written::Conflict`], never overwritten. `None` (and any write on a
+    /// local disk, which has no versions) writes unconditionally.
+    pub async fn write_consumer_if(
+        &self,
+        branch: &str,
+        consumer_id: &str,
+        next_snapshot: i64,
+        seen: Option<&ObjectVersion>,
+    ) -> Result<Written, PaimonError> {
         let body = serde_json::to_vec(&ConsumerFile { next_snapshot }).expect("serializes");
         if let Some(dir) = self.local_dir(branch) {
             let name = format!("{CONSUMER_PREFIX}{consumer_id}");
-            return blocking(consumer_id, move || write_durably(&dir, &name, &body)).await;
+            blocking(consumer_id, move || write_durably(&dir, &name, &body)).await?;
+            return Ok(Written::Written);
         }
-        self.store
-            .put(&self.consumer_path(branch, consumer_id), PutPayload::from(body))
-            .await?;
-        Ok(())
+        self.put_if(branch, consumer_id, body, seen).await
+    }
+
+    async fn put_if(
+        &self,
+        branch: &str,
+        consumer_id: &str,
+        body: Vec<u8>,
+        seen: Option<&ObjectVersion>,
+    ) -> Result<Written, PaimonError> {
+        if !self.branch_exists(branch).await? {
+            return Err(PaimonError::Missing {
+                path: format!("{}{}", self.url_prefix, self.branch_root(branch)),
+            });
+        }
+        let mode = match seen {
+            None => PutMode::Overwrite,
+            Some(ObjectVersion::Missing) => PutMode::Create,
+            Some(ObjectVersion::Seen { e_tag, version }) => PutMode::Update(UpdateVersion {
+                e_tag: e_tag.clone(),
+                version: version.clone(),
+            }),
+        };
+        let options = PutOptions {
+            mode,
+            ..PutOptions::default()
+        };
+        let path = self.consumer_path(branch, consumer_id);
+        match self.store.put_opts(&path, PutPayload::from(body), options).await {
+            Ok(_) => Ok(Written::Written),
+            Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => {
+                Ok(Written::Conflict)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// What a consumer's object holds and its version, read together (on a
+    /// local disk the version is `None`).
+    pub async fn consumer_file_versioned(
+        &self,
+        branch: &str,
+        consumer_id: &str,
+    ) -> Result<(FileState, Option<ObjectVersion>), PaimonError> {
+        if self.local.is_some() {
+            return Ok((self.consumer_file(branch, consumer_id).await?, None));
+        }
+        let path = self.consumer_path(branch, consumer_id);
+        let found = match self.store.get(&path).await {
+            Ok(found) => found,
+            Err(object_store::Error::NotFound { .. }) => return Ok((FileState::Missing, Some(ObjectVersion::Missing))),
+            Err(e) => return Err(e.into()),
+        };
+        let version = ObjectVersion::of(&found.meta);
+        let bytes = found.bytes().await?;
+        let state = match serde_json::from_slice::<ConsumerFile>(&bytes) {
+            Ok(file) => FileState::Position(file.next_snapshot),
+            Err(e) => FileState::Unreadable(format!("not a Paimon consumer file: {e}")),
+        };
+        Ok((state, Some(version)))
+    }
+
+    /// A consumer object's version (`None` on a local disk).
+    pub async fn consumer_version(
+        &self,
+        branch: &str,
+        consumer_id: &str,
+    ) -> Result<Option<ObjectVersion>, PaimonError> {
+        if self.local.is_some() {
+            return Ok(None);
+        }
+        match self.store.head(&self.consumer_path(branch, consumer_id)).await {
+            Ok(meta) => Ok(Some(ObjectVersion::of(&meta))),
+            Err(object_store::Error::NotFound { .. }) => Ok(Some(ObjectVersion::Missing)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Whether the table lives on an object store, where a write puts
+    /// content (no time can be set alone) and versions can be compared.
+    pub fn is_object_store(&self) -> bool {
+        self.local.is_none()
     }
 
     /// What a consumer's file holds: missing, a position, or unreadable
@@ -50,17 +185,21 @@ impl PaimonTable {
     /// expires consumers, without changing its content: on a local disk the
     /// time alone is set (no new data, so nothing to fsync: after a crash the
     /// file holds the same position, only its time may be older); object
-    /// stores cannot set a time, so the same content is put again. Returns
-    /// the file's new time and size; `None` when it no longer exists or, on
-    /// a local disk, is no longer the file the caller `seen` (replaced or
-    /// rewritten from outside since): such a file is not touched, so an
-    /// outside change is never kept alive nor taken for the caller's file.
+    /// stores cannot set a time, so the same content is put again, and only
+    /// over the version `read` (the caller read the object, then found
+    /// `next_snapshot` in it and in the database, in that order). Returns
+    /// the file's new time and size; `None` when it no longer exists or is
+    /// no longer the file the caller saw (on a local disk `seen`, replaced
+    /// or rewritten since; on an object store any other version): such a
+    /// file is not touched, so an outside change or another replica's write
+    /// is never kept alive nor undone.
     pub async fn touch_consumer(
         &self,
         branch: &str,
         consumer_id: &str,
         next_snapshot: i64,
         seen: &ListedConsumer,
+        read: Option<&ObjectVersion>,
     ) -> Result<Option<ListedConsumer>, PaimonError> {
         if let Some(dir) = self.local_dir(branch) {
             let path = dir.join("consumer").join(format!("{CONSUMER_PREFIX}{consumer_id}"));
@@ -93,8 +232,14 @@ impl PaimonTable {
                 size,
             }));
         }
-        self.write_consumer(branch, consumer_id, next_snapshot).await?;
-        self.stat_consumer(branch, consumer_id).await
+        let Some(read @ ObjectVersion::Seen { .. }) = read else {
+            return Ok(None); // nothing read to compare: never a blind put
+        };
+        let body = serde_json::to_vec(&ConsumerFile { next_snapshot }).expect("serializes");
+        match self.put_if(branch, consumer_id, body, Some(read)).await? {
+            Written::Written => self.stat_consumer(branch, consumer_id).await,
+            Written::Conflict => Ok(None),
+        }
     }
 
     /// A consumer file's modification time and size, if it exists.

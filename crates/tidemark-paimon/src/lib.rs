@@ -25,6 +25,7 @@ mod consumer;
 mod schema;
 mod snapshots;
 
+pub use consumer::{ObjectVersion, Written};
 pub use schema::parse_paimon_duration;
 
 use std::path::PathBuf;
@@ -163,8 +164,11 @@ impl PaimonTable {
         let url = url::Url::parse(trimmed).map_err(|e| bad(e.to_string()))?;
         match url.scheme() {
             "s3" | "s3a" => {
+                // Conditional puts compare ETags (If-Match / If-None-Match),
+                // which S3 and S3-compatible stores support.
                 let store = object_store::aws::AmazonS3Builder::from_env()
                     .with_url(url.as_str().replacen("s3a://", "s3://", 1))
+                    .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
                     .build()
                     .map_err(|e| bad(e.to_string()))?;
                 let root = Path::parse(url.path().trim_start_matches('/')).map_err(|e| bad(e.to_string()))?;

@@ -173,11 +173,18 @@ async fn file_states_and_listing_with_times() {
     table.write_consumer("main", "q", 9).await.unwrap();
     let before = table.stat_consumer("main", "q").await.unwrap().unwrap();
     std::thread::sleep(Duration::from_millis(20));
-    let touched = table.touch_consumer("main", "q", 9, &before).await.unwrap().unwrap();
+    let touched = table
+        .touch_consumer("main", "q", 9, &before, None)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(touched.modified > before.modified);
     assert_eq!(touched.size, before.size);
     assert_eq!(table.consumer_file("main", "q").await.unwrap(), FileState::Position(9));
-    assert_eq!(table.touch_consumer("main", "gone", 1, &before).await.unwrap(), None);
+    assert_eq!(
+        table.touch_consumer("main", "gone", 1, &before, None).await.unwrap(),
+        None
+    );
     // A file replaced from outside since the caller looked (Paimon's
     // reset_consumer between a listing and the touch) is left alone: not
     // touched, so it is not kept alive, and not reported as the caller's.
@@ -187,7 +194,7 @@ async fn file_states_and_listing_with_times() {
     std::fs::rename(&staged, dir.path().join("consumer/consumer-q")).unwrap();
     let outside = table.stat_consumer("main", "q").await.unwrap().unwrap();
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(table.touch_consumer("main", "q", 9, &seen).await.unwrap(), None);
+    assert_eq!(table.touch_consumer("main", "q", 9, &seen, None).await.unwrap(), None);
     assert_eq!(table.stat_consumer("main", "q").await.unwrap().unwrap(), outside);
     assert_eq!(table.consumer_file("main", "q").await.unwrap(), FileState::Position(99));
     // Pin files keep their `~` on disk, in listings and in reads.

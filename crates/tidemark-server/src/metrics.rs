@@ -309,6 +309,12 @@ pub(crate) fn mirror_write(ok: bool) {
     metrics::counter!(names::MIRROR_WRITES, "result" => if ok { "ok" } else { "error" }).increment(1);
 }
 
+/// A conditional write skipped because the object changed since it was
+/// read (another replica's write, an outside change): read again next time.
+pub(crate) fn mirror_write_conflict() {
+    metrics::counter!(names::MIRROR_WRITES, "result" => "conflict").increment(1);
+}
+
 /// A reload of credentials or TLS material, applied or refused.
 pub(crate) fn config_reload(what: &'static str, outcome: &'static str) {
     metrics::counter!(names::CONFIG_RELOADS, "what" => what, "outcome" => outcome).increment(1);

@@ -9,9 +9,13 @@
 //! is durable in the database, and a mirror failure never fails a worker's
 //! commit: it is retried every round and reported per consumer
 //! (DescribeConsumer) and in the metrics. Every replica runs the mirror;
-//! each re-reads a consumer right before writing its file, so a stale write
-//! needs a change to land within those few milliseconds, and whatever a
-//! stale round leaves behind is corrected by the next one.
+//! each re-reads a consumer right before writing its file. On object stores
+//! every write puts content, so each one is compared: the object's version
+//! is read first, then the database, and the put replaces only that version
+//! (or creates the object only if it is still absent). A write racing
+//! another replica's later write or delete fails its condition and is read
+//! again next time; it never lands stale. Whatever a stale round leaves
+//! behind on a local disk is corrected by the next one.
 //!
 //! The mirror is also a keeper (SPEC §9): every few rounds it compares the
 //! files with the database. A file deleted, overwritten or torn from
@@ -27,7 +31,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime};
 
 use tidemark_core::{EventKind, HistoryEvent, KeyState};
-use tidemark_paimon::{FileState, ListedConsumer, PaimonTable};
+use tidemark_paimon::{FileState, ListedConsumer, ObjectVersion, PaimonTable, Written};
 use tidemark_store::{CallContext, MirrorEntry, MirrorTask, Store};
 use tokio_util::sync::CancellationToken;
 
@@ -51,23 +55,38 @@ pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: Cancellati
         tracing::info!("consumer mirror disabled");
         return;
     }
-    let mut tables: HashMap<String, PaimonTable> = HashMap::new();
-    let mut keeper = Keeper::new(settings.interval, settings.refresh);
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(settings.interval) => {}
-        }
-        // A full round goes again at once: a backlog drains quickly.
-        while let Ok(done) = round(&store, settings.refresh, &mut tables).await {
-            if done < ROUND_LIMIT as usize || stop.is_cancelled() {
-                break;
+    // The rounds and the keeper run side by side: a keeper pass over many
+    // files on a slow store never holds up the rounds, which bring moved
+    // and dropped consumers' files up to date within an interval.
+    let rounds = async {
+        let mut tables: HashMap<String, PaimonTable> = HashMap::new();
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(settings.interval) => {}
+            }
+            // A full round goes again at once: a backlog drains quickly.
+            while let Ok(done) = round(&store, settings.refresh, &mut tables).await {
+                if done < ROUND_LIMIT as usize || stop.is_cancelled() {
+                    break;
+                }
             }
         }
-        if keeper.due() {
-            keeper.pass(&store, &mut tables).await;
+    };
+    let keeping = async {
+        let mut tables: HashMap<String, PaimonTable> = HashMap::new();
+        let mut keeper = Keeper::new(settings.interval, settings.refresh);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(settings.interval) => {}
+            }
+            if keeper.due() {
+                keeper.pass(&store, &mut tables).await;
+            }
         }
-    }
+    };
+    tokio::join!(rounds, keeping);
 }
 
 /// The keeper's memory between passes.
@@ -254,22 +273,30 @@ impl Keeper {
         let slot = |id: &str| (table.location().to_owned(), branch.to_owned(), id.to_owned());
         // Sort the consumers: files gone, files to read (changed since this
         // keeper last read them), files to keep alive.
-        let mut repairs: Vec<(&MirrorEntry, &'static str, Option<i64>)> = Vec::new();
+        // On object stores a keep-alive puts the content again, so every
+        // file to keep is read (with its version) like a changed one, and
+        // put back only over that version once the database, read after it,
+        // still holds what it shows.
+        let versioned = table.is_object_store();
+        let mut repairs: Vec<(&MirrorEntry, &'static str, Option<i64>, Option<ObjectVersion>)> = Vec::new();
         let mut to_read: Vec<&MirrorEntry> = Vec::new();
-        let mut to_keep: Vec<&MirrorEntry> = Vec::new();
+        // (entry, the position the file shows, its version as read)
+        let mut to_keep: Vec<(&MirrorEntry, i64, Option<ObjectVersion>)> = Vec::new();
         let keep_due = |entry: &MirrorEntry, file: &ListedConsumer| {
             // Only a file in sync (a round writes the others).
             keep_alive && entry.kept && entry.mirrored_next == entry.next_snapshot && old(file)
         };
         for entry in entries.iter().copied() {
-            if entry.next_snapshot.is_none() || entry.mirrored_next.is_none() {
+            let (Some(next), Some(_)) = (entry.next_snapshot, entry.mirrored_next) else {
                 continue; // not mirrored yet (or only a pin): the rounds write it
-            }
+            };
             let id = entry.key.consumer_id.as_str();
             match files.get(id) {
-                None => repairs.push((entry, "missing", None)),
+                // Absent when listed (before the repair reads the database).
+                None => repairs.push((entry, "missing", None, versioned.then_some(ObjectVersion::Missing))),
                 Some(file) if self.checked.get(&slot(id)) != Some(&(file.modified, file.size)) => to_read.push(entry),
-                Some(file) if keep_due(entry, file) => to_keep.push(entry),
+                Some(file) if keep_due(entry, file) && versioned => to_read.push(entry),
+                Some(file) if keep_due(entry, file) => to_keep.push((entry, next, None)),
                 Some(_) => {}
             }
         }
@@ -280,50 +307,76 @@ impl Keeper {
                 let (table, branch) = (table.clone(), branch.to_owned());
                 move |id: String| {
                     let (table, branch) = (table.clone(), branch.clone());
-                    async move { table.consumer_file(&branch, &id).await }
+                    async move { table.consumer_file_versioned(&branch, &id).await }
                 }
             },
         )
         .await;
-        for (entry, state) in to_read.into_iter().zip(read) {
+        for (entry, outcome) in to_read.into_iter().zip(read) {
             let (next, mirrored) = (entry.next_snapshot, entry.mirrored_next);
-            match state? {
+            let (state, version) = outcome?;
+            match state {
                 FileState::Position(n) if Some(n) == mirrored || Some(n) == next => {
                     let file = &files[entry.key.consumer_id.as_str()];
                     self.checked
                         .insert(slot(entry.key.consumer_id.as_str()), (file.modified, file.size));
                     if keep_due(entry, file) {
-                        to_keep.push(entry);
+                        to_keep.push((entry, n, version));
                     }
                 }
-                FileState::Position(n) => repairs.push((entry, "changed", Some(n))),
-                FileState::Unreadable(_) => repairs.push((entry, "unreadable", None)),
-                FileState::Missing => repairs.push((entry, "missing", None)),
+                FileState::Position(n) => repairs.push((entry, "changed", Some(n), version)),
+                FileState::Unreadable(_) => repairs.push((entry, "unreadable", None, version)),
+                FileState::Missing => repairs.push((entry, "missing", None, version)),
             }
         }
-        for (entry, cause, found) in repairs {
-            self.repair(store, table, entry, cause, found).await;
+        for (entry, cause, found, version) in repairs {
+            self.repair(store, table, entry, cause, found, version).await;
         }
-        // Keep-alive, many files at once: only the modification time moves
-        // (Paimon expires by it), never the content, so a round that wrote a
-        // newer position meanwhile is never undone; and only of the file
-        // listed, so an outside change since is never kept alive unseen.
+        if versioned {
+            // Read after the objects: only a consumer the database still
+            // holds at the position its object shows is kept alive.
+            let now = concurrently(to_keep.iter().map(|(e, _, _)| e.key.clone()).collect(), {
+                let store = store.clone();
+                move |key| {
+                    let store = store.clone();
+                    async move { store.key_state(&key).await }
+                }
+            })
+            .await;
+            let mut confirmed = Vec::with_capacity(to_keep.len());
+            for (kept, state) in to_keep.into_iter().zip(now) {
+                match state {
+                    Ok(Some(state)) if state.next_snapshot() == Some(kept.1) => confirmed.push(kept),
+                    Ok(_) => {} // moved or dropped since: the rounds write it
+                    Err(e) => {
+                        tracing::warn!(error = %e, "mirror keeper: cannot re-read a consumer; keeping its file next pass");
+                    }
+                }
+            }
+            to_keep = confirmed;
+        }
+        // Keep-alive, many files at once. On a local disk only the
+        // modification time moves (Paimon expires by it), never the content,
+        // and only of the file listed, so an outside change since is never
+        // kept alive unseen. On an object store the same content is put
+        // over the version read, so a write or delete since (another
+        // replica's, or from outside) is never undone.
         let kept = concurrently(
             to_keep
-                .iter()
-                .filter_map(|e| {
+                .into_iter()
+                .filter_map(|(e, shown, version)| {
                     let id = e.key.consumer_id.as_str();
-                    Some((id.to_owned(), e.next_snapshot?, files.get(id)?.clone()))
+                    Some((id.to_owned(), shown, files.get(id)?.clone(), version))
                 })
                 .collect(),
             {
                 let (table, branch) = (table.clone(), branch.to_owned());
-                move |(id, next, seen): (String, i64, ListedConsumer)| {
+                move |(id, shown, seen, version): (String, i64, ListedConsumer, Option<ObjectVersion>)| {
                     let (table, branch) = (table.clone(), branch.clone());
                     async move {
-                        // Only the file listed (and checked): one replaced
-                        // since is read next pass instead.
-                        let touched = table.touch_consumer(&branch, &id, next, &seen).await?;
+                        let touched = table
+                            .touch_consumer(&branch, &id, shown, &seen, version.as_ref())
+                            .await?;
                         Ok::<_, tidemark_paimon::PaimonError>((id, touched))
                     }
                 }
@@ -347,9 +400,12 @@ impl Keeper {
             })
             .collect();
         for (id, snapshot) in &live {
-            let shows = match files.get(id) {
-                None => false,
-                Some(_) => table.consumer_file(branch, id).await? == FileState::Position(*snapshot),
+            let (shows, version) = match files.get(id) {
+                None => (false, None),
+                Some(_) => {
+                    let (state, version) = table.consumer_file_versioned(branch, id).await?;
+                    (state == FileState::Position(*snapshot), version)
+                }
             };
             if !shows {
                 let written = table.write_consumer(branch, id, *snapshot).await;
@@ -357,7 +413,10 @@ impl Keeper {
                 written?;
                 self.tally.pins_written += 1;
             } else if let Some(seen) = files.get(id).filter(|f| keep_alive && old(f))
-                && table.touch_consumer(branch, id, *snapshot, seen).await?.is_some()
+                && table
+                    .touch_consumer(branch, id, *snapshot, seen, version.as_ref())
+                    .await?
+                    .is_some()
             {
                 self.tally.kept_alive += 1;
             }
@@ -404,6 +463,8 @@ impl Keeper {
 
     /// Writes tidemark's position back over a file changed from outside,
     /// and records it.
+    /// `version` is the object's as read before this reads the database,
+    /// so the write back lands only if nothing wrote since.
     async fn repair(
         &self,
         store: &Store,
@@ -411,6 +472,7 @@ impl Keeper {
         entry: &MirrorEntry,
         cause: &'static str,
         found: Option<i64>,
+        version: Option<ObjectVersion>,
     ) {
         let (branch, id) = (entry.key.branch.as_str(), entry.key.consumer_id.as_str());
         let Ok(Some(state)) = store.key_state(&entry.key).await else {
@@ -419,6 +481,9 @@ impl Keeper {
         let Some(consumer) = state.consumer else {
             return; // deleted meanwhile: the rounds delete its file
         };
+        if found == Some(consumer.next_snapshot) {
+            return; // the database moved to what the file shows: no outside change
+        }
         let task = MirrorTask {
             key: entry.key.clone(),
             location: entry.location.clone(),
@@ -426,11 +491,24 @@ impl Keeper {
             updated_at: Some(consumer.updated_at),
         };
         let path = table.consumer_location(branch, id);
-        if let Err(e) = table.write_consumer(branch, id, consumer.next_snapshot).await {
-            metrics::mirror_write(false);
-            tracing::warn!(%path, error = %e, "mirror keeper: cannot write back a consumer file");
-            let _ = store.paimon().mirror_done(&task, Some(&e.to_string())).await;
-            return;
+        match table
+            .write_consumer_if(branch, id, consumer.next_snapshot, version.as_ref())
+            .await
+        {
+            Ok(Written::Written) if version == Some(ObjectVersion::Missing) => {
+                undo_if_dropped(store, table, &task).await;
+            }
+            Ok(Written::Written) => {}
+            Ok(Written::Conflict) => {
+                metrics::mirror_write_conflict();
+                return; // written since it was read: read again next pass
+            }
+            Err(e) => {
+                metrics::mirror_write(false);
+                tracing::warn!(%path, error = %e, "mirror keeper: cannot write back a consumer file");
+                let _ = store.paimon().mirror_done(&task, Some(&e.to_string())).await;
+                return;
+            }
         }
         metrics::mirror_write(true);
         metrics::mirror_repair(cause);
@@ -492,43 +570,163 @@ pub(crate) async fn round(
         }
     };
     metrics::mirror_backlog(tasks.len());
+    let mut work = Vec::with_capacity(tasks.len());
     for task in &tasks {
-        // Re-read the consumer just before touching its file: a task read at
-        // the start of a slow round may be stale by now (another replica, a
-        // commit, an operator's rewind), and a stale write could show a
-        // position the database no longer holds. Stale tasks come back next
-        // round with the current position.
-        match store.key_state(&task.key).await {
-            Ok(state) if state.as_ref().and_then(KeyState::next_snapshot) == task.next_snapshot => {}
-            Ok(_) => continue,
-            Err(e) => {
-                tracing::warn!(error = %e, "mirror: cannot re-read a consumer; retrying next interval");
-                return Err(());
-            }
+        let table = match tables.get(&task.location) {
+            Some(table) => Ok(table.clone()),
+            None => PaimonTable::open(&task.location)
+                .map(|table| tables.entry(task.location.clone()).or_insert(table).clone())
+                .map_err(|e| e.to_string()),
+        };
+        work.push((task.clone(), table));
+    }
+    // Many files at once (object stores answer each put in tens of
+    // milliseconds); a round holds each key once, so no two writes of one
+    // file race inside a replica.
+    let outcomes = concurrently(work, {
+        let store = store.clone();
+        move |(task, table): (MirrorTask, Result<PaimonTable, String>)| {
+            let store = store.clone();
+            async move { mirror_one(&store, &task, table).await }
         }
-        let outcome = apply(task, tables).await;
-        if let Err(e) = &outcome {
-            tracing::warn!(consumer = %task.key, location = %task.location, error = %e, "mirror: write failed; retrying");
-        }
-        metrics::mirror_write(outcome.is_ok());
-        if let Err(e) = store.paimon().mirror_done(task, outcome.err().as_deref()).await {
-            tracing::warn!(error = %e, "mirror: cannot record progress; retrying next interval");
-            return Err(());
-        }
+    })
+    .await;
+    if outcomes.iter().any(Result::is_err) {
+        return Err(());
     }
     Ok(tasks.len())
 }
 
-async fn apply(task: &MirrorTask, tables: &mut HashMap<String, PaimonTable>) -> Result<(), String> {
-    if !tables.contains_key(&task.location) {
-        let table = PaimonTable::open(&task.location).map_err(|e| e.to_string())?;
-        tables.insert(task.location.clone(), table);
-    }
-    let table = &tables[&task.location];
+/// Brings one consumer's file up to date. `Err` when the database cannot
+/// be read or written (the round stops; retried next interval).
+async fn mirror_one(store: &Store, task: &MirrorTask, table: Result<PaimonTable, String>) -> Result<(), ()> {
+    let table = match table {
+        Ok(table) => table,
+        Err(e) => return record(store, task, Err(e)).await,
+    };
+    // The object's version before the database: a put over it lands only
+    // if no one wrote since the position below was read.
     let (branch, id) = (task.key.branch.as_str(), task.key.consumer_id.as_str());
-    match task.next_snapshot {
-        Some(next) => table.write_consumer(branch, id, next).await,
-        None => table.delete_consumer(branch, id).await,
+    let seen = match task.next_snapshot {
+        Some(_) => match table.consumer_version(branch, id).await {
+            Ok(seen) => seen,
+            Err(e) => return record(store, task, Err(e.to_string())).await,
+        },
+        None => None,
+    };
+    // Re-read the consumer just before touching its file: a task read at
+    // the start of a slow round may be stale by now (another replica, a
+    // commit, an operator's rewind), and a stale write could show a
+    // position the database no longer holds. Stale tasks come back next
+    // round with the current position.
+    if !still_current(store, task).await? {
+        return Ok(());
     }
-    .map_err(|e| e.to_string())
+    let outcome = match task.next_snapshot {
+        Some(next) => table.write_consumer_if(branch, id, next, seen.as_ref()).await,
+        None => delete_dropped(store, &table, task).await.map(|()| Written::Written),
+    };
+    match outcome {
+        Ok(Written::Written) => {
+            record(store, task, Ok(())).await?;
+            if seen == Some(ObjectVersion::Missing) {
+                undo_if_dropped(store, &table, task).await;
+            }
+            Ok(())
+        }
+        // Another writer was first: the task, if still due, comes back.
+        Ok(Written::Conflict) => {
+            metrics::mirror_write_conflict();
+            Ok(())
+        }
+        Err(e) => record(store, task, Err(e.to_string())).await,
+    }
+}
+
+/// Whether the database still holds what `task` was read with.
+async fn still_current(store: &Store, task: &MirrorTask) -> Result<bool, ()> {
+    match store.key_state(&task.key).await {
+        Ok(state) => Ok(state.as_ref().and_then(KeyState::next_snapshot) == task.next_snapshot),
+        Err(e) => {
+            tracing::warn!(error = %e, "mirror: cannot re-read a consumer; retrying next interval");
+            Err(())
+        }
+    }
+}
+
+/// Records a task's outcome (written, or why not).
+async fn record(store: &Store, task: &MirrorTask, outcome: Result<(), String>) -> Result<(), ()> {
+    if let Err(e) = &outcome {
+        tracing::warn!(consumer = %task.key, location = %task.location, error = %e, "mirror: write failed; retrying");
+    }
+    metrics::mirror_write(outcome.is_ok());
+    if let Err(e) = store.paimon().mirror_done(task, outcome.err().as_deref()).await {
+        tracing::warn!(error = %e, "mirror: cannot record progress; retrying next interval");
+        return Err(());
+    }
+    Ok(())
+}
+
+/// A put that creates an object may land late, after a replica that saw
+/// the consumer dropped deleted the (then absent) object, or after the
+/// branch's objects were all deleted: a missing object compares equal before
+/// and after. So a creation is checked against the database and the branch
+/// once it has landed, and undone if the consumer or the branch is gone.
+async fn undo_if_dropped(store: &Store, table: &PaimonTable, task: &MirrorTask) {
+    let (branch, id) = (task.key.branch.as_str(), task.key.consumer_id.as_str());
+    let branch_gone = matches!(table.branch_exists(branch).await, Ok(false));
+    match store.key_state(&task.key).await {
+        _ if branch_gone => {}
+        Ok(state) if state.as_ref().and_then(KeyState::next_snapshot).is_none() => {}
+        // Still there (or unknown: a later round's deletion task finds it).
+        _ => return,
+    }
+    match table.delete_consumer(branch, id).await {
+        Ok(()) => {
+            let dropped = MirrorTask {
+                next_snapshot: None,
+                updated_at: None,
+                ..task.clone()
+            };
+            let _ = store.paimon().mirror_done(&dropped, None).await;
+            tracing::debug!(consumer = %task.key, "mirror: a file created for a consumer dropped meanwhile was deleted");
+        }
+        Err(e) => {
+            tracing::warn!(consumer = %task.key, error = %e, "mirror: cannot delete a file created for a dropped consumer")
+        }
+    }
+}
+
+/// Deletes a dropped consumer's file. Object stores have no conditional
+/// delete: if the consumer came back between the read and the delete (so
+/// the object deleted may have been its new one), it is written again, by
+/// the same read-version-then-database rule.
+async fn delete_dropped(
+    store: &Store,
+    table: &PaimonTable,
+    task: &MirrorTask,
+) -> Result<(), tidemark_paimon::PaimonError> {
+    let (branch, id) = (task.key.branch.as_str(), task.key.consumer_id.as_str());
+    table.delete_consumer(branch, id).await?;
+    if !table.is_object_store() {
+        return Ok(());
+    }
+    let seen = table.consumer_version(branch, id).await?;
+    if let Ok(Some(state)) = store.key_state(&task.key).await
+        && let Some(next) = state.next_snapshot()
+    {
+        let written = table.write_consumer_if(branch, id, next, seen.as_ref()).await;
+        if matches!(written, Ok(Written::Written)) {
+            let task = MirrorTask {
+                next_snapshot: Some(next),
+                updated_at: state.consumer.map(|c| c.updated_at),
+                ..task.clone()
+            };
+            let _ = store.paimon().mirror_done(&task, None).await;
+            if seen == Some(ObjectVersion::Missing) {
+                undo_if_dropped(store, table, &task).await;
+            }
+        }
+    }
+    Ok(())
 }
