@@ -61,6 +61,7 @@ enum Scenario {
     Commit,
     Recover,
     Churn,
+    Burst,
     Fence,
     Sqlite,
     Memory,
@@ -88,7 +89,7 @@ struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "commit,recover,churn,fence,sqlite,memory,keeper,history,fleet"
+        default_value = "commit,recover,churn,burst,fence,sqlite,memory,keeper,history,fleet"
     )]
     scenarios: Vec<Scenario>,
     /// A Postgres to use (its CPU is not measured unless it is local and
@@ -280,6 +281,11 @@ async fn main() -> anyhow::Result<()> {
             Scenario::Churn => {
                 for &c in &concurrency {
                     bench.churn(&mut rows, c).await?;
+                }
+            }
+            Scenario::Burst => {
+                for &c in &concurrency {
+                    bench.burst(&mut rows, c).await?;
                 }
             }
             Scenario::Fence => bench.fence(&mut rows).await?,

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use sqlx::PgPool;
+use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::retention_client::RetentionClient;
 
 use crate::procs::{self, Etcd, Tidemark};
@@ -195,6 +196,42 @@ impl Bench {
             anyhow::ensure!(scrapes > 0, "the metrics exporter was never scraped");
         }
         Ok(row)
+    }
+
+    /// `c` workers committing on their own leases, alone and then beside
+    /// one client that keeps [`BURST`] commits in flight on a single lease
+    /// of its own (issue 29: a batch takes one write per key, so the burst
+    /// must not shrink everyone else's batches). Prints the ratio of the
+    /// workers' throughput beside the burst to alone.
+    pub(crate) async fn burst(&self, rows: &mut Vec<Row>, c: usize) -> anyhow::Result<()> {
+        self.checkpoint().await;
+        let table = format!("bench.burst{c}");
+        let (window, workers) = self
+            .committing(c, &[&self.tidemark], &work::Bearer::default(), &table)
+            .await?;
+        let alone = measure(Scenario::Burst, "tidemark", c, window, &self.watched, workers).await?;
+        self.checkpoint().await;
+        let table = format!("bench.burst{c}b");
+        let (window, workers) = self
+            .committing(c, &[&self.tidemark], &work::Bearer::default(), &table)
+            .await?;
+        let mut client = work::coordinator(work::channel(&self.tidemark.url()).await?, work::Bearer::default());
+        let lease = work::tidemark_lease(&mut client, work::key(&table, "burst"), "burst").await?;
+        let burster = tokio::spawn(burst_until(client, lease, window.until));
+        let beside = measure(Scenario::Burst, "tidemark+burst", c, window, &self.watched, workers).await?;
+        let sent = burster.await??;
+        println!(
+            "    {c} workers beside one client's {BURST}-call burst on one lease ({sent} burst calls): \
+             {:.2} of their throughput alone ({:.0} vs {:.0} commits/s; p99 {:.1} vs {:.1} ms)",
+            beside.throughput / alone.throughput.max(f64::MIN_POSITIVE),
+            beside.throughput,
+            alone.throughput,
+            beside.p99_ms,
+            alone.p99_ms
+        );
+        rows.push(alone);
+        rows.push(beside);
+        Ok(())
     }
 
     async fn commit_sql(&self, c: usize) -> anyhow::Result<Row> {
@@ -500,4 +537,37 @@ async fn scrape_until(addr: std::net::SocketAddr, until: Instant) -> anyhow::Res
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     Ok(scrapes)
+}
+
+/// Commits one burst client keeps in flight on its single lease.
+const BURST: usize = 256;
+
+/// Keeps [`BURST`] commits in flight on `lease` until `until` (one sent
+/// as soon as one is answered; what they answer does not matter, only the
+/// load they put on the batches). Returns how many were answered.
+async fn burst_until(client: work::Coordinator, lease: pb::Lease, until: Instant) -> anyhow::Result<usize> {
+    let mut batches = Batches::new();
+    let mut in_flight = tokio::task::JoinSet::new();
+    let mut answered = 0;
+    loop {
+        while in_flight.len() < BURST && Instant::now() < until {
+            let (end, _, batch) = batches.next();
+            let mut client = client.clone();
+            let request = pb::CommitBatchRequest {
+                lease_id: lease.lease_id.clone(),
+                epoch: lease.epoch,
+                batch_id: batch,
+                end: Some(end),
+                latest_snapshot: Some(batches.snapshot + 1),
+            };
+            in_flight.spawn(async move { client.commit_batch(request).await.is_ok() });
+        }
+        match in_flight.join_next().await {
+            Some(done) => {
+                done?;
+                answered += 1;
+            }
+            None => return Ok(answered),
+        }
+    }
 }
