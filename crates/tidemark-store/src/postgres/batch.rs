@@ -8,8 +8,11 @@
 //! callers are not replayed ahead of fresh work), and everything a batch
 //! sends — its fallbacks included — runs inside its slot, so at most
 //! `in_flight` statements are ever in flight. A batch takes at most one job
-//! per key and continues past a duplicate, which waits for a later batch:
-//! one client firing many calls on one key cannot shrink everyone's batches.
+//! per key and continues past a duplicate, which waits for a later batch,
+//! and a key already in flight in another batch waits for that batch to end:
+//! one client firing many calls on one key cannot shrink everyone's batches,
+//! nor make concurrent batches collide on its row (the later one's write
+//! would come back locked and go to the database again on its own).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -23,7 +26,7 @@ use crate::error::StoreError;
 pub(crate) trait Job: Send + 'static {
     /// What two jobs of one statement must not share (the row a write
     /// updates); `None` when any number may share a statement.
-    type Key: PartialEq;
+    type Key: PartialEq + Clone + Send;
 
     /// This job's key.
     fn key(&self) -> Option<&Self::Key>;
@@ -33,10 +36,10 @@ pub(crate) trait Job: Send + 'static {
 }
 
 /// Takes the next batch from `pending`: in queue order, at most `max` jobs,
-/// at most one per key; duplicates stay queued in their order, and jobs
-/// nobody waits for are dropped. Returns the batch and how many were
-/// dropped.
-pub(crate) fn take_batch<J: Job>(pending: &mut VecDeque<J>, max: usize) -> (Vec<J>, usize) {
+/// at most one per key and none of a key in `busy` (in flight elsewhere);
+/// the others stay queued in their order, and jobs nobody waits for are
+/// dropped. Returns the batch and how many were dropped.
+pub(crate) fn take_batch<J: Job>(pending: &mut VecDeque<J>, max: usize, busy: &[J::Key]) -> (Vec<J>, usize) {
     let mut batch: Vec<J> = Vec::new();
     let mut kept = VecDeque::new();
     let mut dropped = 0;
@@ -49,7 +52,9 @@ pub(crate) fn take_batch<J: Job>(pending: &mut VecDeque<J>, max: usize) -> (Vec<
             dropped += 1;
             continue;
         }
-        let duplicate = job.key().is_some_and(|key| batch.iter().any(|b| b.key() == Some(key)));
+        let duplicate = job
+            .key()
+            .is_some_and(|key| busy.contains(key) || batch.iter().any(|b| b.key() == Some(key)));
         if duplicate {
             kept.push_back(job);
         } else {
@@ -81,8 +86,10 @@ impl<J: Job> std::fmt::Debug for Batcher<J> {
     }
 }
 
-struct Shared<J> {
+struct Shared<J: Job> {
     queue: Mutex<VecDeque<J>>,
+    /// Keys of the batches in flight.
+    busy: Mutex<Vec<J::Key>>,
     arrived: Notify,
     in_flight: usize,
     max_batch: usize,
@@ -103,6 +110,7 @@ impl<J: Job> Batcher<J> {
         Self {
             shared: Arc::new(Shared {
                 queue: Mutex::new(VecDeque::new()),
+                busy: Mutex::new(Vec::new()),
                 arrived: Notify::new(),
                 in_flight: in_flight.max(1),
                 max_batch: max_batch.max(1),
@@ -170,21 +178,36 @@ async fn run<J: Job>(shared: Arc<Shared<J>>, send: SendBatch<J>) {
             let notified = shared.arrived.notified();
             let (batch, _dropped) = {
                 let mut queue = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
-                take_batch(&mut queue, shared.max_batch)
+                let mut busy = shared.busy.lock().unwrap_or_else(PoisonError::into_inner);
+                let taken = take_batch(&mut queue, shared.max_batch, &busy);
+                busy.extend(taken.0.iter().filter_map(|j| j.key().cloned()));
+                taken
             };
             if !batch.is_empty() {
                 break batch;
             }
             notified.await;
         };
+        let keys: Vec<J::Key> = batch.iter().filter_map(|j| j.key().cloned()).collect();
         // More may be waiting: let the next free slot look.
         if !shared.queue.lock().unwrap_or_else(PoisonError::into_inner).is_empty() {
             shared.arrived.notify_one();
         }
         let sending = send(batch);
+        let shared = Arc::clone(&shared);
         tokio::spawn(async move {
             sending.await;
+            {
+                let mut busy = shared.busy.lock().unwrap_or_else(PoisonError::into_inner);
+                for key in &keys {
+                    if let Some(at) = busy.iter().position(|k| k == key) {
+                        busy.swap_remove(at);
+                    }
+                }
+            }
             drop(slot);
+            // Jobs held back behind these keys may go now.
+            shared.arrived.notify_one();
         });
     }
 }
@@ -227,9 +250,9 @@ mod tests {
     #[test]
     fn a_batch_continues_past_a_duplicate_key() {
         let mut pending = queue(&[("A1", false), ("A2", false), ("B", false), ("C", false)]);
-        let (first, _) = take_batch(&mut pending, 64);
+        let (first, _) = take_batch(&mut pending, 64, &[]);
         assert_eq!(names(&first), ["A1", "B", "C"]);
-        let (second, _) = take_batch(&mut pending, 64);
+        let (second, _) = take_batch(&mut pending, 64, &[]);
         assert_eq!(names(&second), ["A2"]);
         assert!(pending.is_empty());
     }
@@ -247,17 +270,29 @@ mod tests {
             ("C", false),
             ("D", false),
         ]);
-        let (first, _) = take_batch(&mut pending, 64);
+        let (first, _) = take_batch(&mut pending, 64, &[]);
         assert_eq!(names(&first), ["A1", "B", "C", "D"]);
         assert_eq!(names(pending.make_contiguous()), ["A2", "A3", "A4"]);
-        let (second, _) = take_batch(&mut pending, 64);
+        let (second, _) = take_batch(&mut pending, 64, &[]);
         assert_eq!(names(&second), ["A2"]);
+    }
+
+    #[test]
+    fn a_key_in_flight_waits_for_its_batch() {
+        // A's previous write is still in flight in another batch: every A
+        // waits (their row would be locked), the others go.
+        let mut pending = queue(&[("A1", false), ("B", false), ("A2", false), ("C", false)]);
+        let (first, _) = take_batch(&mut pending, 64, &['A']);
+        assert_eq!(names(&first), ["B", "C"]);
+        assert_eq!(names(pending.make_contiguous()), ["A1", "A2"]);
+        let (second, _) = take_batch(&mut pending, 64, &[]);
+        assert_eq!(names(&second), ["A1"]);
     }
 
     #[test]
     fn callers_that_went_away_are_dropped_before_sending() {
         let mut pending = queue(&[("A", true), ("B", false), ("C", true), ("D", false)]);
-        let (batch, dropped) = take_batch(&mut pending, 64);
+        let (batch, dropped) = take_batch(&mut pending, 64, &[]);
         assert_eq!(names(&batch), ["B", "D"]);
         assert_eq!(dropped, 2);
     }
@@ -265,7 +300,7 @@ mod tests {
     #[test]
     fn a_batch_stops_at_its_size_and_keeps_the_order() {
         let mut pending = queue(&[("A", false), ("B", false), ("C", false), ("B2", false), ("D", false)]);
-        let (batch, _) = take_batch(&mut pending, 2);
+        let (batch, _) = take_batch(&mut pending, 2, &[]);
         assert_eq!(names(&batch), ["A", "B"]);
         assert_eq!(names(pending.make_contiguous()), ["C", "B2", "D"]);
     }
