@@ -133,19 +133,27 @@ def moto_s3(monkeypatch):
     try:
         host, port = server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-            "AWS_ENDPOINT": endpoint,
-            "AWS_ALLOW_HTTP": "true",
-        }.items():
-            monkeypatch.setenv(name, value)
-        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-        s3.create_bucket(Bucket="lake")
-        yield endpoint, s3
+        yield endpoint, _lake_at(monkeypatch, endpoint)
     finally:
         server.stop()
+
+
+def _lake_at(monkeypatch, endpoint: str):
+    """Points the AWS environment (read by tidemark's object_store) at
+    `endpoint`, creates the `lake` bucket there and returns a boto3 client."""
+    import boto3
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+    }.items():
+        monkeypatch.setenv(name, value)
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket="lake")
+    return s3
 
 
 @contextlib.contextmanager
@@ -155,8 +163,6 @@ def moto_s3_process(monkeypatch):
     with the AWS environment pointing at it and a `lake` bucket. Yields
     (endpoint, boto3 client)."""
     import sys
-
-    import boto3
 
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
@@ -177,17 +183,7 @@ def moto_s3_process(monkeypatch):
                 if time.monotonic() > deadline:
                     raise RuntimeError("moto's server did not start in 30 s")
                 time.sleep(0.1)
-        for name, value in {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_REGION": "us-east-1",
-            "AWS_ENDPOINT": endpoint,
-            "AWS_ALLOW_HTTP": "true",
-        }.items():
-            monkeypatch.setenv(name, value)
-        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-        s3.create_bucket(Bucket="lake")
-        yield endpoint, s3
+        yield endpoint, _lake_at(monkeypatch, endpoint)
     finally:
         process.terminate()
         process.wait(timeout=30)

@@ -119,34 +119,50 @@ def key(table: str, consumer: str, branch: str = "main") -> types_pb2.ConsumerKe
     return types_pb2.ConsumerKey(table=table, branch=branch, consumer_id=consumer)
 
 
+def table_on_the_store(s3, tmp_path, name: str, expiration: str, branch: str = "") -> tuple:
+    """A real pypaimon table (its schema sets consumer.expiration-time, so
+    the keepers keep every kept file alive by putting it again), with a
+    branch if asked, copied onto the store. Returns (table id, prefix,
+    latest snapshot)."""
+    local = PaimonTable(tmp_path / "warehouse", name, options={"consumer.expiration-time": expiration})
+    for _ in range(6):
+        latest = local.commit()
+    if branch:
+        local.catalog.create_branch(local.id, branch)
+    prefix = f"warehouse/{local.id.split('.')[0]}.db/events"
+    upload(s3, local.path, prefix)
+    shutil.rmtree(local.path)
+    return local.id, prefix, latest
+
+
+def shared_postgres(tmp_path) -> str:
+    url = database_url(tmp_path)
+    if url.startswith("sqlite://"):
+        pytest.fail("several replicas need a shared Postgres: set TIDEMARK_TEST_DATABASE_URL")
+    return url
+
+
+def slow_puts_proxy(store_endpoint: str, delay_ms: int) -> tuple:
+    """The slow-puts proxy in front of the store; (process, its endpoint)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(pathlib.Path(__file__).with_name("slow_puts_proxy.py")),
+         str(port), store_endpoint.rsplit(":", 1)[1], str(delay_ms)],
+    )
+    wait_for(lambda: port_open(port), timeout=30, what="the slow-puts proxy")
+    return process, f"http://127.0.0.1:{port}"
+
+
 def test_replicas_on_an_object_store_never_put_back_what_was_moved_back_or_dropped(tmp_path, unique, monkeypatch):
     with moto_s3_process(monkeypatch) as (endpoint, s3):
         # tidemark's replicas reach the store through a proxy that holds
         # every PUT a while (a store under load): a put then often lands
         # after another replica's later delete or write, which is the
         # interleaving under test. The test reads the store directly.
-        proxy_port = free_port()
-        proxy = subprocess.Popen(
-            [sys.executable, str(pathlib.Path(__file__).with_name("slow_puts_proxy.py")),
-             str(proxy_port), endpoint.rsplit(":", 1)[1], str(PUT_DELAY_MS)],
-        )
-        monkeypatch.setenv("AWS_ENDPOINT", f"http://127.0.0.1:{proxy_port}")
-        wait_for(lambda: port_open(proxy_port), timeout=30, what="the slow-puts proxy")
-        # A real pypaimon table (its schema sets consumer.expiration-time, so
-        # the keepers keep every kept file alive by putting it again) with a
-        # branch, copied onto the store.
-        local = PaimonTable(tmp_path / "warehouse", unique("races"), options={"consumer.expiration-time": EXPIRATION})
-        for _ in range(6):
-            latest = local.commit()
-        local.catalog.create_branch(local.id, "dev")
-        prefix = f"warehouse/{local.id.split('.')[0]}.db/events"
-        upload(s3, local.path, prefix)
-        shutil.rmtree(local.path)
-        table = local.id
-
-        url = database_url(tmp_path)
-        if url.startswith("sqlite://"):
-            pytest.fail("several replicas need a shared Postgres: set TIDEMARK_TEST_DATABASE_URL")
+        proxy, proxied = slow_puts_proxy(endpoint, PUT_DELAY_MS)
+        monkeypatch.setenv("AWS_ENDPOINT", proxied)
+        table, prefix, latest = table_on_the_store(s3, tmp_path, unique("races"), EXPIRATION, branch="dev")
+        url = shared_postgres(tmp_path)
         servers = [
             TidemarkServer(
                 url,
@@ -337,25 +353,12 @@ def test_a_slow_replicas_keep_alive_never_puts_back_a_dropped_or_moved_consumer(
     land after it: no object of a dropped consumer is left, and no object
     shows a position past the database's, once both replicas have settled."""
     with moto_s3_process(monkeypatch) as (endpoint, s3):
-        local = PaimonTable(tmp_path / "warehouse", unique("slow"), options={"consumer.expiration-time": "6 s"})
-        for _ in range(6):
-            latest = local.commit()
-        prefix = f"warehouse/{local.id.split('.')[0]}.db/events"
-        upload(s3, local.path, prefix)
-        shutil.rmtree(local.path)
-        table = local.id
-        url = database_url(tmp_path)
-        if url.startswith("sqlite://"):
-            pytest.fail("several replicas need a shared Postgres: set TIDEMARK_TEST_DATABASE_URL")
-        proxy_port = free_port()
-        proxy = subprocess.Popen(
-            [sys.executable, str(pathlib.Path(__file__).with_name("slow_puts_proxy.py")),
-             str(proxy_port), endpoint.rsplit(":", 1)[1], "1000"],
-        )
-        wait_for(lambda: port_open(proxy_port), timeout=30, what="the slow-puts proxy")
+        table, prefix, latest = table_on_the_store(s3, tmp_path, unique("slow"), "6 s")
+        url = shared_postgres(tmp_path)
+        proxy, proxied = slow_puts_proxy(endpoint, 1000)
         # Keeper period 250 ms; kept files re-put once 750 ms old.
         settings = ["--mirror-interval", "50ms", "--mirror-refresh", "2s", "--sweep-interval", "0s"]
-        monkeypatch.setenv("AWS_ENDPOINT", f"http://127.0.0.1:{proxy_port}")
+        monkeypatch.setenv("AWS_ENDPOINT", proxied)
         slow = TidemarkServer(url, tmp_path / "slow.log", extra_args=settings).start()
         monkeypatch.setenv("AWS_ENDPOINT", endpoint)
         fast = TidemarkServer(url, tmp_path / "fast.log", extra_args=settings).start()
