@@ -67,22 +67,27 @@ pub(crate) async fn run(store: Store, settings: SweeperSettings, stop: Cancellat
 /// What one sweep's expiry found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Swept {
-    /// Fewer expired consumers than the cap (or the sweep failed): wait a
-    /// whole interval.
+    /// Fewer expired consumers found than the cap (or the sweep failed):
+    /// wait a whole interval.
     CaughtUp,
-    /// As many as the cap: there may be more.
+    /// As many found as the cap (whoever expired them): there may be more.
     CapReached,
 }
 
 /// One sweep: expire (at most `settings.limit` consumers), then prune.
 pub(crate) async fn sweep(store: &Store, settings: SweeperSettings) -> Swept {
     let ctx = CallContext::new("sweeper", format!("sweep-{}", uuid::Uuid::now_v7()));
-    let expired = match store.expire_consumers(&ctx, None, None, settings.limit, true).await {
-        Ok(expired) => {
-            for e in &expired {
+    let mut found = 0;
+    let expired = match store
+        .expire_consumers_counted(&ctx, None, None, settings.limit, true)
+        .await
+    {
+        Ok(run) => {
+            for e in &run.expired {
                 tracing::info!(consumer = %e.key, next_snapshot = e.next_snapshot, idle = ?e.idle, "consumer expired");
             }
-            Ok(expired.len())
+            found = run.found;
+            Ok(run.expired.len())
         }
         Err(e) => Err(e),
     };
@@ -102,8 +107,11 @@ pub(crate) async fn sweep(store: &Store, settings: SweeperSettings) -> Swept {
             }),
         None => Ok(0),
     };
+    // Judged by what the sweep found, not by what it won: replicas racing
+    // one backlog each expire part of the same candidates, and each must
+    // still see that more are waiting.
     let swept = match &expired {
-        Ok(n) if i64::try_from(*n).unwrap_or(i64::MAX) >= settings.limit => Swept::CapReached,
+        Ok(_) if i64::try_from(found).unwrap_or(i64::MAX) >= settings.limit => Swept::CapReached,
         _ => Swept::CaughtUp,
     };
     if swept == Swept::CapReached {

@@ -134,6 +134,16 @@ pub struct Expired {
     pub idle: Duration,
 }
 
+/// What one expiry run found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiryRun {
+    /// The consumers it expired.
+    pub expired: Vec<Expired>,
+    /// The expired consumers it found (some may have been expired by
+    /// another replica before it got to them).
+    pub found: usize,
+}
+
 /// A table-options change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OptionsChange {
@@ -451,10 +461,29 @@ impl Store {
         limit: i64,
         execute: bool,
     ) -> Result<Vec<Expired>, StoreError> {
+        Ok(self
+            .expire_consumers_counted(ctx, table, branch, limit, execute)
+            .await?
+            .expired)
+    }
+
+    /// [`Self::expire_consumers`], also saying how many expired consumers
+    /// it found: when another replica expires some of them first, fewer are
+    /// expired here than were found, and a sweeper that found its limit
+    /// knows more may be waiting either way.
+    pub async fn expire_consumers_counted(
+        &self,
+        ctx: &CallContext,
+        table: Option<&TableName>,
+        branch: Option<&BranchName>,
+        limit: i64,
+        execute: bool,
+    ) -> Result<ExpiryRun, StoreError> {
         let candidates = self
             .backend()
             .expired_keys(table, branch, limit.clamp(1, MAX_BATCH))
             .await?;
+        let found = candidates.len();
         let mut expired = Vec::new();
         for key in candidates {
             let planned = self
@@ -479,7 +508,7 @@ impl Store {
                 });
             }
         }
-        Ok(expired)
+        Ok(ExpiryRun { expired, found })
     }
 
     /// A5: deletes history rows and stale lease grants older than `max_age`.

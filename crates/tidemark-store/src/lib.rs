@@ -26,8 +26,8 @@ mod store;
 use std::sync::Arc;
 
 pub use admin::{
-    BulkChange, ConsumerPage, ConsumerView, Expired, Explanation, FenceReport, Holder, HolderKind, MAX_BATCH, MAX_PAGE,
-    OptionsChange, Planned,
+    BulkChange, ConsumerPage, ConsumerView, Expired, ExpiryRun, Explanation, FenceReport, Holder, HolderKind,
+    MAX_BATCH, MAX_PAGE, OptionsChange, Planned,
 };
 pub use backend::{
     Backend, BranchView, CallContext, Change, ESTIMATED_NOW_TOLERANCE, FindKey, HistoryFilter, HistoryRecord,
