@@ -293,7 +293,9 @@ pub async fn watch(settings: ReloadSettings, auth: SharedAuth, tls: Option<Share
             && let Some(bytes) = read_tls_bytes(files)
             && let Some(bytes) = tls_state.candidate(bytes, now)
         {
-            match files.load().and_then(|material| shared.replace(&material)) {
+            // The material applied is the bytes that settled, not the
+            // files read again now (they may have moved on since).
+            match tls_material(&bytes, files.client_ca.is_some()).and_then(|material| shared.replace(&material)) {
                 Ok(()) => {
                     tracing::info!("TLS certificate reloaded: new connections get it");
                     crate::metrics::config_reload("tls", "applied");
@@ -344,6 +346,27 @@ fn read_tls_bytes(files: &TlsFiles) -> Option<Vec<u8>> {
     Some(all)
 }
 
+/// The TLS material [`read_tls_bytes`] read, back from its bytes.
+fn tls_material(bytes: &[u8], client_ca: bool) -> Result<TlsSettings, String> {
+    let mut rest = bytes;
+    let mut next = || -> Result<Vec<u8>, String> {
+        let malformed = || "the TLS files changed while they were read".to_owned();
+        let (length, tail) = rest.split_first_chunk::<8>().ok_or_else(malformed)?;
+        let length = usize::try_from(u64::from_le_bytes(*length)).map_err(|_| malformed())?;
+        if tail.len() < length {
+            return Err(malformed());
+        }
+        let (file, tail) = tail.split_at(length);
+        rest = tail;
+        Ok(file.to_vec())
+    };
+    Ok(TlsSettings {
+        cert_pem: next()?,
+        key_pem: next()?,
+        client_ca_pem: if client_ca { Some(next()?) } else { None },
+    })
+}
+
 fn apply_auth(source: &AuthSource, bytes: &[u8], shared: &SharedAuth) -> Result<(usize, usize), String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "the credentials file is not UTF-8".to_owned())?;
     let config = source.parse(Some(text))?;
@@ -381,6 +404,27 @@ mod tests {
             None,
             "a refused file is not retried"
         );
+    }
+
+    #[test]
+    fn the_tls_material_applied_is_the_bytes_that_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = TlsFiles {
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+            client_ca: Some(dir.path().join("ca.crt")),
+        };
+        std::fs::write(&files.cert, b"certificate A").unwrap();
+        std::fs::write(&files.key, b"key A").unwrap();
+        std::fs::write(files.client_ca.as_ref().unwrap(), b"").unwrap();
+        let settled = read_tls_bytes(&files).unwrap();
+        // The files move on after the bytes settled (a rotation half done).
+        std::fs::write(&files.cert, b"certificate B").unwrap();
+        let material = tls_material(&settled, true).unwrap();
+        assert_eq!(material.cert_pem, b"certificate A");
+        assert_eq!(material.key_pem, b"key A");
+        assert_eq!(material.client_ca_pem.as_deref(), Some(&b""[..]));
+        assert!(tls_material(&settled[..settled.len() - 1], true).is_err(), "cut short");
     }
 
     #[test]
