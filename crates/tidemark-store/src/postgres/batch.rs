@@ -67,6 +67,16 @@ pub(crate) fn take_batch<J: Job>(pending: &mut VecDeque<J>, max: usize, busy: &[
     (batch, dropped)
 }
 
+/// Jobs of one key that may always wait at once (a worker has one call in
+/// flight, a few with retries); a key may take a quarter of a larger queue.
+pub(crate) const MIN_WAITING_PER_KEY: usize = 32;
+
+/// Most jobs of one key waiting at once in a queue of `capacity`: beyond
+/// it a client is bursting on one lease, and only it is refused.
+pub(crate) fn waiting_per_key(capacity: usize) -> usize {
+    (capacity / 4).max(MIN_WAITING_PER_KEY)
+}
+
 /// A bounded queue in front of the database, with its sending task.
 pub(crate) struct Batcher<J: Job> {
     shared: Arc<Shared<J>>,
@@ -135,6 +145,18 @@ impl<J: Job> Batcher<J> {
                     return Err(StoreError::Overloaded(format!(
                         "{} {}s are already waiting for the database",
                         queue.len(),
+                        self.shared.what
+                    )));
+                }
+            }
+            // One key's jobs take at most a share of the queue: a client
+            // firing hundreds of calls on one lease is refused its excess,
+            // rather than filling the queue and refusing everyone else.
+            if let Some(key) = job.key() {
+                let waiting = queue.iter().filter(|j| j.key() == Some(key) && !j.abandoned()).count();
+                if waiting >= waiting_per_key(self.shared.capacity) {
+                    return Err(StoreError::Overloaded(format!(
+                        "{waiting} {}s for this consumer are already waiting for the database",
                         self.shared.what
                     )));
                 }
@@ -295,6 +317,44 @@ mod tests {
         let (batch, dropped) = take_batch(&mut pending, 64, &[]);
         assert_eq!(names(&batch), ["B", "D"]);
         assert_eq!(dropped, 2);
+    }
+
+    #[tokio::test]
+    async fn one_key_cannot_fill_the_queue() {
+        let release = Arc::new(Semaphore::new(0));
+        let batcher = {
+            let release = Arc::clone(&release);
+            Batcher::new("write", 1, 1, 64, move |_batch: Vec<Write>| {
+                let release = Arc::clone(&release);
+                async move { release.acquire().await.unwrap().forget() }
+            })
+        };
+        let job = |name: &'static str| Write {
+            name,
+            key: name.chars().next().unwrap(),
+            gone: false,
+        };
+        // One burst on key A: its first goes out (and is held there), the
+        // next waiting_per_key(64) wait, the rest are refused; B still gets
+        // in.
+        let names: Vec<&'static str> = (0..80).map(|i| &*format!("A{i}").leak()).collect();
+        let mut accepted = 0;
+        let mut refused = 0;
+        for name in names {
+            match batcher.submit(job(name)) {
+                Ok(()) => accepted += 1,
+                Err(StoreError::Overloaded(_)) => refused += 1,
+                Err(e) => panic!("{e:?}"),
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(waiting_per_key(64), 32);
+        assert!(accepted <= 32 + 1, "{accepted} accepted");
+        assert_eq!(accepted + refused, 80);
+        batcher
+            .submit(job("B"))
+            .expect("another key is not refused for A's burst");
+        release.add_permits(64);
     }
 
     #[test]
