@@ -4,13 +4,21 @@ store under load answers writes late: a writer's put then lands after other
 writers' later changes, which is the interleaving the object-store tests
 need to see often.
 
-    python slow_puts_proxy.py LISTEN_PORT TARGET_PORT PUT_DELAY_MS
+    python slow_puts_proxy.py LISTEN_PORT TARGET_PORT PUT_DELAY_MS [--log FILE] [--answer-lost]
+
+--log FILE appends "PUT <path>" to FILE as each PUT arrives (before it is
+held), so a test can act while a given put is in flight.
+--answer-lost passes each PUT on twice and answers with the second reply:
+the first lands, its answer is "lost" and the writer's retry is what it
+hears (a conditional put then fails its condition against its own write),
+as a store answering 500 after committing, or a dropped connection, makes
+a client's retry do.
 """
 
 from __future__ import annotations
 
+import argparse
 import http.client
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,8 +26,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
 
-def serve(listen_port: int, target_port: int, put_delay: float) -> None:
+def serve(listen_port: int, target_port: int, put_delay: float, log: str | None, answer_lost: bool) -> None:
     local = threading.local()
+    log_lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -32,23 +41,33 @@ def serve(listen_port: int, target_port: int, put_delay: float) -> None:
                 local.connection = http.client.HTTPConnection("127.0.0.1", target_port, timeout=60)
             return local.connection
 
-        def _forward(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else None
-            if self.command == "PUT":
-                time.sleep(put_delay)
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+        def _send_upstream(self, body, headers) -> tuple:
+            """One request upstream (again once on a fresh connection if the
+            kept one was closed); (response, its body)."""
             for attempt in range(2):
                 try:
                     upstream = self._upstream()
                     upstream.request(self.command, self.path, body=body, headers=headers)
                     response = upstream.getresponse()
-                    payload = response.read()
-                    break
+                    return response, response.read()
                 except (http.client.HTTPException, OSError):
                     local.connection = None
                     if attempt:
                         raise
+            raise AssertionError("unreachable")
+
+        def _forward(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            if self.command == "PUT":
+                if log:
+                    with log_lock, open(log, "a") as f:
+                        f.write(f"PUT {self.path}\n")
+                time.sleep(put_delay)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+            if self.command == "PUT" and answer_lost:
+                self._send_upstream(body, headers)  # lands; its answer is lost
+            response, payload = self._send_upstream(body, headers)
             self.send_response_only(response.status, response.reason)
             for name, value in response.getheaders():
                 if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":
@@ -66,4 +85,11 @@ def serve(listen_port: int, target_port: int, put_delay: float) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) / 1000.0)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("listen_port", type=int)
+    parser.add_argument("target_port", type=int)
+    parser.add_argument("put_delay_ms", type=int)
+    parser.add_argument("--log")
+    parser.add_argument("--answer-lost", action="store_true")
+    args = parser.parse_args()
+    serve(args.listen_port, args.target_port, args.put_delay_ms / 1000.0, args.log, args.answer_lost)

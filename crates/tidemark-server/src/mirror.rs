@@ -30,7 +30,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime};
 
-use tidemark_core::{EventKind, HistoryEvent, KeyState};
+use tidemark_core::{ConsumerKey, EventKind, HistoryEvent, KeyState, TableName};
 use tidemark_paimon::{FileState, ListedConsumer, ObjectVersion, PaimonTable, Written};
 use tidemark_store::{CallContext, MirrorEntry, MirrorTask, Store};
 use tokio_util::sync::CancellationToken;
@@ -172,7 +172,7 @@ impl Keeper {
             }
             let table = tables[&location].clone();
             let entries = by_table.remove(registration.table.as_str()).unwrap_or_default();
-            match self.keep_table(store, &table, &entries).await {
+            match self.keep_table(store, &registration.table, &table, &entries).await {
                 Ok(missing) => branches_missing += missing,
                 Err(e) => tracing::warn!(%location, error = %e, "mirror keeper: cannot check the table's files"),
             }
@@ -207,6 +207,7 @@ impl Keeper {
     async fn keep_table(
         &mut self,
         store: &Store,
+        name: &TableName,
         table: &PaimonTable,
         entries: &[&MirrorEntry],
     ) -> Result<usize, tidemark_paimon::PaimonError> {
@@ -255,6 +256,7 @@ impl Keeper {
             self.tally.files += files.len();
             self.keep_branch(store, table, &branch, &here, &files, keep_alive)
                 .await?;
+            self.delete_orphans(store, name, table, &branch, &here, &files).await;
         }
         Ok(missing)
     }
@@ -461,6 +463,76 @@ impl Keeper {
         Ok(())
     }
 
+    /// Deletes the files of consumers tidemark dropped that are still there
+    /// (the database knows the key, without a consumer, and the mirror has
+    /// a record of it). A bookkeeping
+    /// record from a slow round, another replica's or a late one, can say
+    /// "no file" while a put that landed after the deletion left one, and no
+    /// round would ever look at it again. Other files are another engine's
+    /// consumers (or not imported yet) and are left alone.
+    async fn delete_orphans(
+        &self,
+        store: &Store,
+        name: &TableName,
+        table: &PaimonTable,
+        branch: &str,
+        entries: &[&MirrorEntry],
+        files: &HashMap<String, ListedConsumer>,
+    ) {
+        let known: HashSet<&str> = entries.iter().map(|e| e.key.consumer_id.as_str()).collect();
+        let candidates: Vec<ConsumerKey> = files
+            .keys()
+            .filter(|id| !known.contains(id.as_str()) && tidemark_paimon::pinned_lease(id).is_none())
+            .filter_map(|id| ConsumerKey::parse(name.as_str(), branch, id, "").ok())
+            .collect();
+        // Read now, after the listing: a consumer created since the pass
+        // read its inventory has one.
+        let states = concurrently(candidates.clone(), {
+            let store = store.clone();
+            move |key| {
+                let store = store.clone();
+                async move {
+                    let state = store.key_state(&key).await?;
+                    let mirrored = store.paimon().mirror_state(&key).await?;
+                    Ok::<_, tidemark_store::StoreError>((state, mirrored.is_some()))
+                }
+            }
+        })
+        .await;
+        for (key, state) in candidates.into_iter().zip(states) {
+            // Only a file tidemark wrote (the mirror has a record of the
+            // key): a key with a lease and no position yet may share its id
+            // with a Paimon consumer not imported yet, whose file is not
+            // tidemark's to delete.
+            let Ok((Some(state), true)) = state else {
+                continue; // never tidemark's file, or unknown this pass
+            };
+            if state.next_snapshot().is_some() {
+                continue;
+            }
+            let task = MirrorTask {
+                key,
+                location: table.location().to_owned(),
+                next_snapshot: None,
+                updated_at: None,
+            };
+            match delete_dropped(store, table, &task).await {
+                Ok(Rewritten::No) => {
+                    let _ = store.paimon().mirror_done(&task, None).await;
+                    metrics::mirror_repair("orphan");
+                    tracing::warn!(
+                        consumer = %task.key, location = %table.location(),
+                        "mirror keeper: deleted the file of a consumer tidemark dropped"
+                    );
+                }
+                Ok(Rewritten::Yes) => {}
+                Err(e) => {
+                    tracing::warn!(consumer = %task.key, error = %e, "mirror keeper: cannot delete a dropped consumer's file")
+                }
+            }
+        }
+    }
+
     /// Writes tidemark's position back over a file changed from outside,
     /// and records it.
     /// `version` is the object's as read before this reads the database,
@@ -491,13 +563,13 @@ impl Keeper {
             updated_at: Some(consumer.updated_at),
         };
         let path = table.consumer_location(branch, id);
-        match table
+        let written = table
             .write_consumer_if(branch, id, consumer.next_snapshot, version.as_ref())
-            .await
-        {
-            Ok(Written::Written) if version == Some(ObjectVersion::Missing) => {
-                undo_if_dropped(store, table, &task).await;
-            }
+            .await;
+        if version == Some(ObjectVersion::Missing) {
+            undo_if_dropped(store, table, &task).await; // whatever the answer: see there
+        }
+        match written {
             Ok(Written::Written) => {}
             Ok(Written::Conflict) => {
                 metrics::mirror_write_conflict();
@@ -624,23 +696,27 @@ async fn mirror_one(store: &Store, task: &MirrorTask, table: Result<PaimonTable,
     }
     let outcome = match task.next_snapshot {
         Some(next) => table.write_consumer_if(branch, id, next, seen.as_ref()).await,
-        None => delete_dropped(store, &table, task).await.map(|()| Written::Written),
+        // Came back and written again: that write recorded itself, and
+        // recording "no file" now would hide the file from every round.
+        None => match delete_dropped(store, &table, task).await {
+            Ok(Rewritten::Yes) => return Ok(()),
+            Ok(Rewritten::No) => Ok(Written::Written),
+            Err(e) => Err(e),
+        },
     };
-    match outcome {
-        Ok(Written::Written) => {
-            record(store, task, Ok(())).await?;
-            if seen == Some(ObjectVersion::Missing) {
-                undo_if_dropped(store, &table, task).await;
-            }
-            Ok(())
-        }
+    let recorded = match outcome {
+        Ok(Written::Written) => record(store, task, Ok(())).await,
         // Another writer was first: the task, if still due, comes back.
         Ok(Written::Conflict) => {
             metrics::mirror_write_conflict();
             Ok(())
         }
         Err(e) => record(store, task, Err(e.to_string())).await,
+    };
+    if seen == Some(ObjectVersion::Missing) {
+        undo_if_dropped(store, &table, task).await;
     }
+    recorded
 }
 
 /// Whether the database still holds what `task` was read with.
@@ -672,6 +748,10 @@ async fn record(store: &Store, task: &MirrorTask, outcome: Result<(), String>) -
 /// branch's objects were all deleted: a missing object compares equal before
 /// and after. So a creation is checked against the database and the branch
 /// once it has landed, and undone if the consumer or the branch is gone.
+/// Checked whatever the put answered: a creation that landed can still be
+/// heard as a failed condition (its answer lost, the client's retry met the
+/// object it had just written) or as an error, and no other writer would
+/// ever look at it again.
 async fn undo_if_dropped(store: &Store, table: &PaimonTable, task: &MirrorTask) {
     let (branch, id) = (task.key.branch.as_str(), task.key.consumer_id.as_str());
     let branch_gone = matches!(table.branch_exists(branch).await, Ok(false));
@@ -701,32 +781,40 @@ async fn undo_if_dropped(store: &Store, table: &PaimonTable, task: &MirrorTask) 
 /// delete: if the consumer came back between the read and the delete (so
 /// the object deleted may have been its new one), it is written again, by
 /// the same read-version-then-database rule.
+/// Whether [`delete_dropped`] found the consumer back and wrote it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rewritten {
+    Yes,
+    No,
+}
+
 async fn delete_dropped(
     store: &Store,
     table: &PaimonTable,
     task: &MirrorTask,
-) -> Result<(), tidemark_paimon::PaimonError> {
+) -> Result<Rewritten, tidemark_paimon::PaimonError> {
     let (branch, id) = (task.key.branch.as_str(), task.key.consumer_id.as_str());
     table.delete_consumer(branch, id).await?;
     if !table.is_object_store() {
-        return Ok(());
+        return Ok(Rewritten::No);
     }
     let seen = table.consumer_version(branch, id).await?;
     if let Ok(Some(state)) = store.key_state(&task.key).await
         && let Some(next) = state.next_snapshot()
     {
         let written = table.write_consumer_if(branch, id, next, seen.as_ref()).await;
+        let task = MirrorTask {
+            next_snapshot: Some(next),
+            updated_at: state.consumer.map(|c| c.updated_at),
+            ..task.clone()
+        };
         if matches!(written, Ok(Written::Written)) {
-            let task = MirrorTask {
-                next_snapshot: Some(next),
-                updated_at: state.consumer.map(|c| c.updated_at),
-                ..task.clone()
-            };
             let _ = store.paimon().mirror_done(&task, None).await;
-            if seen == Some(ObjectVersion::Missing) {
-                undo_if_dropped(store, table, &task).await;
-            }
         }
+        if seen == Some(ObjectVersion::Missing) {
+            undo_if_dropped(store, table, &task).await; // whatever the answer: see there
+        }
+        return Ok(Rewritten::Yes);
     }
-    Ok(())
+    Ok(Rewritten::No)
 }
