@@ -114,6 +114,36 @@ WRAP
   export HAPROXY="$bin"
 }
 
+# PgBouncer (tests run tidemark behind it in session and transaction mode),
+# from Debian's pgbouncer package and the c-ares library a minimal image
+# lacks, unpacked into .tools/pgbouncer; exports PGBOUNCER (a wrapper that
+# finds that library). PgBouncer refuses to run as root: the tests run it as
+# the postgres user.
+ensure_pgbouncer() {
+  local root="$TOOLS_DIR/pgbouncer" bin="$TOOLS_DIR/pgbouncer/pgbouncer"
+  if [ ! -x "$bin" ]; then
+    command -v apt-get >/dev/null 2>&1 || { echo "apt-get is needed to fetch pgbouncer" >&2; return 1; }
+    local packages="pgbouncer libc-ares2" deb
+    mkdir -p "$TOOLS_DIR/download/pgbouncer"
+    # shellcheck disable=SC2086 # the list is words
+    if ! (cd "$TOOLS_DIR/download/pgbouncer" && apt-get download $packages >/dev/null 2>&1); then
+      apt-get update >/dev/null 2>&1 || true
+      (cd "$TOOLS_DIR/download/pgbouncer" && apt-get download $packages >/dev/null) || return 1
+    fi
+    rm -rf "$root"
+    for deb in "$TOOLS_DIR"/download/pgbouncer/*.deb; do dpkg -x "$deb" "$root"; done
+    cat >"$bin" <<WRAP
+#!/bin/sh
+LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "$root/usr/sbin/pgbouncer" "\$@"
+WRAP
+    chmod 755 "$bin"
+    "$bin" --version >/dev/null || { echo "the unpacked pgbouncer does not run" >&2; return 1; }
+  fi
+  # Run as another user, it must reach the binary: .tools may sit under a
+  # home directory others cannot enter.
+  export PGBOUNCER="$bin"
+}
+
 # promtool, from Debian's prometheus package (unpacked into .tools, not
 # installed): the monitoring component's alert rules are checked and
 # unit-tested with it. Exports PROMTOOL.

@@ -35,7 +35,7 @@ use clap::{Parser, Subcommand};
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::admin_client::AdminClient;
 use tidemark_testkit::process::{ServerProcess, free_port, resolve_tidemark_binary, signal_pid};
-use tidemark_testkit::{PgCluster, StopMode};
+use tidemark_testkit::{PgBouncer, PgCluster, PoolMode, StopMode};
 use tonic::transport::Channel;
 
 use crate::availability::ReadinessSample;
@@ -122,6 +122,13 @@ struct RunArgs {
     /// calls the key inconclusive (a wide --clock-slack needs more).
     #[arg(long, default_value_t = check::LINEARIZABILITY_BUDGET)]
     search_budget: u64,
+    /// Put PgBouncer (PGBOUNCER, scripts/test.sh fetches it) in this pool
+    /// mode between the replicas and the database: `session` or
+    /// `transaction`. The replicas run with the same --db-pooler and
+    /// migrate over a direct connection; the database proxy's faults cut
+    /// and slow the replicas' connections to PgBouncer.
+    #[arg(long, value_parser = ["session", "transaction"])]
+    db_pooler: Option<String>,
 }
 
 /// The replicas' readiness interval, and how long a ping may take before
@@ -239,7 +246,22 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     // The replicas reach Postgres through a proxy too, so the connection
     // between them can be cut (a commit's answer lost on its way back from
     // the database) or slowed.
-    let database = Proxy::start(postgres.address()?).await?;
+    let direct_url = postgres.url_through(postgres.address()?)?;
+    let bouncer = args.db_pooler.as_deref().map(|mode| {
+        let mode = match mode {
+            "session" => PoolMode::Session,
+            _ => PoolMode::Transaction,
+        };
+        println!(
+            "the replicas reach the database through PgBouncer in {} mode",
+            mode.as_str()
+        );
+        PgBouncer::start(mode, &direct_url)
+    });
+    let database = match &bouncer {
+        Some(bouncer) => Proxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], bouncer.port()))).await?,
+        None => Proxy::start(postgres.address()?).await?,
+    };
     let database_url = postgres.url_through(database.addr)?;
     let mut replicas = Vec::new();
     let mut metrics_ports = Vec::new();
@@ -270,6 +292,11 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
         ]
         .map(String::from)
         .to_vec();
+        let mut server_args = server_args;
+        if let Some(mode) = &args.db_pooler {
+            server_args.extend(["--db-pooler".to_owned(), mode.clone()]);
+            server_args.extend(["--migrate-database-url".to_owned(), direct_url.clone()]);
+        }
         let env = if i == 1 { clock_env.clone() } else { Vec::new() };
         let process = ServerProcess::start_with_env(&binary, &server_args, &env, &dir, &name)?;
         let proxy = Proxy::start(process.addr).await?;

@@ -100,6 +100,35 @@ pub(crate) fn classify(err: sqlx::Error) -> DbFailure {
                 )),
                 // Postgres: lock_timeout or NOWAIT on a lock someone holds.
                 Some("55P03") => DbFailure::Fail(StoreError::Busy("a lock was not available in time (55P03)".into())),
+                // PgBouncer refuses a startup parameter it does not know: it
+                // will every time, so the fix is said (in the log) with it.
+                Some("08P01") if db.message().contains("unsupported startup parameter") => {
+                    warn_now_and_then(&REFUSED_PARAMETER_WARNED, || {
+                        tracing::error!(
+                            refused = %db.message(),
+                            "the connection pooler refused a startup parameter tidemark sent: behind PgBouncer run \
+                             with --db-pooler session or --db-pooler transaction (TIDEMARK_DB_POOLER), which send \
+                             none it refuses; other clients of the pooler may need \
+                             ignore_startup_parameters = extra_float_digits in pgbouncer.ini"
+                        )
+                    });
+                    DbFailure::Fail(StoreError::Unavailable(format!(
+                        "the connection pooler refused a startup parameter ({}): see --db-pooler",
+                        db.message()
+                    )))
+                }
+                // Named statements lost or clashing between clients: a
+                // transaction pooler that tidemark was not told about.
+                Some("26000" | "42P05") if db.message().contains("prepared statement") => {
+                    warn_now_and_then(&STATEMENT_CLASH_WARNED, || {
+                        tracing::error!(
+                            error = %db.message(),
+                            "a prepared statement was lost or clashed: is the database behind a transaction \
+                             pooler (PgBouncer pool_mode = transaction)? Run with --db-pooler transaction"
+                        )
+                    });
+                    DbFailure::Fail(StoreError::Internal(err.to_string()))
+                }
                 // Postgres connection exceptions, shutdown, cannot connect now,
                 // insufficient resources (disk full, out of memory, too many
                 // connections, configuration limits), read-only transaction.
@@ -116,6 +145,19 @@ pub(crate) fn classify(err: sqlx::Error) -> DbFailure {
             }
         }
         _ => DbFailure::Fail(StoreError::Internal(err.to_string())),
+    }
+}
+
+static REFUSED_PARAMETER_WARNED: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+static STATEMENT_CLASH_WARNED: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+/// Runs `warn` unless it ran in the last minute (a misconfiguration fails
+/// every connection attempt; the log says it once a minute).
+fn warn_now_and_then(last: &std::sync::Mutex<Option<std::time::Instant>>, warn: impl FnOnce()) {
+    let mut last = last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if last.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(60)) {
+        *last = Some(std::time::Instant::now());
+        warn();
     }
 }
 

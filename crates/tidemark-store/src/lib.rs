@@ -40,7 +40,7 @@ pub use error::StoreError;
 pub use paimon::PaimonRegistry;
 pub use postgres::group_commit::{GroupCommitStats, metric_names as group_commit_metrics};
 pub use postgres::group_read::{GroupReadStats, metric_names as group_read_metrics};
-pub use postgres::{PostgresBackend, PostgresOptions};
+pub use postgres::{DbPooler, MIGRATIONS_NEED_A_SESSION, PostgresBackend, PostgresOptions};
 pub use sqlite::SqliteBackend;
 pub use state::{
     EXPORT_PAGE, ExportedRegistration, ImportReport, KeyOutcome, OptionsImport, RegistrationImport, SettingOutcome,

@@ -24,7 +24,7 @@ async fn postgres_deadlines_come_from_the_database_clock() {
     let Some(db) = TestDb::new(Kind::Postgres).await else {
         return;
     };
-    let backend = PostgresBackend::connect(db.url(), &db.postgres_options()).unwrap();
+    let backend = PostgresBackend::connect(db.url(), &db.direct_postgres_options()).unwrap();
     backend.migrate().await.unwrap();
     let store = Store::new(Arc::new(backend.clone()), LeasePolicy::default());
     let key = tidemark_core::ConsumerKey::parse("db.t", "main", "c", "").unwrap();
@@ -142,7 +142,7 @@ async fn fences_run_from_a_cached_generic_plan() {
     // One connection, so every fence below uses the statement cached on it.
     let options = PostgresOptions {
         max_connections: 1,
-        ..db.postgres_options()
+        ..db.direct_postgres_options()
     };
     let backend = PostgresBackend::connect(db.url(), &options).unwrap();
     backend.migrate().await.unwrap();
@@ -194,7 +194,7 @@ async fn fences_keep_the_callers_number_of_holders_within_a_step() {
     let Some(db) = TestDb::new(Kind::Postgres).await else {
         return;
     };
-    let backend = PostgresBackend::connect(db.url(), &db.postgres_options()).unwrap();
+    let backend = PostgresBackend::connect(db.url(), &db.direct_postgres_options()).unwrap();
     backend.migrate().await.unwrap();
     sqlx::query(
         "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, \
@@ -234,7 +234,7 @@ mod group_commit {
     async fn replica(db: &TestDb, in_flight: usize) -> (PostgresBackend, Store) {
         let options = PostgresOptions {
             group_commit: in_flight,
-            ..db.postgres_options()
+            ..db.direct_postgres_options()
         };
         let backend = PostgresBackend::connect(db.url(), &options).unwrap();
         tidemark_store::Backend::migrate(&backend).await.unwrap();
@@ -484,7 +484,7 @@ mod group_read {
     async fn replica(db: &TestDb, group_read: usize) -> (PostgresBackend, Store) {
         let options = PostgresOptions {
             group_read,
-            ..db.postgres_options()
+            ..db.direct_postgres_options()
         };
         let backend = PostgresBackend::connect(db.url(), &options).unwrap();
         tidemark_store::Backend::migrate(&backend).await.unwrap();
@@ -594,7 +594,7 @@ async fn postgres_a_commit_that_waited_on_a_row_lock_past_its_deadline_is_refuse
     for group_commit in [0, 1] {
         let options = PostgresOptions {
             group_commit,
-            ..db.postgres_options()
+            ..db.direct_postgres_options()
         };
         let backend = PostgresBackend::connect(db.url(), &options).unwrap();
         backend.migrate().await.unwrap();

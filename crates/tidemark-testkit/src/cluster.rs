@@ -254,14 +254,14 @@ fn pg_bin() -> Option<PathBuf> {
     found
 }
 
-fn running_as_root() -> bool {
+pub(crate) fn running_as_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-fn user_exists(name: &str) -> bool {
+pub(crate) fn user_exists(name: &str) -> bool {
     Command::new("id")
         .arg(name)
         .stdout(Stdio::null())
@@ -270,7 +270,7 @@ fn user_exists(name: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -8,18 +8,22 @@
 
 mod cluster;
 pub mod load;
+mod pgbouncer;
 pub mod postgres;
 pub mod process;
 pub mod raw;
 
 pub use cluster::{PgCluster, StopMode};
+pub use pgbouncer::{POOL_SIZE as PGBOUNCER_POOL_SIZE, PgBouncer, PoolMode};
 
 use std::sync::Arc;
 
 use std::time::Duration;
 
 pub use tidemark_store::Timestamp;
-use tidemark_store::{Backend, Clock, ManualClock, PostgresBackend, PostgresOptions, SqliteBackend, SystemClock};
+use tidemark_store::{
+    Backend, Clock, DbPooler, ManualClock, PostgresBackend, PostgresOptions, SqliteBackend, SystemClock,
+};
 
 /// Which database a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +43,28 @@ pub struct TestDb {
     _dir: Option<tempfile::TempDir>,
     /// When set, the database's clock only moves when the test says so.
     manual: Option<ManualClock>,
+    /// PgBouncer in front of the server, when `TIDEMARK_TEST_DB_POOLER`
+    /// says so: backends reach the database through it (migrations and raw
+    /// pools directly).
+    bouncer: Option<(PoolMode, Arc<PgBouncer>)>,
+}
+
+/// Proof that the pooler tests can fail: with
+/// `TIDEMARK_TEST_POOLER_UNAWARE=1` backends are not told about the test
+/// pooler (`--db-pooler none`), as tidemark was before it knew of poolers.
+fn pooler_unaware() -> bool {
+    std::env::var("TIDEMARK_TEST_POOLER_UNAWARE").is_ok_and(|v| v == "1")
+}
+
+/// The pooler Postgres tests run behind: `TIDEMARK_TEST_DB_POOLER` =
+/// `session` or `transaction` (unset or `none`: direct).
+pub fn test_pooler() -> Option<PoolMode> {
+    match std::env::var("TIDEMARK_TEST_DB_POOLER").as_deref() {
+        Ok("session") => Some(PoolMode::Session),
+        Ok("transaction") => Some(PoolMode::Transaction),
+        Ok("" | "none") | Err(_) => None,
+        Ok(other) => panic!("TIDEMARK_TEST_DB_POOLER={other:?}: none, session or transaction"),
+    }
 }
 
 /// The Postgres server URL for tests, or `None` when Postgres tests are
@@ -72,6 +98,7 @@ impl TestDb {
                     schema: None,
                     _dir: Some(dir),
                     manual: None,
+                    bouncer: None,
                 }
             }
             Kind::Postgres => {
@@ -83,12 +110,14 @@ impl TestDb {
                     .await
                     .expect("create test schema");
                 pool.close().await;
+                let bouncer = test_pooler().map(|mode| (mode, Arc::new(PgBouncer::start(mode, &url))));
                 Self {
                     kind,
                     url,
                     schema: Some(schema),
                     _dir: None,
                     manual: None,
+                    bouncer,
                 }
             }
         };
@@ -147,11 +176,46 @@ impl TestDb {
         &self.url
     }
 
-    /// Postgres options that select this database's schema.
+    /// Postgres options that select this database's schema (and, behind
+    /// the test pooler, say so and migrate directly).
     pub fn postgres_options(&self) -> PostgresOptions {
+        let (pooler, migrate_url) = match &self.bouncer {
+            Some((mode, _)) if pooler_unaware() => (
+                DbPooler::None,
+                Some(self.url.clone()).filter(|_| *mode == PoolMode::Transaction),
+            ),
+            Some((PoolMode::Session, _)) => (DbPooler::Session, Some(self.url.clone())),
+            Some((PoolMode::Transaction, _)) => (DbPooler::Transaction, Some(self.url.clone())),
+            None => (DbPooler::None, None),
+        };
+        PostgresOptions {
+            schema: self.schema.clone(),
+            pooler,
+            migrate_url,
+            ..PostgresOptions::default()
+        }
+    }
+
+    /// Postgres options for a backend on [`TestDb::url`] itself (direct,
+    /// whatever the test pooler): for tests that read the backend's own
+    /// pool with raw SQL.
+    pub fn direct_postgres_options(&self) -> PostgresOptions {
         PostgresOptions {
             schema: self.schema.clone(),
             ..PostgresOptions::default()
+        }
+    }
+
+    /// The URL backends use: through the test pooler when there is one,
+    /// else [`TestDb::url`].
+    pub fn backend_url(&self) -> String {
+        match &self.bouncer {
+            Some((_, bouncer)) => {
+                let options: sqlx::postgres::PgConnectOptions = self.url.parse().expect("url");
+                let database = options.get_database().unwrap_or(options.get_username()).to_owned();
+                bouncer.url(&database)
+            }
+            None => self.url.clone(),
         }
     }
 
@@ -184,9 +248,9 @@ impl TestDb {
     /// A new backend on this database, without running migrations.
     pub async fn unmigrated_backend(&self) -> Arc<dyn Backend> {
         match self.kind {
-            Kind::Postgres => {
-                Arc::new(PostgresBackend::connect(&self.url, &self.postgres_options()).expect("postgres backend"))
-            }
+            Kind::Postgres => Arc::new(
+                PostgresBackend::connect(&self.backend_url(), &self.postgres_options()).expect("postgres backend"),
+            ),
             Kind::Sqlite => {
                 let clock: Arc<dyn Clock> = match &self.manual {
                     Some(manual) => Arc::new(manual.clone()),

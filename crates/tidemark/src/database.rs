@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use tidemark_store::{DEFAULT_DATABASE_URL, PostgresOptions, open_backend, redact};
+use tidemark_store::{
+    DEFAULT_DATABASE_URL, DbPooler, MIGRATIONS_NEED_A_SESSION, PostgresOptions, open_backend, redact,
+};
 
 use crate::flags::HumanDuration;
 
@@ -42,6 +44,18 @@ pub(crate) struct DatabaseArgs {
     /// any length holds at most one probe backend.
     #[arg(long, env = "TIDEMARK_READINESS_ABANDON_AFTER", default_value_t = HumanDuration(PostgresOptions::default().readiness_abandon_after))]
     readiness_abandon_after: HumanDuration,
+    /// What sits between tidemark and Postgres: none, or PgBouncer (or
+    /// alike) in session or transaction pool mode. Behind one, no startup
+    /// parameter it refuses is sent and the timeouts are set per session
+    /// (session) or per transaction (transaction), where statements are also
+    /// unnamed. See docs/deploy.md.
+    #[arg(long, env = "TIDEMARK_DB_POOLER", default_value_t = DbPooler::None)]
+    db_pooler: DbPooler,
+    /// A direct connection to the primary for migrations (they need a
+    /// session, which a transaction pooler does not keep). Defaults to
+    /// --database-url.
+    #[arg(long, env = "TIDEMARK_MIGRATE_DATABASE_URL", hide_env_values = true)]
+    migrate_database_url: Option<String>,
     /// At start-up, keep retrying an unreachable database (and the
     /// migrations) this long before giving up; 0 fails at once.
     #[arg(long, env = "TIDEMARK_WAIT_FOR_DATABASE", default_value_t = HumanDuration(Duration::from_secs(60)))]
@@ -59,6 +73,8 @@ impl DatabaseArgs {
             group_commit: self.db_group_commit,
             group_read: self.db_group_read,
             readiness_abandon_after: self.readiness_abandon_after.0.max(Duration::from_millis(100)),
+            pooler: self.db_pooler,
+            migrate_url: self.migrate_database_url.clone(),
         }
     }
 
@@ -72,6 +88,15 @@ impl DatabaseArgs {
     /// unreachable for up to --wait-for-database (a pod may start before its
     /// database). Concurrent runs are safe: the migrator takes a lock.
     pub(crate) async fn migrate(&self, backend: &dyn tidemark_store::Backend) -> anyhow::Result<()> {
+        // Refused at once, not retried for --wait-for-database.
+        if self.db_pooler == DbPooler::Transaction
+            && self.migrate_database_url.is_none()
+            && !self.database_url.starts_with("sqlite:")
+        {
+            anyhow::bail!(
+                "cannot migrate through a transaction pooler (--db-pooler transaction): {MIGRATIONS_NEED_A_SESSION}"
+            );
+        }
         let started = std::time::Instant::now();
         let mut backoff = Duration::from_millis(200);
         loop {

@@ -15,8 +15,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
+use super::db::Db;
 use sqlx::Row;
-use sqlx::postgres::{PgPool, PgRow};
+use sqlx::postgres::PgRow;
 use tidemark_core::{ConsumerKey, HistoryEvent, Timestamp};
 use tokio::sync::{Semaphore, oneshot};
 use uuid::Uuid;
@@ -106,7 +107,7 @@ impl GroupCommit {
     /// Writes go through at most `in_flight` batch statements at a time,
     /// and at most `in_flight` more writes on their own (a row locked
     /// elsewhere); at most `in_flight` × [`MAX_BATCH`] × 4 wait.
-    pub(crate) fn new(pool: PgPool, in_flight: usize) -> Self {
+    pub(crate) fn new(pool: Db, in_flight: usize) -> Self {
         let counts: Arc<Counts> = Arc::default();
         let alone = Arc::new(Semaphore::new(in_flight.max(1)));
         let batcher = {
@@ -158,7 +159,7 @@ impl GroupCommit {
 /// back (it may wait for the lock, and must not hold up the batches
 /// behind it) but within `alone`'s permits, so those writes are bounded
 /// too; one whose caller went away meanwhile is not sent.
-async fn send(pool: PgPool, batch: Vec<Queued>, counts: Arc<Counts>, alone: Arc<Semaphore>) {
+async fn send(pool: Db, batch: Vec<Queued>, counts: Arc<Counts>, alone: Arc<Semaphore>) {
     counts.statements.fetch_add(1, Ordering::Relaxed);
     counts.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
     metrics::counter!(metric_names::STATEMENTS).increment(1);
@@ -178,7 +179,7 @@ async fn send(pool: PgPool, batch: Vec<Queued>, counts: Arc<Counts>, alone: Arc<
 
 /// Applies a batch and answers every caller but those whose row another
 /// transaction had locked: those come back, to be written on their own.
-async fn apply(pool: &PgPool, batch: Vec<Queued>, counts: &Counts) -> Vec<Queued> {
+async fn apply(pool: &Db, batch: Vec<Queued>, counts: &Counts) -> Vec<Queued> {
     let applied = match batch.as_slice() {
         // Alone, the lean statement: arrays and joins cost more than they
         // save.
@@ -221,7 +222,7 @@ async fn apply(pool: &PgPool, batch: Vec<Queued>, counts: &Counts) -> Vec<Queued
 }
 
 /// Writes one on its own (it may wait for a row lock), then answers.
-async fn write_alone(pool: &PgPool, queued: Queued) {
+async fn write_alone(pool: &Db, queued: Queued) {
     let outcome = super::write_one_event(pool, &queued.write).await;
     let _ = queued.reply.send(outcome);
 }
@@ -306,7 +307,7 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// One statement for the whole batch; per write, what came of it.
-async fn write_many(pool: &PgPool, batch: &[Queued]) -> Result<Vec<Applied>, StoreError> {
+async fn write_many(pool: &Db, batch: &[Queued]) -> Result<Vec<Applied>, StoreError> {
     let writes = || batch.iter().map(|q| &q.write);
     let events = || writes().map(|w| &w.event);
     let ord: Vec<i32> = (0..batch.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();

@@ -11,8 +11,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 
+use super::db::Db;
 use sqlx::Row;
-use sqlx::postgres::PgPool;
 use tidemark_core::ConsumerKey;
 use tokio::sync::oneshot;
 
@@ -79,7 +79,7 @@ pub struct GroupReadStats {
 impl GroupRead {
     /// Reads go through at most `in_flight` statements at a time, fallbacks
     /// included; at most `in_flight` × [`MAX_BATCH`] × 4 wait.
-    pub(crate) fn new(pool: PgPool, in_flight: usize) -> Self {
+    pub(crate) fn new(pool: Db, in_flight: usize) -> Self {
         let counts: Arc<Counts> = Arc::default();
         let batcher = {
             let counts = Arc::clone(&counts);
@@ -127,7 +127,7 @@ impl GroupRead {
 
 /// Reads a batch and answers every caller; a batch that failed for a
 /// reason of its own is read again one by one, still inside its slot.
-async fn apply(pool: &PgPool, batch: Vec<Queued>) {
+async fn apply(pool: &Db, batch: Vec<Queued>) {
     if let [queued] = batch.as_slice() {
         // Alone, the lean statement.
         let answer = read_one(pool, &queued.key).await;
@@ -161,7 +161,7 @@ async fn apply(pool: &PgPool, batch: Vec<Queued>) {
     }
 }
 
-async fn read_one(pool: &PgPool, key: &ConsumerKey) -> Answer {
+async fn read_one(pool: &Db, key: &ConsumerKey) -> Answer {
     let row = crate::decode::bind_key(sqlx::query(LOAD_BY_KEY.as_str()), key)
         .fetch_one(pool)
         .await?;
@@ -182,7 +182,7 @@ static READ_MANY: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// One statement for the whole batch; per read, its answer.
-async fn read_many(pool: &PgPool, batch: &[Queued]) -> Result<Vec<Answer>, StoreError> {
+async fn read_many(pool: &Db, batch: &[Queued]) -> Result<Vec<Answer>, StoreError> {
     let keys = || batch.iter().map(|q| &q.key);
     let rows = sqlx::query(READ_MANY.as_str())
         .bind(keys().map(|k| k.table.as_str().to_owned()).collect::<Vec<_>>())

@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::PgConnection;
 use tidemark_core::time::duration_micros;
 use tidemark_core::{ConsumerKey, HistoryEvent};
 
@@ -42,10 +41,9 @@ const PRUNE_GRANTS: &str = "DELETE FROM lease_grants WHERE lease_id IN (
                           AND k.consumer_id = g.consumer_id AND k.lease_id = g.lease_id)
       LIMIT $2)";
 
-/// A page of history on `conn` (a pool connection or a snapshot's
-/// transaction).
-pub(super) async fn page(
-    conn: &mut PgConnection,
+/// A page of history on `conn` (the pool or a snapshot's transaction).
+pub(super) async fn page<'c>(
+    conn: impl sqlx::Executor<'c, Database = sqlx::Postgres>,
     filter: &HistoryFilter,
     before_id: Option<i64>,
     limit: i64,
@@ -64,8 +62,7 @@ impl HistoryStore for PostgresBackend {
         before_id: Option<i64>,
         limit: i64,
     ) -> Result<Vec<HistoryRecord>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        page(&mut conn, filter, before_id, limit).await
+        page(&self.db, filter, before_id, limit).await
     }
 
     async fn append_history(
@@ -86,7 +83,7 @@ impl HistoryStore for PostgresBackend {
             .bind(columns.batch_id)
             .bind(columns.holder)
             .bind(columns.detail)
-            .execute(&self.pool)
+            .execute(&self.db)
             .await?;
         Ok(())
     }
@@ -95,13 +92,13 @@ impl HistoryStore for PostgresBackend {
         let history = sqlx::query(PRUNE_HISTORY)
             .bind(duration_micros(older_than))
             .bind(limit)
-            .execute(&self.pool)
+            .execute(&self.db)
             .await?
             .rows_affected();
         let grants = sqlx::query(PRUNE_GRANTS)
             .bind(duration_micros(older_than))
             .bind(limit)
-            .execute(&self.pool)
+            .execute(&self.db)
             .await?
             .rows_affected();
         Ok(Pruned { history, grants })

@@ -9,9 +9,10 @@
 
 use std::sync::LazyLock;
 
+use super::db::Db;
 use async_trait::async_trait;
 use sqlx::Row;
-use sqlx::postgres::{PgPool, PgRow};
+use sqlx::postgres::PgRow;
 use tidemark_core::time::duration_micros;
 use tidemark_core::{BranchName, ConsumerKey, TableName, Timestamp};
 
@@ -295,7 +296,7 @@ fn bind_one_event<'q>(sql: &'static str, write: &'q OneEventWrite) -> PgQuery<'q
 }
 
 /// A compare-and-set update with one history row, as its own statement.
-pub(crate) async fn write_one_event(pool: &PgPool, write: &OneEventWrite) -> Outcome {
+pub(crate) async fn write_one_event(pool: &Db, write: &OneEventWrite) -> Outcome {
     let written = bind_one_event(&UPDATE_ROW_ONE_EVENT, write)
         .fetch_optional(pool)
         .await?;
@@ -306,7 +307,7 @@ pub(crate) async fn write_one_event(pool: &PgPool, write: &OneEventWrite) -> Out
 }
 
 /// The same, unless another transaction holds the row's lock.
-pub(crate) async fn write_one_event_unless_locked(pool: &PgPool, write: &OneEventWrite) -> Result<Applied, StoreError> {
+pub(crate) async fn write_one_event_unless_locked(pool: &Db, write: &OneEventWrite) -> Result<Applied, StoreError> {
     let row = bind_one_event(&UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED, write)
         .fetch_one(pool)
         .await?;
@@ -351,14 +352,14 @@ impl KeyStore for PostgresBackend {
                 Some(reads) => return reads.read(key).await,
                 None => {
                     decode::bind_key(sqlx::query(LOAD_BY_KEY.as_str()), key)
-                        .fetch_one(&self.pool)
+                        .fetch_one(&self.db)
                         .await?
                 }
             },
             FindKey::Lease(lease_id) => {
                 sqlx::query(LOAD_BY_LEASE.as_str())
                     .bind(lease_id)
-                    .fetch_one(&self.pool)
+                    .fetch_one(&self.db)
                     .await?
             }
         };
@@ -379,7 +380,7 @@ impl KeyStore for PostgresBackend {
                         loaded.now,
                         change.estimated_now.is_some(),
                     );
-                    let written = row.bind_pg(query).fetch_optional(&self.pool).await?;
+                    let written = row.bind_pg(query).fetch_optional(&self.db).await?;
                     return written
                         .map(|row| Ok(from_ts(row.try_get(0)?)))
                         .transpose()
@@ -399,7 +400,7 @@ impl KeyStore for PostgresBackend {
                     };
                     return match &self.group {
                         Some(group) => group.write(write).await,
-                        None => write_one_event(&self.pool, &write).await,
+                        None => write_one_event(&self.db, &write).await,
                     };
                 }
                 _ => {}
@@ -419,7 +420,7 @@ impl KeyStore for PostgresBackend {
             None => bind_grant_and_history(decode::bind_key(sqlx::query(INSERT_ROW.as_str()), key), change)
                 .bind(ts(loaded.now)),
         };
-        let answer = row.bind_pg(query).fetch_one(&self.pool).await?;
+        let answer = row.bind_pg(query).fetch_one(&self.db).await?;
         let written: i64 = answer.try_get(0)?;
         if written != 1 {
             return Ok(None);
@@ -432,14 +433,14 @@ impl KeyStore for PostgresBackend {
         key: &ConsumerKey,
         limit: i64,
     ) -> Result<(Loaded, Vec<HistoryRecord>), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.begin().await?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *tx)
+            .execute(self.db.on(&mut tx))
             .await?;
         let row = decode::bind_key(sqlx::query(LOAD_BY_KEY.as_str()), key)
-            .fetch_one(&mut *tx)
+            .fetch_one(self.db.on(&mut tx))
             .await?;
-        let history = super::history::page(&mut tx, &crate::HistoryFilter::key(key), None, limit).await?;
+        let history = super::history::page(self.db.on(&mut tx), &crate::HistoryFilter::key(key), None, limit).await?;
         tx.commit().await?;
         Ok((decode_loaded(&row)?, history))
     }
@@ -451,7 +452,7 @@ impl KeyStore for PostgresBackend {
         limit: i64,
     ) -> Result<Listed, StoreError> {
         let rows = decode::bind_key_listing(sqlx::query(LIST_KEYS.as_str()), filter, after, limit)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await?;
         let now = match rows.first() {
             Some(row) => from_ts(row.try_get("db_now")?),
@@ -473,7 +474,7 @@ impl KeyStore for PostgresBackend {
         let rows = sqlx::query(BRANCH_VIEWS[step].as_str())
             .bind(table.as_str())
             .bind(branch.as_str())
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await?;
         let head = rows.first().ok_or(StoreError::Contention)?;
         let mut view = BranchView {
@@ -505,7 +506,7 @@ impl KeyStore for PostgresBackend {
             .bind(table.map(TableName::as_str))
             .bind(branch.map(BranchName::as_str))
             .bind(limit)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await?;
         rows.iter().map(|row| Ok(decode::key_of(row)?)).collect()
     }

@@ -9,6 +9,7 @@
 //! from the database clock.
 
 pub(crate) mod batch;
+mod db;
 pub(crate) mod group_commit;
 pub(crate) mod group_read;
 mod history;
@@ -18,6 +19,7 @@ mod paimon;
 mod state;
 mod stats;
 
+pub use db::DbPooler;
 pub use keys::BRANCH_CONSUMERS;
 pub(crate) use keys::{write_one_event, write_one_event_unless_locked};
 
@@ -34,6 +36,7 @@ use tidemark_core::Timestamp;
 use crate::backend::Backend;
 use crate::decode::TimestampColumns;
 use crate::error::StoreError;
+use db::Db;
 use group_commit::GroupCommit;
 use group_read::GroupRead;
 
@@ -65,6 +68,15 @@ pub struct PostgresOptions {
     /// terminated (`pg_terminate_backend`, over the new connection) and a
     /// new connection made.
     pub readiness_abandon_after: Duration,
+    /// What sits between tidemark and Postgres (`--db-pooler`): behind
+    /// PgBouncer no startup parameter but those it knows is sent, and in
+    /// transaction mode every statement is unnamed, in a transaction of its
+    /// own that sets the timeouts.
+    pub pooler: DbPooler,
+    /// A direct connection for migrations (`--migrate-database-url`): they
+    /// need a session (an advisory lock, a setting) that a transaction
+    /// pooler does not keep.
+    pub migrate_url: Option<String>,
 }
 
 impl Default for PostgresOptions {
@@ -77,6 +89,8 @@ impl Default for PostgresOptions {
             group_commit: DEFAULT_GROUP_COMMIT,
             group_read: DEFAULT_GROUP_READ,
             readiness_abandon_after: Duration::from_secs(60),
+            pooler: DbPooler::None,
+            migrate_url: None,
         }
     }
 }
@@ -91,13 +105,17 @@ pub const DEFAULT_GROUP_READ: usize = 1;
 /// tidemark state in Postgres.
 #[derive(Debug, Clone)]
 pub struct PostgresBackend {
-    pool: PgPool,
+    db: Db,
     group: Option<Arc<GroupCommit>>,
     reads: Option<Arc<GroupRead>>,
     /// The gauge collector's own connection (outside the pool, so it never
     /// takes a serving connection nor holds up closing the pool), and
     /// whether it holds the collector's advisory lock.
     collector: Arc<tokio::sync::Mutex<Option<(sqlx::PgConnection, bool)>>>,
+    /// This backend's id as the collector's row-lease holder (behind a
+    /// transaction pooler), and whether it holds it.
+    collector_id: uuid::Uuid,
+    row_claim_held: Arc<std::sync::atomic::AtomicBool>,
     /// Readiness's own connection (outside the pool): a probe that stalls
     /// (commits waiting for a synchronous standby) holds this one
     /// connection, never a serving one, and the next probe waits on the
@@ -105,6 +123,11 @@ pub struct PostgresBackend {
     /// not a database that cannot commit.
     probe: Arc<tokio::sync::Mutex<Option<ProbeConnection>>>,
     connect_options: PgConnectOptions,
+    /// The session settings (statement timeout, schema) a connection needs
+    /// and, behind a pooler, cannot be given at start-up.
+    session_settings: Vec<(&'static str, String)>,
+    pooler: DbPooler,
+    migrate_url: Option<String>,
     acquire_timeout: Duration,
     max_connections: u32,
     probe_abandon_after: Duration,
@@ -118,34 +141,69 @@ impl PostgresBackend {
             .parse()
             .map_err(|e| StoreError::Internal(format!("invalid Postgres URL: {e}")))?;
         connect = connect.application_name("tidemark");
-        let mut settings = Vec::new();
+        let mut settings: Vec<(&'static str, String)> = Vec::new();
         if let Some(timeout) = options.statement_timeout {
             settings.push(("statement_timeout", timeout.as_millis().to_string()));
         }
         if let Some(schema) = &options.schema {
             settings.push(("search_path", schema.clone()));
         }
-        if !settings.is_empty() {
-            connect = connect.options(settings);
-        }
-        // No ping before handing out a pooled connection: it would cost a
-        // round trip on every call. A connection that died (say, Postgres
-        // restarted) fails its next statement with UNAVAILABLE, which the
-        // client retries, and is dropped from the pool.
-        let pool = PgPoolOptions::new()
+        let mut pool_options = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
-            .test_before_acquire(false)
-            .connect_lazy_with(connect.clone());
-        let group = (options.group_commit > 0).then(|| Arc::new(GroupCommit::new(pool.clone(), options.group_commit)));
-        let reads = (options.group_read > 0).then(|| Arc::new(GroupRead::new(pool.clone(), options.group_read)));
+            // No ping before handing out a pooled connection: it would cost
+            // a round trip on every call. A connection that died (say,
+            // Postgres restarted) fails its next statement with
+            // UNAVAILABLE, which the client retries, and is dropped from
+            // the pool.
+            .test_before_acquire(false);
+        match options.pooler {
+            DbPooler::None => {
+                if !settings.is_empty() {
+                    connect = connect.options(settings.clone());
+                }
+            }
+            // PgBouncer refuses startup parameters it does not know
+            // (`options`, `extra_float_digits`): none is sent (tidemark
+            // reads no floats as text, so the digits do not matter).
+            DbPooler::Session => {
+                connect = connect.extra_float_digits(None);
+                // The session is ours until we close it (PgBouncer resets it
+                // then): set once per connection.
+                let set = session_set_sql(&settings);
+                pool_options = pool_options.after_connect(move |connection, _| {
+                    let set = set.clone();
+                    Box::pin(async move {
+                        if !set.is_empty() {
+                            use sqlx::Executor;
+                            connection.execute(sqlx::raw_sql(sqlx::AssertSqlSafe(set))).await?;
+                        }
+                        Ok(())
+                    })
+                });
+            }
+            // No session setting survives: each statement's transaction
+            // sets them (see the `db` module).
+            DbPooler::Transaction => {
+                connect = connect.extra_float_digits(None);
+            }
+        }
+        let pool = pool_options.connect_lazy_with(connect.clone());
+        let db = Db::new(pool, options.pooler, &settings);
+        let group = (options.group_commit > 0).then(|| Arc::new(GroupCommit::new(db.clone(), options.group_commit)));
+        let reads = (options.group_read > 0).then(|| Arc::new(GroupRead::new(db.clone(), options.group_read)));
         Ok(Self {
-            pool,
+            db,
             group,
             reads,
             collector: Arc::default(),
+            collector_id: uuid::Uuid::now_v7(),
+            row_claim_held: Arc::default(),
             probe: Arc::default(),
             connect_options: connect,
+            session_settings: settings,
+            pooler: options.pooler,
+            migrate_url: options.migrate_url.clone(),
             acquire_timeout: options.acquire_timeout,
             max_connections: options.max_connections,
             probe_abandon_after: options.readiness_abandon_after,
@@ -164,8 +222,17 @@ impl PostgresBackend {
 
     /// The connection pool (for tests and benchmarks).
     pub fn pool(&self) -> &PgPool {
-        &self.pool
+        self.db.pool()
     }
+}
+
+/// `SET name = 'value'; …` for a session's settings (empty without any).
+fn session_set_sql(settings: &[(&str, String)]) -> String {
+    settings
+        .iter()
+        .map(|(name, value)| format!("SET {name} = '{}'", value.replace('\'', "''")))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 pub(crate) use crate::decode::{from_ts, ts};
@@ -188,17 +255,73 @@ async fn writable_connection(pool: &PgPool) -> Result<sqlx::pool::PoolConnection
     Ok(connection)
 }
 
+/// Why migrations refuse to run through a transaction pooler.
+pub const MIGRATIONS_NEED_A_SESSION: &str = "migrations need a database session (an advisory lock held across \
+     statements, a session setting), which a transaction pooler does not keep: give --migrate-database-url (a \
+     direct connection to the primary), or run `tidemark migrate` with a direct --database-url and serve with \
+     --no-migrate";
+
+/// Applies the migrations on `connection`, a session of its own that
+/// reaches a primary.
+async fn migrate_on(connection: &mut sqlx::PgConnection) -> Result<(), StoreError> {
+    // A migration may rewrite a large table: no --db-statement-timeout.
+    sqlx::query("SET statement_timeout = 0")
+        .execute(&mut *connection)
+        .await?;
+    // sqlx takes a Postgres advisory lock around the run, so replicas
+    // starting at once apply each migration exactly once. (`run_direct`
+    // is `run` on a connection already held: `run`'s `Acquire` bound on
+    // `&mut PgConnection` does not hold across async_trait's future.)
+    crate::migrations::expand_only(&MIGRATOR)
+        .run_direct(None, &mut *connection, false)
+        .await
+        .map_err(crate::migrations::failure)
+}
+
+impl PostgresBackend {
+    /// Migrations over `url`, a direct connection (`--migrate-database-url`),
+    /// on the same schema as the pool.
+    async fn migrate_directly(&self, url: &str) -> Result<(), StoreError> {
+        use sqlx::Connection;
+        let mut options: PgConnectOptions = url
+            .parse()
+            .map_err(|e| StoreError::Internal(format!("invalid migration database URL: {e}")))?;
+        options = options.application_name("tidemark");
+        if let Some((_, schema)) = self.session_settings.iter().find(|(name, _)| *name == "search_path") {
+            options = options.options([("search_path", schema.clone())]);
+        }
+        let mut connection = tokio::time::timeout(self.acquire_timeout, sqlx::PgConnection::connect_with(&options))
+            .await
+            .map_err(|_| StoreError::Unavailable("timed out connecting to the migration database".into()))??;
+        let standby: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+            .fetch_one(&mut connection)
+            .await?;
+        let outcome = if standby {
+            Err(StoreError::Unavailable(
+                "the migration database is a standby in recovery (read-only); migrations need the primary".into(),
+            ))
+        } else {
+            migrate_on(&mut connection).await
+        };
+        // Closed, never kept: a failed run leaves the migrator's lock in the
+        // session.
+        let _ = connection.close().await;
+        outcome
+    }
+}
+
 /// Ends the backend of an abandoned readiness connection (a session may
 /// end its own role's backends). Behind a transaction pooler a backend id
 /// names no session of ours, so nothing is terminated there.
 async fn terminate_backend(connection: &mut sqlx::PgConnection, pid: i32, limit: Duration) {
+    // Unprepared (the id is a number): behind a transaction pooler no
+    // statement may be named.
     let terminated = tokio::time::timeout(
         limit,
-        sqlx::query_scalar::<_, bool>("SELECT pg_terminate_backend($1)")
-            .bind(pid)
-            .fetch_one(connection),
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("SELECT pg_terminate_backend({pid})"))).fetch_one(connection),
     )
-    .await;
+    .await
+    .map(|answer| answer.and_then(|row| row.try_get::<bool, _>(0)));
     match terminated {
         Ok(Ok(true)) => tracing::info!(pid, "terminated the abandoned readiness backend"),
         Ok(Ok(false)) => tracing::debug!(pid, "the abandoned readiness backend had already ended"),
@@ -268,6 +391,48 @@ async fn commit_probe(connection: &mut sqlx::PgConnection) -> Result<(), StoreEr
     Ok(())
 }
 
+/// [`commit_probe`] behind a transaction pooler: one explicit transaction
+/// (the server is ours only inside one), unprepared statements, and the
+/// backend's id read inside it, so a probe abandoned in its commit can
+/// still have that backend terminated (through the pooler, from another
+/// server connection of tidemark's role).
+async fn commit_probe_in_transaction(probe: &mut ProbeConnection) -> Result<(), StoreError> {
+    let connection = &mut probe.connection;
+    let pid: i32 = sqlx::raw_sql("BEGIN; SELECT pg_backend_pid()")
+        .fetch_one(&mut *connection)
+        .await?
+        .try_get(0)?;
+    probe.backend_pid = Some(pid);
+    let state = sqlx::raw_sql("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')")
+        .fetch_one(&mut *connection)
+        .await?;
+    if state.try_get::<bool, _>(0)? {
+        return Err(StoreError::Unavailable(
+            "the database is a standby in recovery (read-only); tidemark needs the primary".into(),
+        ));
+    }
+    if state.try_get::<String, _>(1)? == "on" {
+        return Err(StoreError::Unavailable(
+            "the database is in read-only mode (default_transaction_read_only); tidemark needs to write".into(),
+        ));
+    }
+    match sqlx::raw_sql("SELECT pg_logical_emit_message(true, 'tidemark', 'readiness')")
+        .execute(&mut *connection)
+        .await
+    {
+        Ok(_) => {}
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42501") => {
+            warn_once_without_commit_probe();
+            sqlx::raw_sql("ROLLBACK").execute(&mut *connection).await?;
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    }
+    // Waits for the WAL flush and the synchronous standbys, as every commit.
+    sqlx::raw_sql("COMMIT").execute(&mut *connection).await?;
+    Ok(())
+}
+
 fn warn_once_without_commit_probe() {
     static WARNED: std::sync::Once = std::sync::Once::new();
     WARNED.call_once(|| {
@@ -305,29 +470,24 @@ impl Backend for PostgresBackend {
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
+        if let Some(url) = &self.migrate_url {
+            return self.migrate_directly(url).await;
+        }
+        if self.pooler == DbPooler::Transaction {
+            return Err(StoreError::Internal(MIGRATIONS_NEED_A_SESSION.into()));
+        }
         // Never on a standby: behind a balancer that has not yet noticed a
         // failover, or given a replica's address by mistake, the run would
         // fail halfway (or, with nothing to apply, pass without a primary).
         // The check and the run share one connection, so they reach the
         // same server.
-        let mut connection = writable_connection(&self.pool).await?;
+        let mut connection = writable_connection(self.db.pool()).await?;
         // The connection leaves with session state: the statement timeout
         // lifted below, and after a failed run the migrator's advisory lock
         // (sqlx releases it only on success), which would otherwise block
         // every other replica's migrations for as long as it stays pooled.
         connection.close_on_drop();
-        // A migration may rewrite a large table: no --db-statement-timeout.
-        sqlx::query("SET statement_timeout = 0")
-            .execute(&mut *connection)
-            .await?;
-        // sqlx takes a Postgres advisory lock around the run, so replicas
-        // starting at once apply each migration exactly once. (`run_direct`
-        // is `run` on a connection already held: `run`'s `Acquire` bound on
-        // `&mut PgConnection` does not hold across async_trait's future.)
-        crate::migrations::expand_only(&MIGRATOR)
-            .run_direct(None, &mut *connection, false)
-            .await
-            .map_err(crate::migrations::failure)
+        migrate_on(&mut connection).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -357,14 +517,19 @@ impl Backend for PostgresBackend {
                 let mut connection = tokio::time::timeout(self.acquire_timeout, connecting)
                     .await
                     .map_err(|_| StoreError::Unavailable("timed out connecting to the database".into()))??;
-                // Reads need no commit: neither waits for a standby.
-                let backend_pid = tokio::time::timeout(
-                    self.acquire_timeout,
-                    sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()").fetch_one(&mut connection),
-                )
-                .await
-                .ok()
-                .and_then(Result::ok);
+                // Reads need no commit: neither waits for a standby. Behind a
+                // transaction pooler the backend is ours only inside each
+                // probe's transaction, which reads its id itself.
+                let backend_pid = match self.pooler {
+                    DbPooler::Transaction => None,
+                    _ => tokio::time::timeout(
+                        self.acquire_timeout,
+                        sqlx::query_scalar::<_, i32>("SELECT pg_backend_pid()").fetch_one(&mut connection),
+                    )
+                    .await
+                    .ok()
+                    .and_then(Result::ok),
+                };
                 if let Some(pid) = abandoned_pid.take() {
                     terminate_backend(&mut connection, pid, self.acquire_timeout).await;
                 }
@@ -376,7 +541,10 @@ impl Backend for PostgresBackend {
             }
             let probe = slot.as_mut().expect("connected above");
             probe.unanswered_since.get_or_insert_with(Instant::now);
-            let outcome = commit_probe(&mut probe.connection).await;
+            let outcome = match self.pooler {
+                DbPooler::Transaction => commit_probe_in_transaction(probe).await,
+                _ => commit_probe(&mut probe.connection).await,
+            };
             probe.unanswered_since = None;
             if outcome.is_err() {
                 // A standby's or a broken session is not kept: the next
@@ -399,9 +567,15 @@ impl Backend for PostgresBackend {
         if let Some((connection, _)) = self.collector.lock().await.take() {
             let _ = connection.close().await;
         }
+        if self.row_claim_held.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            let _ = sqlx::query(stats::RELEASE_CLAIM_ROW)
+                .bind(self.collector_id)
+                .execute(&self.db)
+                .await;
+        }
         if let Some(probe) = self.probe.lock().await.take() {
             let _ = tokio::time::timeout(Duration::from_secs(1), probe.connection.close()).await;
         }
-        self.pool.close().await;
+        self.db.pool().close().await;
     }
 }

@@ -27,7 +27,7 @@ impl OptionsStore for PostgresBackend {
     async fn table_options(&self, table: &TableName) -> Result<StoredOptions, StoreError> {
         let Some(row) = sqlx::query(TABLE_OPTIONS)
             .bind(table.as_str())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.db)
             .await?
         else {
             return Ok(StoredOptions::default());
@@ -60,6 +60,6 @@ impl OptionsStore for PostgresBackend {
             None => query,
             Some(version) => query.bind(version),
         };
-        Ok(query.execute(&self.pool).await?.rows_affected() == 1)
+        Ok(query.execute(&self.db).await?.rows_affected() == 1)
     }
 }

@@ -97,7 +97,7 @@ impl PaimonStore for PostgresBackend {
             .bind(location)
             .bind(ctx.principal.clone())
             .bind(identity)
-            .execute(&self.pool)
+            .execute(&self.db)
             .await?;
         Ok(())
     }
@@ -107,7 +107,7 @@ impl PaimonStore for PostgresBackend {
             .bind(table.as_str())
             .bind(location)
             .bind(identity)
-            .execute(&self.pool)
+            .execute(&self.db)
             .await?;
         Ok(())
     }
@@ -115,19 +115,19 @@ impl PaimonStore for PostgresBackend {
     async fn unregister_table(&self, table: &TableName) -> Result<bool, StoreError> {
         let deleted = sqlx::query(UNREGISTER_TABLE)
             .bind(table.as_str())
-            .execute(&self.pool)
+            .execute(&self.db)
             .await?
             .rows_affected();
         Ok(deleted > 0)
     }
 
     async fn registered_tables(&self) -> Result<Vec<RegisteredTable>, StoreError> {
-        let rows = sqlx::query(REGISTERED_TABLES).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(REGISTERED_TABLES).fetch_all(&self.db).await?;
         rows.iter().map(decode::registered).collect()
     }
 
     async fn mirror_inventory(&self) -> Result<Vec<MirrorEntry>, StoreError> {
-        let rows = sqlx::query(MIRROR_INVENTORY.as_str()).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(MIRROR_INVENTORY.as_str()).fetch_all(&self.db).await?;
         rows.iter().map(decode::mirror_entry).collect()
     }
 
@@ -135,7 +135,7 @@ impl PaimonStore for PostgresBackend {
         let rows = sqlx::query(MIRROR_TASKS)
             .bind(duration_micros(refresh))
             .bind(limit)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await?;
         rows.iter().map(decode::mirror_task).collect()
     }
@@ -148,13 +148,13 @@ impl PaimonStore for PostgresBackend {
                 .bind(task.updated_at.map(ts)),
             Some(error) => decode::bind_key(sqlx::query(MIRROR_FAILED), key).bind(error.to_owned()),
         };
-        query.execute(&self.pool).await?;
+        query.execute(&self.db).await?;
         Ok(())
     }
 
     async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError> {
         let row = decode::bind_key(sqlx::query(MIRROR_STATE), key)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.db)
             .await?;
         row.as_ref().map(decode::mirror_state).transpose()
     }

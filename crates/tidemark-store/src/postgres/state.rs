@@ -66,21 +66,25 @@ impl StateStore for PostgresBackend {
     ) -> Result<(), StoreError> {
         let table = table.map(|t| t.as_str().to_owned());
         // One snapshot for every statement below (SPEC §11 A7).
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.begin().await?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *tx)
+            .execute(self.db.on(&mut tx))
             .await?;
-        let now = from_ts(sqlx::query_scalar("SELECT tidemark_now()").fetch_one(&mut *tx).await?);
+        let now = from_ts(
+            sqlx::query_scalar("SELECT tidemark_now()")
+                .fetch_one(self.db.on(&mut tx))
+                .await?,
+        );
         let options = sqlx::query(EXPORT_OPTIONS)
             .bind(table.clone())
-            .fetch_all(&mut *tx)
+            .fetch_all(self.db.on(&mut tx))
             .await?
             .iter()
             .map(|row| Ok((decode::table_name(row)?, decode::options(row)?)))
             .collect::<Result<_, StoreError>>()?;
         let registrations = sqlx::query(EXPORT_REGISTRATIONS)
             .bind(table.clone())
-            .fetch_all(&mut *tx)
+            .fetch_all(self.db.on(&mut tx))
             .await?
             .iter()
             .map(decode::registered)
@@ -99,7 +103,7 @@ impl StateStore for PostgresBackend {
         let mut after: Option<ConsumerKey> = None;
         loop {
             let rows = decode::bind_export_page(sqlx::query(EXPORT_KEYS.as_str()), table.clone(), after.as_ref(), page)
-                .fetch_all(&mut *tx)
+                .fetch_all(self.db.on(&mut tx))
                 .await?;
             let keys: Vec<KeyState> = rows
                 .iter()
@@ -143,7 +147,7 @@ impl StateStore for PostgresBackend {
             .bind(ctx.request_id.clone());
         let row_values: Vec<KeyRow> = states().map(KeyRow::from_state).collect();
         let written = KeyRow::bind_pg_arrays(row_values.iter(), query)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await?;
         let mut created = vec![false; rows.len()];
         for row in written {

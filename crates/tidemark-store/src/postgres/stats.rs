@@ -17,6 +17,21 @@ use crate::stats::{FleetStats, PoolStats, StatsStore, branches_sql, oldest_probe
 /// their own collector).
 const CLAIM: &str = "SELECT pg_try_advisory_lock(7431, hashtext(current_schema()))";
 
+/// The collector's claim behind a transaction pooler: a row lease, taken
+/// when free or lapsed, renewed by its holder. Wall time (the database's),
+/// never the test clock.
+const CLAIM_ROW: &str = "INSERT INTO collector_lease AS c (id, holder, until)
+    VALUES (1, $1, clock_timestamp() + $2 * interval '1 microsecond')
+    ON CONFLICT (id) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until
+    WHERE c.holder = EXCLUDED.holder OR c.until < clock_timestamp()
+    RETURNING true";
+
+/// How long a row claim lasts unrenewed: a collector that died is replaced
+/// within this (a gauge round renews it, every --gauge-interval).
+pub(super) const COLLECTOR_LEASE: Duration = Duration::from_secs(60);
+
+pub(super) const RELEASE_CLAIM_ROW: &str = "DELETE FROM collector_lease WHERE holder = $1";
+
 static BRANCHES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| branches_sql("$1"));
 static WORST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| worst_sql("$1"));
 
@@ -41,6 +56,21 @@ const HISTORY_OLDEST_BEYOND: &str =
 impl StatsStore for PostgresBackend {
     async fn claim_collector(&self) -> Result<bool, StoreError> {
         use sqlx::Connection;
+        if self.pooler == super::DbPooler::Transaction {
+            // No session outlives a transaction there: a row lease instead
+            // of the session's advisory lock.
+            let claimed = sqlx::query(CLAIM_ROW)
+                .bind(self.collector_id)
+                .bind(duration_micros(COLLECTOR_LEASE))
+                .fetch_optional(&self.db)
+                .await?
+                .is_some();
+            let held = self.row_claim_held.swap(claimed, std::sync::atomic::Ordering::Relaxed);
+            if claimed && !held {
+                tracing::info!("this replica now computes the fleet gauges");
+            }
+            return Ok(claimed);
+        }
         let mut slot = self.collector.lock().await;
         if slot.is_none() {
             let connecting = sqlx::PgConnection::connect_with(&self.connect_options);
@@ -93,12 +123,12 @@ impl StatsStore for PostgresBackend {
         window: Duration,
     ) -> Result<FleetStats, StoreError> {
         let mut stats = FleetStats::default();
-        let row = sqlx::query(LIVE_LEASES).fetch_one(&self.pool).await?;
+        let row = sqlx::query(LIVE_LEASES).fetch_one(&self.db).await?;
         stats.now = from_ts(row.try_get::<DateTime<Utc>, _>("now")?);
         stats.live_leases = row.try_get("live")?;
         for row in sqlx::query(sqlx::AssertSqlSafe(BRANCHES.as_str()))
             .bind(branch_limit)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db)
             .await?
         {
             stats.branches.push(decode::branch_stats(&row)?);
@@ -106,16 +136,16 @@ impl StatsStore for PostgresBackend {
         if worst > 0 {
             for row in sqlx::query(sqlx::AssertSqlSafe(WORST.as_str()))
                 .bind(worst)
-                .fetch_all(&self.pool)
+                .fetch_all(&self.db)
                 .await?
             {
                 stats.worst.push(decode::consumer_lag_row(&row)?);
             }
         }
-        let estimate: Option<i64> = sqlx::query_scalar(HISTORY_ESTIMATE).fetch_optional(&self.pool).await?;
+        let estimate: Option<i64> = sqlx::query_scalar(HISTORY_ESTIMATE).fetch_optional(&self.db).await?;
         stats.history_rows = match estimate {
             Some(rows) if rows >= 0 => Some(rows),
-            _ => Some(sqlx::query_scalar(HISTORY_BOUNDED_COUNT).fetch_one(&self.pool).await?),
+            _ => Some(sqlx::query_scalar(HISTORY_BOUNDED_COUNT).fetch_one(&self.db).await?),
         };
         if let Some(retention) = history_retention {
             // A small history is simply read whole; a large one around the
@@ -129,7 +159,7 @@ impl StatsStore for PostgresBackend {
             for age in probes {
                 let oldest: Option<DateTime<Utc>> = sqlx::query_scalar(HISTORY_OLDEST_BEYOND)
                     .bind(duration_micros(age))
-                    .fetch_one(&self.pool)
+                    .fetch_one(&self.db)
                     .await?;
                 if let Some(oldest) = oldest {
                     stats.history_oldest = Some(from_ts(oldest));
@@ -141,10 +171,10 @@ impl StatsStore for PostgresBackend {
     }
 
     fn pool_stats(&self) -> PoolStats {
-        let open = self.pool.size();
+        let open = self.db.pool().size();
         PoolStats {
             open,
-            idle: u32::try_from(self.pool.num_idle()).unwrap_or(open),
+            idle: u32::try_from(self.db.pool().num_idle()).unwrap_or(open),
             max: self.max_connections,
         }
     }

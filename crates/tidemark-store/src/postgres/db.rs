@@ -1,0 +1,276 @@
+//! Where statements run: the pool, directly or behind a connection pooler.
+//!
+//! Behind PgBouncer in transaction mode a server connection is ours only
+//! inside a transaction, and sqlx sends a statement in two exchanges (parse,
+//! then bind and execute), each ending in a `Sync` after which the pooler
+//! may hand the server to another client. So there every statement runs
+//! unnamed inside a transaction of its own, begun together with its
+//! timeouts (`SET LOCAL`, since no session setting survives), and is
+//! acknowledged only once that transaction committed. Directly or behind a
+//! session pooler, statements are named and cached as usual.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use futures::future::{BoxFuture, TryFutureExt};
+use futures::stream::{BoxStream, StreamExt, TryStreamExt};
+use sqlx::postgres::{PgArguments, PgConnection, PgPool, PgQueryResult, PgRow, PgStatement, PgTypeInfo};
+use sqlx::{Either, Execute, Executor, Postgres};
+
+/// What sits between tidemark and Postgres (`--db-pooler`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DbPooler {
+    /// A direct connection (or a proxy that keeps sessions whole).
+    #[default]
+    None,
+    /// PgBouncer (or alike) in session mode: a server connection is ours
+    /// for as long as our connection lasts, but no startup parameter beyond
+    /// the few it knows is accepted.
+    Session,
+    /// PgBouncer in transaction mode: a server connection is ours for one
+    /// transaction at a time.
+    Transaction,
+}
+
+impl DbPooler {
+    /// The flag's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DbPooler::None => "none",
+            DbPooler::Session => "session",
+            DbPooler::Transaction => "transaction",
+        }
+    }
+}
+
+impl fmt::Display for DbPooler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for DbPooler {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => Ok(DbPooler::None),
+            "session" => Ok(DbPooler::Session),
+            "transaction" => Ok(DbPooler::Transaction),
+            other => Err(format!("unknown pooler {other:?}: none, session or transaction")),
+        }
+    }
+}
+
+/// The pool, with how statements must run on it.
+#[derive(Debug, Clone)]
+pub(crate) struct Db {
+    pool: PgPool,
+    /// Behind a transaction pooler: what begins each statement's
+    /// transaction (`BEGIN` and the `SET LOCAL`s). `None` otherwise.
+    begin: Option<Arc<str>>,
+}
+
+impl Db {
+    pub(crate) fn new(pool: PgPool, pooler: DbPooler, local_settings: &[(&str, String)]) -> Self {
+        let begin = (pooler == DbPooler::Transaction).then(|| begin_sql(local_settings).into());
+        Self { pool, begin }
+    }
+
+    pub(crate) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Whether statements must be unnamed, each in a transaction.
+    pub(crate) fn transaction_pooled(&self) -> bool {
+        self.begin.is_some()
+    }
+
+    /// A transaction (with the session's timeouts, behind a transaction
+    /// pooler). Run its statements through [`Db::on`].
+    pub(crate) async fn begin(&self) -> Result<sqlx::Transaction<'static, Postgres>, sqlx::Error> {
+        match &self.begin {
+            Some(begin) => self.pool.begin_with(sqlx::AssertSqlSafe(begin.to_string())).await,
+            None => self.pool.begin().await,
+        }
+    }
+
+    /// `connection` as an executor that names statements only where that
+    /// is safe.
+    pub(crate) fn on<'c>(&self, connection: &'c mut PgConnection) -> On<'c> {
+        On {
+            connection,
+            unnamed: self.transaction_pooled(),
+        }
+    }
+}
+
+/// `BEGIN` followed by `SET LOCAL name = 'value'` for each setting (the
+/// values are tidemark's own: numbers and a schema name it validated).
+fn begin_sql(settings: &[(&str, String)]) -> String {
+    let mut sql = String::from("BEGIN");
+    for (name, value) in settings {
+        sql.push_str(&format!("; SET LOCAL {name} = '{}'", value.replace('\'', "''")));
+    }
+    sql
+}
+
+/// A query that is never prepared under a name.
+struct Unnamed<E>(E);
+
+impl<'q, E: Execute<'q, Postgres>> Execute<'q, Postgres> for Unnamed<E> {
+    fn sql(self) -> sqlx::SqlStr {
+        self.0.sql()
+    }
+
+    fn statement(&self) -> Option<&PgStatement> {
+        self.0.statement()
+    }
+
+    fn take_arguments(&mut self) -> Result<Option<PgArguments>, sqlx::error::BoxDynError> {
+        self.0.take_arguments()
+    }
+
+    fn persistent(&self) -> bool {
+        false
+    }
+}
+
+type Item = Result<Either<PgQueryResult, PgRow>, sqlx::Error>;
+
+impl<'p> Executor<'p> for &'_ Db {
+    type Database = Postgres;
+
+    fn fetch_many<'e, 'q: 'e, E>(self, query: E) -> BoxStream<'e, Item>
+    where
+        'p: 'e,
+        E: 'q + Execute<'q, Postgres>,
+    {
+        let Some(begin) = self.begin.clone() else {
+            return (&self.pool).fetch_many(query);
+        };
+        let pool = self.pool.clone();
+        // Collected, then committed, then handed out: a row is only seen
+        // once what produced it is durable.
+        let all = async move {
+            let mut tx = pool.begin_with(sqlx::AssertSqlSafe(begin.to_string())).await?;
+            let items: Vec<Either<PgQueryResult, PgRow>> = tx.fetch_many(Unnamed(query)).try_collect().await?;
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(futures::stream::iter(items.into_iter().map(Ok)))
+        };
+        all.try_flatten_stream().boxed()
+    }
+
+    fn fetch_optional<'e, 'q: 'e, E>(self, query: E) -> BoxFuture<'e, Result<Option<PgRow>, sqlx::Error>>
+    where
+        'p: 'e,
+        E: 'q + Execute<'q, Postgres>,
+    {
+        let Some(begin) = self.begin.clone() else {
+            return (&self.pool).fetch_optional(query);
+        };
+        let pool = self.pool.clone();
+        Box::pin(async move {
+            let mut tx = pool.begin_with(sqlx::AssertSqlSafe(begin.to_string())).await?;
+            let row = tx.fetch_optional(Unnamed(query)).await?;
+            tx.commit().await?;
+            Ok(row)
+        })
+    }
+
+    fn prepare_with<'e>(
+        self,
+        sql: sqlx::SqlStr,
+        parameters: &'e [PgTypeInfo],
+    ) -> BoxFuture<'e, Result<PgStatement, sqlx::Error>>
+    where
+        'p: 'e,
+    {
+        (&self.pool).prepare_with(sql, parameters)
+    }
+
+    fn describe<'e>(self, sql: sqlx::SqlStr) -> BoxFuture<'e, Result<sqlx::Describe<Postgres>, sqlx::Error>>
+    where
+        'p: 'e,
+    {
+        (&self.pool).describe(sql)
+    }
+}
+
+/// A connection (a transaction's, usually) as an executor: statements
+/// unnamed behind a transaction pooler.
+#[derive(Debug)]
+pub(crate) struct On<'c> {
+    connection: &'c mut PgConnection,
+    unnamed: bool,
+}
+
+impl<'c> Executor<'c> for On<'c> {
+    type Database = Postgres;
+
+    fn fetch_many<'e, 'q: 'e, E>(self, query: E) -> BoxStream<'e, Item>
+    where
+        'c: 'e,
+        E: 'q + Execute<'q, Postgres>,
+    {
+        if self.unnamed {
+            self.connection.fetch_many(Unnamed(query))
+        } else {
+            self.connection.fetch_many(query)
+        }
+    }
+
+    fn fetch_optional<'e, 'q: 'e, E>(self, query: E) -> BoxFuture<'e, Result<Option<PgRow>, sqlx::Error>>
+    where
+        'c: 'e,
+        E: 'q + Execute<'q, Postgres>,
+    {
+        if self.unnamed {
+            self.connection.fetch_optional(Unnamed(query))
+        } else {
+            self.connection.fetch_optional(query)
+        }
+    }
+
+    fn prepare_with<'e>(
+        self,
+        sql: sqlx::SqlStr,
+        parameters: &'e [PgTypeInfo],
+    ) -> BoxFuture<'e, Result<PgStatement, sqlx::Error>>
+    where
+        'c: 'e,
+    {
+        self.connection.prepare_with(sql, parameters)
+    }
+
+    fn describe<'e>(self, sql: sqlx::SqlStr) -> BoxFuture<'e, Result<sqlx::Describe<Postgres>, sqlx::Error>>
+    where
+        'c: 'e,
+    {
+        self.connection.describe(sql)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_begin_statement_sets_each_setting_locally_and_quotes_values() {
+        assert_eq!(begin_sql(&[]), "BEGIN");
+        assert_eq!(
+            begin_sql(&[("statement_timeout", "10000".into()), ("search_path", "a'b".into())]),
+            "BEGIN; SET LOCAL statement_timeout = '10000'; SET LOCAL search_path = 'a''b'"
+        );
+    }
+
+    #[test]
+    fn the_pooler_flag_round_trips_and_names_the_choices_when_wrong() {
+        for pooler in [DbPooler::None, DbPooler::Session, DbPooler::Transaction] {
+            assert_eq!(pooler.as_str().parse::<DbPooler>(), Ok(pooler));
+        }
+        let error = "pgbouncer".parse::<DbPooler>().unwrap_err();
+        assert!(error.contains("none, session or transaction"), "{error}");
+    }
+}
