@@ -75,11 +75,20 @@ impl DatabaseArgs {
             readiness_abandon_after: self.readiness_abandon_after.0.max(Duration::from_millis(100)),
             pooler: self.db_pooler,
             migrate_url: self.migrate_database_url.clone(),
+            ..PostgresOptions::default()
         }
     }
 
     pub(crate) async fn store_backend(&self) -> anyhow::Result<std::sync::Arc<dyn tidemark_store::Backend>> {
-        open_backend(&self.database_url, &self.postgres_options())
+        self.store_backend_with(self.postgres_options()).await
+    }
+
+    /// [`DatabaseArgs::store_backend`] with these Postgres options.
+    pub(crate) async fn store_backend_with(
+        &self,
+        options: PostgresOptions,
+    ) -> anyhow::Result<std::sync::Arc<dyn tidemark_store::Backend>> {
+        open_backend(&self.database_url, &options)
             .await
             .with_context(|| format!("cannot open the database {}", redact(&self.database_url)))
     }

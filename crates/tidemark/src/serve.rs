@@ -238,7 +238,15 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(list)
     };
 
-    let backend = args.database.store_backend().await?;
+    // Behind a transaction pooler the gauge collector's claim is a row
+    // lease renewed every round: three rounds without one hand it over.
+    let backend = args
+        .database
+        .store_backend_with(tidemark_store::PostgresOptions {
+            collector_lease: (args.gauge_interval.0 * 3).max(Duration::from_secs(1)),
+            ..args.database.postgres_options()
+        })
+        .await?;
     if args.no_migrate {
         tracing::info!("skipping migrations (--no-migrate)");
     } else {

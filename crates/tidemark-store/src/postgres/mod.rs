@@ -77,6 +77,10 @@ pub struct PostgresOptions {
     /// need a session (an advisory lock, a setting) that a transaction
     /// pooler does not keep.
     pub migrate_url: Option<String>,
+    /// Behind a transaction pooler, how long the gauge collector's row
+    /// claim lasts unrenewed (a collector that died is replaced within
+    /// it); the server sets three gauge intervals.
+    pub collector_lease: Duration,
 }
 
 impl Default for PostgresOptions {
@@ -91,6 +95,7 @@ impl Default for PostgresOptions {
             readiness_abandon_after: Duration::from_secs(60),
             pooler: DbPooler::None,
             migrate_url: None,
+            collector_lease: Duration::from_secs(60),
         }
     }
 }
@@ -115,6 +120,7 @@ pub struct PostgresBackend {
     /// This backend's id as the collector's row-lease holder (behind a
     /// transaction pooler), and whether it holds it.
     collector_id: uuid::Uuid,
+    collector_lease: Duration,
     row_claim_held: Arc<std::sync::atomic::AtomicBool>,
     /// Readiness's own connection (outside the pool): a probe that stalls
     /// (commits waiting for a synchronous standby) holds this one
@@ -198,6 +204,7 @@ impl PostgresBackend {
             reads,
             collector: Arc::default(),
             collector_id: uuid::Uuid::now_v7(),
+            collector_lease: options.collector_lease,
             row_claim_held: Arc::default(),
             probe: Arc::default(),
             connect_options: connect,

@@ -26,10 +26,6 @@ const CLAIM_ROW: &str = "INSERT INTO collector_lease AS c (id, holder, until)
     WHERE c.holder = EXCLUDED.holder OR c.until < clock_timestamp()
     RETURNING true";
 
-/// How long a row claim lasts unrenewed: a collector that died is replaced
-/// within this (a gauge round renews it, every --gauge-interval).
-pub(super) const COLLECTOR_LEASE: Duration = Duration::from_secs(60);
-
 pub(super) const RELEASE_CLAIM_ROW: &str = "DELETE FROM collector_lease WHERE holder = $1";
 
 static BRANCHES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| branches_sql("$1"));
@@ -61,7 +57,7 @@ impl StatsStore for PostgresBackend {
             // of the session's advisory lock.
             let claimed = sqlx::query(CLAIM_ROW)
                 .bind(self.collector_id)
-                .bind(duration_micros(COLLECTOR_LEASE))
+                .bind(duration_micros(self.collector_lease))
                 .fetch_optional(&self.db)
                 .await?
                 .is_some();
