@@ -19,6 +19,7 @@ on_both_backends!(
     plans_preconditions_and_force_hold,
     bulk_revoke_fences_every_selected_holder,
     lag_in_time_for_registered_tables,
+    a_bulk_clear_cut_by_the_calls_time_reports_what_it_did_and_what_it_did_not_reach,
 );
 
 /// Schema written at this time; snapshot n committed n seconds later.
@@ -390,4 +391,75 @@ async fn lag_in_time_for_registered_tables(kind: Kind) {
     assert_eq!(info.consumer.unwrap().lag, Some(7));
     let waited = info.lag_time.expect("lag in time").seconds;
     assert!((3_596 - 60..=3_596 + 60).contains(&waited), "waited {waited} s");
+}
+
+/// A bulk operation larger than its call's time: before, the call ended
+/// `DEADLINE_EXCEEDED` with part of the consumers cleared and no word of
+/// which. Now it stops applying before the call's limit (here the client's
+/// 400 ms `grpc-timeout`) and answers with what it cleared and, as
+/// `NOT_REACHED`, what it left unchanged; the two add up to the selection
+/// and match the database.
+async fn a_bulk_clear_cut_by_the_calls_time_reports_what_it_did_and_what_it_did_not_reach(kind: Kind) {
+    let server = TestServer::start_with(kind, LeasePolicy::default(), ServerConfig::default()).await;
+    let mut admin = AdminClient::new(server.channel().await);
+    let ctx = tidemark_store::CallContext::internal("setup");
+    const MANY: usize = 3000;
+    for i in 0..MANY {
+        let key = tidemark_core::ConsumerKey::parse("db.bulk", "main", &format!("c{i:05}"), "").unwrap();
+        server
+            .store
+            .reset_consumer(&ctx, &key, 3, None, false, true)
+            .await
+            .unwrap();
+    }
+    let mut request = tonic::Request::new(pb::ClearConsumersRequest {
+        table: "db.bulk".into(),
+        branch: String::new(),
+        including: String::new(),
+        excluding: String::new(),
+        force: false,
+        execute: true,
+    });
+    request.set_timeout(std::time::Duration::from_millis(400));
+    let answer = admin
+        .clear_consumers(request)
+        .await
+        .expect("an answer, not DEADLINE_EXCEEDED")
+        .into_inner();
+    let not_reached: Vec<&pb::SkippedConsumer> = answer.skipped.iter().filter(|s| s.reason == "NOT_REACHED").collect();
+    assert_eq!(answer.skipped.len(), not_reached.len(), "{:?}", answer.skipped.first());
+    assert!(
+        !not_reached.is_empty(),
+        "3000 consumers cleared within 400 ms: make the test larger"
+    );
+    assert_eq!(answer.cleared.len() + not_reached.len(), MANY);
+    // The answer matches the database: the cleared are gone, the rest kept.
+    let mut left: Vec<String> = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = admin
+            .list_consumers(pb::ListConsumersRequest {
+                table: "db.bulk".into(),
+                page_size: 1000,
+                page_token: token,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        left.extend(
+            page.consumers
+                .iter()
+                .filter(|c| c.consumer.is_some())
+                .map(|c| c.key.as_ref().unwrap().consumer_id.clone()),
+        );
+        token = page.next_page_token;
+        if token.is_empty() {
+            break;
+        }
+    }
+    left.sort();
+    let mut reported: Vec<String> = not_reached.iter().map(|s| s.consumer_id.clone()).collect();
+    reported.sort();
+    assert_eq!(left, reported);
 }

@@ -44,9 +44,27 @@ fn check_expected(state: Option<&KeyState>, expected: Option<i64>) -> Result<(),
 
 /// A live lease blocks operator changes unless `force` revokes it (the epoch
 /// is bumped, so the running query is fenced, never raced).
+/// Which live lease a forced change may revoke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Force {
+    /// None: a live lease refuses the change (`LEASE_HELD`).
+    No,
+    /// Whichever is live when the change is written.
+    AnyLease,
+    /// Only this one (the lease a plan or a listing showed); another live
+    /// lease refuses the change as if not forced.
+    Lease(uuid::Uuid),
+}
+
+impl From<bool> for Force {
+    fn from(force: bool) -> Self {
+        if force { Force::AnyLease } else { Force::No }
+    }
+}
+
 pub(crate) fn clear_live_lease(
     next: &mut KeyState,
-    force: bool,
+    force: impl Into<Force>,
     now: Timestamp,
     why: &str,
     events: &mut Vec<HistoryEvent>,
@@ -54,7 +72,12 @@ pub(crate) fn clear_live_lease(
     let Some(live) = next.live_lease(now).cloned() else {
         return Ok(None);
     };
-    if !force {
+    let forced = match force.into() {
+        Force::No => false,
+        Force::AnyLease => true,
+        Force::Lease(seen) => live.lease_id == seen,
+    };
+    if !forced {
         return Err(CoreError::LeaseHeld {
             key: next.key.clone(),
             holder: live.holder.clone(),
@@ -84,7 +107,28 @@ pub fn reset(
             format!("must be >= 1 (got {next_snapshot})"),
         ));
     }
+    reset_to(state, key, |_| Ok(next_snapshot), expected, force.into(), now)
+}
+
+/// A6, one key of a bulk reset: the position is `target` of the position
+/// the change compares against (the key as loaded for the write, not as a
+/// listing showed it), and `force` revokes only the lease it names.
+pub fn reset_to(
+    state: Option<&KeyState>,
+    key: &ConsumerKey,
+    target: impl FnOnce(Option<i64>) -> Result<i64, CoreError>,
+    expected: Option<i64>,
+    force: Force,
+    now: Timestamp,
+) -> Result<Transition<AdminChange>, CoreError> {
     check_expected(state, expected)?;
+    let next_snapshot = target(state.and_then(KeyState::next_snapshot))?;
+    if next_snapshot < 1 {
+        return Err(CoreError::invalid(
+            "next_snapshot",
+            format!("must be >= 1 (got {next_snapshot})"),
+        ));
+    }
     let mut next = state.cloned().unwrap_or_else(|| KeyState::new(key.clone()));
     let mut events = Vec::new();
     let revoked = clear_live_lease(&mut next, force, now, "forced by a consumer reset", &mut events)?;

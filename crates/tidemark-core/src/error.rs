@@ -217,6 +217,17 @@ pub enum CoreError {
         consumer_id: String,
     },
 
+    /// A bulk operation ran out of its call's time before this consumer:
+    /// nothing was changed for it (the answer lists what was).
+    #[error(
+        "consumer {consumer_id} was not reached before the call's time ran out; nothing was changed for it: \
+         send the request again for the rest"
+    )]
+    NotReached {
+        /// The consumer.
+        consumer_id: String,
+    },
+
     /// SPEC §7: the key's epochs are used up; a new epoch would pass the
     /// ceiling, so no lease can be granted or revoked on it. Epochs never
     /// wrap.
@@ -264,6 +275,7 @@ impl CoreError {
             CoreError::TableIdentityChanged { .. } => "TABLE_IDENTITY_CHANGED",
             CoreError::TableNotRegistered { .. } => "TABLE_NOT_REGISTERED",
             CoreError::NotInPlan { .. } => "NOT_IN_PLAN",
+            CoreError::NotReached { .. } => "NOT_REACHED",
             CoreError::EpochExhausted { .. } => "EPOCH_EXHAUSTED",
         }
     }
@@ -359,7 +371,9 @@ impl CoreError {
                 ("found_identity", found.clone()),
             ],
             CoreError::TableNotRegistered { table } => vec![("table", table.clone())],
-            CoreError::NotInPlan { consumer_id } => vec![("consumer_id", consumer_id.clone())],
+            CoreError::NotInPlan { consumer_id } | CoreError::NotReached { consumer_id } => {
+                vec![("consumer_id", consumer_id.clone())]
+            }
             CoreError::NextSnapshotMismatch { expected, actual } => {
                 let mut m = vec![("expected_next_snapshot", expected.to_string())];
                 if let Some(actual) = actual {

@@ -285,6 +285,24 @@ pub struct Revoked {
     pub epoch: i64,
 }
 
+/// A4 in bulk: revokes the key's live lease only if it is `seen` (the one
+/// the listing showed); a lease that ended or was replaced since is left
+/// alone, as if none were live.
+pub fn revoke_seen(
+    state: Option<&KeyState>,
+    now: Timestamp,
+    reason: &str,
+    seen: Uuid,
+) -> Result<Transition<Revoked>, CoreError> {
+    match state.and_then(|s| s.live_lease(now)) {
+        Some(live) if live.lease_id == seen => revoke(state, now, reason),
+        _ => Ok(Transition::read_only(Revoked {
+            lease: None,
+            epoch: state.map_or(0, |s| s.epoch),
+        })),
+    }
+}
+
 /// L8: ends the key's live lease and burns an epoch, so the running query is
 /// fenced. A key with no live lease is left alone; one whose epochs are
 /// used up is refused (`EPOCH_EXHAUSTED`), since a revocation that burns no

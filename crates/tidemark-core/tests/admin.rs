@@ -216,3 +216,94 @@ fn e2_liveness_as_operators_see_it() {
     let l = admin::liveness(&consumer(10), Some(hour), at(3601)).unwrap();
     assert_eq!((l.expired, l.expires_in), (true, None));
 }
+
+#[test]
+fn a6_a_bulk_resets_target_is_taken_from_the_position_it_compares() {
+    let t = admin::reset_to(
+        Some(&consumer(20)),
+        &key(),
+        |p| Ok(p.unwrap() + 5),
+        None,
+        admin::Force::No,
+        at(5),
+    )
+    .unwrap();
+    assert_eq!(t.output.new_next, Some(25));
+    assert_eq!(t.output.old_next, Some(20));
+    // The expectation is checked before the target is computed.
+    let err = admin::reset_to(
+        Some(&consumer(20)),
+        &key(),
+        |_| Ok(3),
+        Some(10),
+        admin::Force::No,
+        at(5),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CoreError::NextSnapshotMismatch {
+                expected: 10,
+                actual: Some(20)
+            }
+        ),
+        "{err:?}"
+    );
+    // A target below 1 is bad input naming the field.
+    let err = admin::reset_to(
+        Some(&consumer(2)),
+        &key(),
+        |p| Ok(p.unwrap() - 5),
+        None,
+        admin::Force::No,
+        at(5),
+    )
+    .unwrap_err();
+    assert!(matches!(err, CoreError::InvalidArgument { .. }), "{err:?}");
+}
+
+#[test]
+fn a6_force_naming_a_lease_revokes_only_that_one() {
+    let listed = Uuid::from_u128(1);
+    let forced = admin::reset_to(
+        Some(&leased(10)),
+        &key(),
+        |_| Ok(4),
+        None,
+        admin::Force::Lease(listed),
+        at(5),
+    )
+    .unwrap();
+    assert_eq!(forced.output.revoked.map(|l| l.lease_id), Some(listed));
+    // A lease granted since the listing refuses, as without force.
+    let other = admin::reset_to(
+        Some(&leased(10)),
+        &key(),
+        |_| Ok(4),
+        None,
+        admin::Force::Lease(Uuid::from_u128(2)),
+        at(5),
+    )
+    .unwrap_err();
+    assert!(matches!(other, CoreError::LeaseHeld { .. }), "{other:?}");
+    assert_eq!(admin::Force::from(true), admin::Force::AnyLease);
+    assert_eq!(admin::Force::from(false), admin::Force::No);
+}
+
+#[test]
+fn a4_a_bulk_revoke_revokes_only_the_lease_it_listed() {
+    let state = leased(10);
+    let listed = lease::revoke_seen(Some(&state), at(5), "maintenance", Uuid::from_u128(1)).unwrap();
+    assert_eq!(listed.output.lease.map(|l| l.lease_id), Some(Uuid::from_u128(1)));
+    assert!(listed.write.is_some());
+    // Replaced since the listing: left alone, nothing written.
+    let replaced = lease::revoke_seen(Some(&state), at(5), "maintenance", Uuid::from_u128(2)).unwrap();
+    assert!(replaced.output.lease.is_none() && replaced.write.is_none());
+    assert_eq!(replaced.output.epoch, state.epoch);
+    // Ended since the listing: the same.
+    let ended = lease::revoke_seen(Some(&state), at(60), "maintenance", Uuid::from_u128(1)).unwrap();
+    assert!(ended.write.is_none());
+    let absent = lease::revoke_seen(None, at(5), "maintenance", Uuid::from_u128(1)).unwrap();
+    assert!(absent.write.is_none());
+}

@@ -101,14 +101,19 @@ fn split_bulk(outcomes: &[tidemark_store::BulkChange]) -> (Vec<pb::ConsumerChang
     for outcome in outcomes {
         match &outcome.result {
             Ok(change) => changes.push(convert::consumer_change(&outcome.key, change)),
-            Err(why) => skipped.push(pb::SkippedConsumer {
-                consumer_id: outcome.key.consumer_id.as_str().to_owned(),
-                reason: why.reason().to_owned(),
-                message: why.to_string(),
-            }),
+            Err(why) => skipped.push(skipped_consumer(&outcome.key, why)),
         }
     }
     (changes, skipped)
+}
+
+/// A consumer a bulk operation left alone, and why.
+fn skipped_consumer(key: &tidemark_core::ConsumerKey, why: &tidemark_core::CoreError) -> pb::SkippedConsumer {
+    pb::SkippedConsumer {
+        consumer_id: key.consumer_id.as_str().to_owned(),
+        reason: why.reason().to_owned(),
+        message: why.to_string(),
+    }
 }
 
 fn options_map(options: &tidemark_core::TableOptions) -> std::collections::HashMap<String, String> {
@@ -228,11 +233,20 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::ClearConsumersRequest>,
     ) -> Result<Response<pb::ClearConsumersResponse>, Status> {
+        let until = self.rpcs.bulk_deadline(&request);
         self.rpcs
             .handle("ClearConsumers", request, |ctx, req| async move {
                 let cleared = self
                     .store
-                    .clear_consumers(&ctx, &req.table, &req.branch, &req.selector, req.force, req.execute)
+                    .clear_consumers(
+                        &ctx,
+                        &req.table,
+                        &req.branch,
+                        &req.selector,
+                        req.force,
+                        req.execute,
+                        Some(until),
+                    )
                     .await?;
                 let (cleared, skipped) = split_bulk(&cleared);
                 let response = pb::ClearConsumersResponse {
@@ -253,6 +267,7 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::ResetConsumersRequest>,
     ) -> Result<Response<pb::ResetConsumersResponse>, Status> {
+        let until = self.rpcs.bulk_deadline(&request);
         self.rpcs
             .handle("ResetConsumers", request, |ctx, req| async move {
                 use tidemark_core::reset::{ResetTarget, resolve};
@@ -272,10 +287,11 @@ impl Admin for AdminService {
                         &req.table,
                         &req.branch,
                         &req.selector,
-                        |current| resolve(req.target, Some(current), table),
+                        |current| resolve(req.target, current, table),
                         &req.expected,
                         req.force,
                         req.execute,
+                        Some(until),
                     )
                     .await?;
                 let (reset, skipped) = split_bulk(&reset);
@@ -317,6 +333,7 @@ impl Admin for AdminService {
         &self,
         request: Request<pb::RevokeLeasesRequest>,
     ) -> Result<Response<pb::RevokeLeasesResponse>, Status> {
+        let until = self.rpcs.bulk_deadline(&request);
         self.rpcs
             .handle("RevokeLeases", request, |ctx, req| async move {
                 let filter = tidemark_store::KeyFilter {
@@ -324,9 +341,9 @@ impl Admin for AdminService {
                     branch: req.branch.clone(),
                     consumer_id_prefix: None,
                 };
-                let revoked = self
+                let (revoked, left) = self
                     .store
-                    .revoke_leases(&ctx, &filter, &req.selector, &req.reason, req.execute)
+                    .revoke_leases(&ctx, &filter, &req.selector, &req.reason, req.execute, Some(until))
                     .await?;
                 Ok(pb::RevokeLeasesResponse {
                     revoked: revoked
@@ -338,6 +355,13 @@ impl Admin for AdminService {
                         })
                         .collect(),
                     executed: req.execute,
+                    not_reached: left
+                        .iter()
+                        .map(|key| {
+                            let consumer_id = key.consumer_id.as_str().to_owned();
+                            skipped_consumer(key, &tidemark_core::CoreError::NotReached { consumer_id })
+                        })
+                        .collect(),
                 })
             })
             .await

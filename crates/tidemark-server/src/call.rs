@@ -102,6 +102,17 @@ impl Rpcs {
     /// caller's scope checked against what it touches before any work —
     /// then `body` on the parsed request, run as `service/method` by
     /// [`run`].
+    /// When a bulk operation answering `request` must stop applying
+    /// changes so its answer (what it did, and what it did not reach) still
+    /// arrives: well before the call's limit, the server's or the client's
+    /// (`grpc-timeout`), whichever is first.
+    pub(crate) fn bulk_deadline<T>(&self, request: &Request<T>) -> Instant {
+        let limit = client_timeout(request).map_or(self.timeout, |client| client.min(self.timeout));
+        // A fifth of the time (at most 5 s) is left for the answer.
+        let margin = (limit / 5).min(Duration::from_secs(5));
+        Instant::now() + limit.saturating_sub(margin)
+    }
+
     pub(crate) async fn handle<Req, T, Fut>(
         &self,
         method: &'static str,
@@ -133,5 +144,50 @@ impl Rpcs {
             },
         )
         .await
+    }
+}
+
+/// The client's `grpc-timeout` (`<digits><unit>`, unit one of H M S m u n).
+fn client_timeout<T>(request: &Request<T>) -> Option<Duration> {
+    let value = request.metadata().get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let amount: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(amount.saturating_mul(3600)),
+        "M" => Duration::from_secs(amount.saturating_mul(60)),
+        "S" => Duration::from_secs(amount),
+        "m" => Duration::from_millis(amount),
+        "u" => Duration::from_micros(amount),
+        "n" => Duration::from_nanos(amount),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod bulk_deadline_tests {
+    use super::*;
+
+    fn request_with(timeout: Option<&str>) -> Request<()> {
+        let mut request = Request::new(());
+        if let Some(t) = timeout {
+            request.metadata_mut().insert("grpc-timeout", t.parse().unwrap());
+        }
+        request
+    }
+
+    #[test]
+    fn the_clients_grpc_timeout_is_read_in_every_unit() {
+        assert_eq!(client_timeout(&request_with(Some("2S"))), Some(Duration::from_secs(2)));
+        assert_eq!(
+            client_timeout(&request_with(Some("1500m"))),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(client_timeout(&request_with(Some("1M"))), Some(Duration::from_secs(60)));
+        assert_eq!(
+            client_timeout(&request_with(Some("7u"))),
+            Some(Duration::from_micros(7))
+        );
+        assert_eq!(client_timeout(&request_with(Some("x"))), None);
+        assert_eq!(client_timeout(&request_with(None)), None);
     }
 }

@@ -83,6 +83,7 @@ pub fn code_of(err: &CoreError) -> Code {
         CoreError::TableIdentityChanged { .. } => Code::FailedPrecondition,
         CoreError::TableNotRegistered { .. } => Code::FailedPrecondition,
         CoreError::NotInPlan { .. } => Code::FailedPrecondition,
+        CoreError::NotReached { .. } => Code::Aborted,
         CoreError::EpochExhausted { .. } => Code::FailedPrecondition,
     }
 }
@@ -150,6 +151,7 @@ pub fn rule_status(err: &CoreError) -> Status {
         | CoreError::TableIdentityChanged { .. }
         | CoreError::TableNotRegistered { .. }
         | CoreError::NotInPlan { .. }
+        | CoreError::NotReached { .. }
         | CoreError::EpochExhausted { .. } => {}
     }
     Status::with_error_details(code_of(err), bounded(&err.to_string(), MAX_MESSAGE), details)

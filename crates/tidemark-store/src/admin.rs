@@ -2,7 +2,7 @@
 //! [`Store`].
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tidemark_core::admin::{self, AdminChange, ConsumerSelector, Liveness};
 use tidemark_core::lease;
@@ -281,7 +281,9 @@ impl Store {
 
     /// A3: deletes every consumer of a branch the selector matches. Each key
     /// is its own transaction; a key with a live lease is reported as
-    /// refused unless `force` revokes the lease.
+    /// refused unless `force` revokes the lease. Keys left when `until`
+    /// passes are reported `NOT_REACHED`, unchanged.
+    #[allow(clippy::too_many_arguments)]
     pub async fn clear_consumers(
         &self,
         ctx: &CallContext,
@@ -290,10 +292,15 @@ impl Store {
         selector: &ConsumerSelector,
         force: bool,
         execute: bool,
+        until: Option<Instant>,
     ) -> Result<Vec<BulkChange>, StoreError> {
         let selected = self.select_consumers(table, branch, selector).await?;
         let mut cleared = Vec::with_capacity(selected.len());
-        for (key, _) in selected {
+        for (key, _, _) in selected {
+            if out_of_time(until) {
+                cleared.push(not_reached(key));
+                continue;
+            }
             let result = match self.delete_consumer(ctx, &key, None, force, execute).await {
                 Ok(planned) => Ok(planned.change),
                 Err(StoreError::Rule(rule)) => Err(rule),
@@ -305,11 +312,14 @@ impl Store {
     }
 
     /// A6: moves every consumer of a branch whose id the selector matches
-    /// to where `target` says (given its current position), plan-only
+    /// to where `target` says given its position as the change compares it
+    /// (read with the key for the write, not the listing's), plan-only
     /// unless `execute`. With `expected` (consumer id → position, as a plan
     /// showed), each change is a compare-and-set on that position, and a
     /// consumer the plan did not show is left alone. Live leases refuse
-    /// unless `force`, which fences them.
+    /// unless `force`, which fences only the lease the listing showed (one
+    /// granted since refuses as if not forced). Keys left when `until`
+    /// passes are reported `NOT_REACHED`, unchanged.
     #[allow(clippy::too_many_arguments)]
     pub async fn reset_consumers(
         &self,
@@ -317,14 +327,19 @@ impl Store {
         table: &TableName,
         branch: &BranchName,
         selector: &ConsumerSelector,
-        target: impl Fn(i64) -> Result<i64, CoreError>,
+        target: impl Fn(Option<i64>) -> Result<i64, CoreError>,
         expected: &std::collections::HashMap<String, i64>,
         force: bool,
         execute: bool,
+        until: Option<Instant>,
     ) -> Result<Vec<BulkChange>, StoreError> {
         let selected = self.select_consumers(table, branch, selector).await?;
         let mut reset = Vec::with_capacity(selected.len());
-        for (key, current) in selected {
+        for (key, _, seen_lease) in selected {
+            if out_of_time(until) {
+                reset.push(not_reached(key));
+                continue;
+            }
             let precondition = if expected.is_empty() {
                 None
             } else {
@@ -340,13 +355,21 @@ impl Store {
                     }
                 }
             };
-            let result = match target(current) {
-                Ok(next) => match self.reset_consumer(ctx, &key, next, precondition, force, execute).await {
-                    Ok(planned) => Ok(planned.change),
-                    Err(StoreError::Rule(rule)) => Err(rule),
-                    Err(other) => return Err(other),
-                },
-                Err(rule) => Err(rule),
+            let force = match (force, seen_lease) {
+                (false, _) => admin::Force::No,
+                (true, Some(lease)) => admin::Force::Lease(lease),
+                // No live lease listed: one granted since is not forced.
+                (true, None) => admin::Force::No,
+            };
+            let planned = self
+                .plan_or_apply(execute, FindKey::Key(&key), ctx, |loaded| {
+                    admin::reset_to(loaded.state.as_ref(), &key, &target, precondition, force, loaded.now)
+                })
+                .await;
+            let result = match planned {
+                Ok(planned) => Ok(planned.change),
+                Err(StoreError::Rule(rule)) => Err(rule),
+                Err(other) => return Err(other),
             };
             reset.push(BulkChange { key, result });
         }
@@ -354,13 +377,13 @@ impl Store {
     }
 
     /// The consumers of a branch whose id the selector matches, with their
-    /// positions, in key order (at most [`MAX_BATCH`]).
+    /// positions and live leases, in key order (at most [`MAX_BATCH`]).
     async fn select_consumers(
         &self,
         table: &TableName,
         branch: &BranchName,
         selector: &ConsumerSelector,
-    ) -> Result<Vec<(ConsumerKey, i64)>, StoreError> {
+    ) -> Result<Vec<(ConsumerKey, i64, Option<uuid::Uuid>)>, StoreError> {
         let filter = KeyFilter {
             table: Some(table.clone()),
             branch: Some(branch.clone()),
@@ -375,7 +398,10 @@ impl Store {
             let full = i64::try_from(page.rows.len()).unwrap_or(0) == MAX_PAGE;
             selected.extend(page.rows.into_iter().filter_map(|(s, _)| {
                 let next = s.consumer?.next_snapshot;
-                selector.matches(s.key.consumer_id.as_str()).then_some((s.key, next))
+                let lease = s.live_lease(page.now).map(|l| l.lease_id);
+                selector
+                    .matches(s.key.consumer_id.as_str())
+                    .then_some((s.key, next, lease))
             }));
             if selected.len() > usize::try_from(MAX_BATCH).unwrap_or(usize::MAX) {
                 return Err(CoreError::invalid(
@@ -408,7 +434,9 @@ impl Store {
 
     /// A4 in bulk: revokes every live lease among the keys `filter` lists
     /// whose consumer id the selector matches (plan-only unless `execute`).
-    /// Keys whose lease ended meanwhile are left out.
+    /// Only the lease listed is revoked: keys whose lease ended or was
+    /// replaced meanwhile are left out. Keys left when `until` passes are
+    /// returned apart (their leases untouched).
     pub async fn revoke_leases(
         &self,
         ctx: &CallContext,
@@ -416,7 +444,8 @@ impl Store {
         selector: &ConsumerSelector,
         reason: &str,
         execute: bool,
-    ) -> Result<Vec<(ConsumerKey, Revoked)>, StoreError> {
+        until: Option<Instant>,
+    ) -> Result<(Vec<(ConsumerKey, Revoked)>, Vec<ConsumerKey>), StoreError> {
         let mut leased = Vec::new();
         let mut after: Option<ConsumerKey> = None;
         loop {
@@ -425,8 +454,10 @@ impl Store {
             after = Some(last.key.clone());
             let full = i64::try_from(page.rows.len()).unwrap_or(0) == MAX_PAGE;
             leased.extend(page.rows.into_iter().filter_map(|(state, _)| {
-                (state.live_lease(page.now).is_some() && selector.matches(state.key.consumer_id.as_str()))
-                    .then_some(state.key)
+                let lease = state.live_lease(page.now)?.lease_id;
+                selector
+                    .matches(state.key.consumer_id.as_str())
+                    .then_some((state.key, lease))
             }));
             if leased.len() > usize::try_from(MAX_BATCH).unwrap_or(usize::MAX) {
                 return Err(CoreError::invalid(
@@ -440,13 +471,22 @@ impl Store {
             }
         }
         let mut revoked = Vec::with_capacity(leased.len());
-        for key in leased {
-            let planned = self.revoke(ctx, &key, reason, execute).await?;
+        let mut left = Vec::new();
+        for (key, seen) in leased {
+            if out_of_time(until) {
+                left.push(key);
+                continue;
+            }
+            let planned = self
+                .plan_or_apply(execute, FindKey::Key(&key), ctx, |loaded| {
+                    lease::revoke_seen(loaded.state.as_ref(), loaded.now, reason, seen)
+                })
+                .await?;
             if planned.change.lease.is_some() {
                 revoked.push((key, planned.change));
             }
         }
-        Ok(revoked)
+        Ok((revoked, left))
     }
 
     /// E3/A4: deletes expired consumers (plan-only unless `execute`), each
@@ -526,7 +566,7 @@ impl Store {
         batch: i64,
         budget: Duration,
     ) -> Result<PruneRun, StoreError> {
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let mut run = PruneRun::default();
         loop {
             let pruned = self.prune(max_age, batch).await?;
@@ -681,5 +721,19 @@ fn fence_report(view: crate::backend::BranchView, changelog_decoupled: bool) -> 
         inputs,
         options: view.options,
         now: view.now,
+    }
+}
+
+/// Whether a bulk operation's time (`until`) has run out.
+fn out_of_time(until: Option<Instant>) -> bool {
+    until.is_some_and(|until| Instant::now() >= until)
+}
+
+/// A key a bulk operation did not reach in time.
+fn not_reached(key: ConsumerKey) -> BulkChange {
+    let consumer_id = key.consumer_id.as_str().to_owned();
+    BulkChange {
+        key,
+        result: Err(CoreError::NotReached { consumer_id }),
     }
 }

@@ -31,6 +31,7 @@ macro_rules! admin_conformance_suite {
             delete_is_plan_only_unless_executed_and_honours_expectations_and_leases,
             clear_uses_full_match_patterns_and_reports_every_consumer,
             revoke_is_plan_only_unless_executed,
+            a_bulk_reset_shifts_from_the_position_it_compares_and_forces_only_the_listed_lease,
             every_change_leaves_history_with_principal_and_request_id,
             list_consumers_pages_and_filters,
             table_options_are_validated_and_compare_and_set,
@@ -542,7 +543,7 @@ pub(crate) async fn clear_uses_full_match_patterns_and_reports_every_consumer(ki
     };
     let selector = ConsumerSelector::parse("etl-.*", "").unwrap();
     let plan = store
-        .clear_consumers(&ctx("c"), &table(), &main_branch(), &selector, false, false)
+        .clear_consumers(&ctx("c"), &table(), &main_branch(), &selector, false, false, None)
         .await
         .unwrap();
     assert_eq!(
@@ -566,7 +567,7 @@ pub(crate) async fn clear_uses_full_match_patterns_and_reports_every_consumer(ki
     // Excluding alone works (including defaults to all).
     let selector = ConsumerSelector::parse("", "keep-.*|etl-leased").unwrap();
     let done = store
-        .clear_consumers(&ctx("c"), &table(), &main_branch(), &selector, false, true)
+        .clear_consumers(&ctx("c"), &table(), &main_branch(), &selector, false, true, None)
         .await
         .unwrap();
     assert_eq!(
@@ -590,7 +591,7 @@ pub(crate) async fn clear_uses_full_match_patterns_and_reports_every_consumer(ki
     // Force clears the leased one too, revoking its lease.
     let selector = ConsumerSelector::parse("etl-leased", "").unwrap();
     let forced = store
-        .clear_consumers(&ctx("c"), &table(), &main_branch(), &selector, true, true)
+        .clear_consumers(&ctx("c"), &table(), &main_branch(), &selector, true, true, None)
         .await
         .unwrap();
     assert!(forced[0].result.as_ref().unwrap().revoked.is_some());
@@ -1133,4 +1134,109 @@ pub(crate) async fn export_sends_every_row_and_new_keys_are_inserted_as_given(ki
             panic!("keys of another table: {page:?}");
         }
     }
+}
+
+/// Runs `work` on `store` from inside a synchronous closure the store calls
+/// (a bulk reset's target), as another operator acting at that moment.
+fn meanwhile(work: impl Future<Output = ()>) {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(work));
+}
+
+/// A bulk reset lists the consumers, then writes each. Something may move a
+/// consumer, or replace its lease, in between: the shift is taken from the
+/// position the write compares against (not the listing's), and `force`
+/// revokes only the lease the listing showed (a lease granted since refuses
+/// as if not forced). Before: the shift was applied to the listed position
+/// (15 written over 20), and the new lease was revoked.
+pub(crate) async fn a_bulk_reset_shifts_from_the_position_it_compares_and_forces_only_the_listed_lease(kind: Kind) {
+    let (_db, store) = manual(kind).await;
+    consumer_at(&store, "moved", 10).await;
+    let once = std::sync::atomic::AtomicBool::new(false);
+    let selector = ConsumerSelector::parse("moved", "").unwrap();
+    let other = store.clone();
+    let reset = store
+        .reset_consumers(
+            &ctx("bulk"),
+            &table(),
+            &main_branch(),
+            &selector,
+            |current| {
+                if !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    meanwhile(async {
+                        other
+                            .reset_consumer(&ctx("other"), &key("moved"), 20, None, false, true)
+                            .await
+                            .unwrap();
+                    });
+                }
+                Ok(current.unwrap() + 5)
+            },
+            &std::collections::HashMap::new(),
+            false,
+            true,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(reset[0].result.as_ref().unwrap().new_next, Some(25), "{reset:?}");
+    assert_eq!(
+        store.key_state(&key("moved")).await.unwrap().unwrap().next_snapshot(),
+        Some(25)
+    );
+
+    consumer_at(&store, "leased", 10).await;
+    let first = store
+        .acquire_lease(&ctx("a"), &key("leased"), "q1", None)
+        .await
+        .unwrap()
+        .lease;
+    let second = std::sync::Mutex::new(None);
+    let once = std::sync::atomic::AtomicBool::new(false);
+    let selector = ConsumerSelector::parse("leased", "").unwrap();
+    let reset = store
+        .reset_consumers(
+            &ctx("bulk"),
+            &table(),
+            &main_branch(),
+            &selector,
+            |current| {
+                if !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    // The listed lease's query stops; another takes the key.
+                    meanwhile(async {
+                        assert!(
+                            other
+                                .release_lease(&ctx("a"), first.lease_id, first.epoch)
+                                .await
+                                .unwrap()
+                        );
+                        let lease = other
+                            .acquire_lease(&ctx("b"), &key("leased"), "q2", None)
+                            .await
+                            .unwrap()
+                            .lease;
+                        *second.lock().unwrap() = Some(lease);
+                    });
+                }
+                Ok(current.unwrap() + 1)
+            },
+            &std::collections::HashMap::new(),
+            true,
+            true,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&reset[0].result, Err(CoreError::LeaseHeld { holder, .. }) if holder == "q2"),
+        "the lease granted after the listing is not forced: {reset:?}"
+    );
+    let second = second.lock().unwrap().clone().unwrap();
+    store
+        .renew_lease(&ctx("b"), second.lease_id, second.epoch, None)
+        .await
+        .expect("the new lease is still live");
+    assert_eq!(
+        store.key_state(&key("leased")).await.unwrap().unwrap().next_snapshot(),
+        Some(10)
+    );
 }

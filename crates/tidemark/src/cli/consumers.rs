@@ -565,6 +565,12 @@ pub(crate) async fn consumers(conn: &Connection, command: ConsumersCommand) -> a
                     ]);
                 }
                 t.print();
+                if !r.not_reached.is_empty() {
+                    println!(
+                        "{} leased consumers not reached before the call's time ran out (left alone): run again",
+                        r.not_reached.len()
+                    );
+                }
             })
         }
         ConsumersCommand::Revoke { key, reason, execute } => {
