@@ -28,6 +28,8 @@
 //! branch whose directory is gone.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use tidemark_core::{ConsumerKey, EventKind, HistoryEvent, KeyState, TableName};
@@ -49,6 +51,32 @@ pub(crate) struct MirrorSettings {
 /// Most files one round writes.
 const ROUND_LIMIT: i64 = 500;
 
+/// One replica's writers of a consumer file (the rounds and the keeper)
+/// take turns: each reads the database inside its turn and writes what it
+/// read, so the file follows the order of the database's positions. On a
+/// local disk a write is a plain rename, so without turns a writer that read
+/// an older position could land after one that read a newer position (a
+/// file moving backwards); the keeper would also take the round's write,
+/// made between its listing and its look, for an outside change.
+#[derive(Clone)]
+pub(crate) struct FileTurns(Arc<[tokio::sync::Mutex<()>]>);
+
+impl FileTurns {
+    /// Turns are shared by files hashed to the same stripe: a few writers
+    /// of different files may wait on each other, never two of one file at once.
+    const STRIPES: usize = 64;
+
+    pub(crate) fn new() -> Self {
+        Self((0..Self::STRIPES).map(|_| tokio::sync::Mutex::new(())).collect())
+    }
+
+    async fn take(&self, location: &str, key: &ConsumerKey) -> tokio::sync::MutexGuard<'_, ()> {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (location, key.branch.as_str(), key.consumer_id.as_str()).hash(&mut hasher);
+        self.0[(hasher.finish() % Self::STRIPES as u64) as usize].lock().await
+    }
+}
+
 /// Mirrors every `settings.interval` until `stop`.
 pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: CancellationToken) {
     if settings.interval.is_zero() {
@@ -58,6 +86,7 @@ pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: Cancellati
     // The rounds and the keeper run side by side: a keeper pass over many
     // files on a slow store never holds up the rounds, which bring moved
     // and dropped consumers' files up to date within an interval.
+    let turns = FileTurns::new();
     let rounds = async {
         let mut tables: HashMap<String, PaimonTable> = HashMap::new();
         loop {
@@ -66,7 +95,7 @@ pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: Cancellati
                 () = tokio::time::sleep(settings.interval) => {}
             }
             // A full round goes again at once: a backlog drains quickly.
-            while let Ok(done) = round(&store, settings.refresh, &mut tables).await {
+            while let Ok(done) = round(&store, settings.refresh, &mut tables, &turns).await {
                 if done < ROUND_LIMIT as usize || stop.is_cancelled() {
                     break;
                 }
@@ -75,7 +104,7 @@ pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: Cancellati
     };
     let keeping = async {
         let mut tables: HashMap<String, PaimonTable> = HashMap::new();
-        let mut keeper = Keeper::new(settings.interval, settings.refresh);
+        let mut keeper = Keeper::new(settings.interval, settings.refresh, turns.clone());
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
@@ -106,6 +135,8 @@ pub(crate) struct Keeper {
     warned: HashSet<String>,
     /// What the current pass did.
     tally: Tally,
+    /// Shared with the rounds.
+    turns: FileTurns,
 }
 
 /// What one keeper pass did, for its log line.
@@ -118,7 +149,7 @@ struct Tally {
 }
 
 impl Keeper {
-    pub(crate) fn new(interval: Duration, refresh: Duration) -> Self {
+    pub(crate) fn new(interval: Duration, refresh: Duration, turns: FileTurns) -> Self {
         // A pass every eighth of the refresh interval (at most every round),
         // and rewrites due by the pass that would otherwise leave a file
         // older than half the refresh interval.
@@ -131,6 +162,7 @@ impl Keeper {
             checked: HashMap::new(),
             warned: HashSet::new(),
             tally: Tally::default(),
+            turns,
         }
     }
 
@@ -280,7 +312,8 @@ impl Keeper {
         // put back only over that version once the database, read after it,
         // still holds what it shows.
         let versioned = table.is_object_store();
-        let mut repairs: Vec<(&MirrorEntry, &'static str, Option<i64>, Option<ObjectVersion>)> = Vec::new();
+        // Files that look changed from outside (judged again in `repair`).
+        let mut repairs: Vec<&MirrorEntry> = Vec::new();
         let mut to_read: Vec<&MirrorEntry> = Vec::new();
         // (entry, the position the file shows, its version as read)
         let mut to_keep: Vec<(&MirrorEntry, i64, Option<ObjectVersion>)> = Vec::new();
@@ -295,7 +328,7 @@ impl Keeper {
             let id = entry.key.consumer_id.as_str();
             match files.get(id) {
                 // Absent when listed (before the repair reads the database).
-                None => repairs.push((entry, "missing", None, versioned.then_some(ObjectVersion::Missing))),
+                None => repairs.push(entry),
                 Some(file) if self.checked.get(&slot(id)) != Some(&(file.modified, file.size)) => to_read.push(entry),
                 Some(file) if keep_due(entry, file) && versioned => to_read.push(entry),
                 Some(file) if keep_due(entry, file) => to_keep.push((entry, next, None)),
@@ -326,13 +359,11 @@ impl Keeper {
                         to_keep.push((entry, n, version));
                     }
                 }
-                FileState::Position(n) => repairs.push((entry, "changed", Some(n), version)),
-                FileState::Unreadable(_) => repairs.push((entry, "unreadable", None, version)),
-                FileState::Missing => repairs.push((entry, "missing", None, version)),
+                FileState::Position(_) | FileState::Unreadable(_) | FileState::Missing => repairs.push(entry),
             }
         }
-        for (entry, cause, found, version) in repairs {
-            self.repair(store, table, entry, cause, found, version).await;
+        for entry in repairs {
+            self.repair(store, table, entry).await;
         }
         if versioned {
             // Read after the objects: only a consumer the database still
@@ -534,20 +565,26 @@ impl Keeper {
     }
 
     /// Writes tidemark's position back over a file changed from outside,
-    /// and records it.
-    /// `version` is the object's as read before this reads the database,
-    /// so the write back lands only if nothing wrote since.
-    async fn repair(
-        &self,
-        store: &Store,
-        table: &PaimonTable,
-        entry: &MirrorEntry,
-        cause: &'static str,
-        found: Option<i64>,
-        version: Option<ObjectVersion>,
-    ) {
+    /// and records it. The pass only suspects the file: it is read again in
+    /// this file's turn (a round may have written and recorded it since the
+    /// pass listed and read it), then the database; the write back lands
+    /// only over the version read here, so only if nothing wrote since.
+    async fn repair(&self, store: &Store, table: &PaimonTable, entry: &MirrorEntry) {
         let (branch, id) = (entry.key.branch.as_str(), entry.key.consumer_id.as_str());
-        let Ok(Some(state)) = store.key_state(&entry.key).await else {
+        let _turn = self.turns.take(&entry.location, &entry.key).await;
+        let (cause, found, version) = match table.consumer_file_versioned(branch, id).await {
+            Ok((FileState::Position(n), version)) => ("changed", Some(n), version),
+            Ok((FileState::Missing, version)) => ("missing", None, version),
+            Ok((FileState::Unreadable(_), version)) => ("unreadable", None, version),
+            Err(e) => {
+                tracing::warn!(error = %e, "mirror keeper: cannot read a consumer file again; looking next pass");
+                return;
+            }
+        };
+        let (Ok(Some(state)), Ok(recorded)) = (
+            store.key_state(&entry.key).await,
+            store.paimon().mirror_state(&entry.key).await,
+        ) else {
             return;
         };
         let Some(consumer) = state.consumer else {
@@ -555,6 +592,9 @@ impl Keeper {
         };
         if found == Some(consumer.next_snapshot) {
             return; // the database moved to what the file shows: no outside change
+        }
+        if found.is_some() && found == recorded.and_then(|r| r.mirrored_next) {
+            return; // a round wrote it since the pass looked; it follows the database
         }
         let task = MirrorTask {
             key: entry.key.clone(),
@@ -633,6 +673,7 @@ pub(crate) async fn round(
     store: &Store,
     refresh: Duration,
     tables: &mut HashMap<String, PaimonTable>,
+    turns: &FileTurns,
 ) -> Result<usize, ()> {
     let tasks = match store.paimon().mirror_tasks(refresh, ROUND_LIMIT).await {
         Ok(tasks) => tasks,
@@ -656,10 +697,14 @@ pub(crate) async fn round(
     // milliseconds); a round holds each key once, so no two writes of one
     // file race inside a replica.
     let outcomes = concurrently(work, {
-        let store = store.clone();
+        let (store, turns) = (store.clone(), turns.clone());
         move |(task, table): (MirrorTask, Result<PaimonTable, String>)| {
-            let store = store.clone();
-            async move { mirror_one(&store, &task, table).await }
+            let (store, turns) = (store.clone(), turns.clone());
+            async move {
+                // Re-read, written and recorded in this file's turn.
+                let _turn = turns.take(&task.location, &task.key).await;
+                mirror_one(&store, &task, table).await
+            }
         }
     })
     .await;
