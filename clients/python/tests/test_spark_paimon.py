@@ -226,7 +226,9 @@ def test_commit_while_tidemark_is_down_fails_the_query_and_a_restart_loses_nothi
     table.commit()
     q = Query(spark, tmp_path, table, unique("etl"), own_server)
     sink = Sink(tmp_path / "sink")
-    query = q.start("a", sink, trigger="300 milliseconds")
+    # A short retry budget: the query gives up on the dead server sooner
+    # than the default 30 s would (what it does then is the same).
+    query = q.start("a", sink, trigger="300 milliseconds", options={"tidemark.retry-budget": "6"})
     try:
         wait_for(lambda: sink.ids() == table.ids(), 120, "the first batch")
         table.commit()
