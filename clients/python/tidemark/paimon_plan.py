@@ -113,13 +113,23 @@ def fingerprint(identities: List[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def split_sort_key(split) -> tuple:
-    """Paimon's Spark source orders a plan's splits by (partition, bucket)."""
-    partition = getattr(split, "partition", None)
-    values = tuple(str(v) for v in getattr(partition, "values", []) or []) if partition is not None else ()
-    files = getattr(split, "files", None) or []
-    first = min((getattr(f, "file_name", "") for f in files), default="")
-    return values, getattr(split, "bucket", 0), first
+def partition_path(table, partition) -> str:
+    """A partition as Paimon spells it in a path (`k1=v1/k2=v2/`, the
+    default partition name for a null): what Paimon's Spark source compares
+    to order a plan's splits (Java `StreamHelper.compareByPartitionAndBucket`,
+    through `PartitioningUtils.getPathFragment`)."""
+    keys = list(getattr(table, "partition_keys", None) or [])
+    values = list(getattr(partition, "values", None) or []) if partition is not None else []
+    default = table.options.options.to_map().get("partition.default-name", "__DEFAULT_PARTITION__")
+    return "".join(f"{key}={default if value is None else value}/" for key, value in zip(keys, values))
+
+
+def order_splits(table, splits: list) -> list:
+    """A plan's splits in the order Paimon's Spark source indexes them
+    (Java `StreamHelper.convertPlanToIndexedSplits`): by partition path, then
+    bucket, and a stable sort, so the splits of one bucket keep the order
+    the split generator gave them (for the files of a bucket, commit order)."""
+    return sorted(splits, key=lambda split: (partition_path(table, split.partition), split.bucket))
 
 
 class Planner:
@@ -143,12 +153,15 @@ class Planner:
         elif snapshot.commit_kind == "OVERWRITE" and self.options.read_overwrite:
             return self._overwrite(snapshot)
         elif self.options.changelog_producer != "none":
-            splits = self._changelog(snapshot) if snapshot.changelog_manifest_list else []
+            # Java ChangelogFollowUpScanner: the snapshot's changelog files.
+            changelog = self._lists.read_changelog(snapshot) if snapshot.changelog_manifest_list else []
+            splits = self._streaming_splits(snapshot, changelog)
         elif snapshot.commit_kind == "APPEND":
-            splits = self._added_files(snapshot, self._lists.read_delta(snapshot))
+            # Java DeltaFollowUpScanner: the files the snapshot added.
+            splits = self._streaming_splits(snapshot, self._lists.read_delta(snapshot))
         else:
             splits = []  # COMPACT, ANALYZE, an OVERWRITE not asked for
-        return [Planned(split=s) for s in sorted(splits, key=split_sort_key)]
+        return [Planned(split=s) for s in order_splits(self.table, splits)]
 
     def _scan(self):
         from pypaimon.read.streaming_table_scan import AsyncStreamingTableScan
@@ -186,12 +199,19 @@ class Planner:
                 )
         return out
 
-    def _changelog(self, snapshot) -> list:
-        return list(self._scan()._create_changelog_plan(snapshot).splits())
-
-    def _added_files(self, snapshot, manifest_files) -> list:
-        """Splits of the files a snapshot added (its ADD entries): Paimon's
-        DELTA scan mode."""
+    def _streaming_splits(self, snapshot, manifest_files) -> list:
+        """Splits of the files a snapshot added (its ADD entries, in the
+        order its manifests list them), as Paimon's streaming read makes them
+        (Java `SnapshotReaderImpl.generateSplits` with `isStreaming`): one
+        split per (partition, bucket) holding that bucket's files in commit
+        order (`MergeTreeSplitGenerator.splitForStreaming`,
+        `AppendOnlySplitGenerator.splitForStreaming`), read one file after
+        the other without merging; only the buckets of a bucket-unaware
+        append table (bucket -1) are packed as a batch read packs them
+        (`AppendOnlySplitGenerator.splitForBatch`: by sequence number, up to
+        the target split size). pypaimon's streaming scan uses its batch
+        generators instead, which order a bucket's files by key range and so
+        can deliver two changes to one key in one commit reversed."""
         from pypaimon.read.scanner.append_table_split_generator import AppendTableSplitGenerator
         from pypaimon.read.scanner.primary_key_table_split_generator import PrimaryKeyTableSplitGenerator
 
@@ -213,7 +233,20 @@ class Planner:
             deletion_files_map={},
             snapshot_id=snapshot.id,
         )
-        splits = generator.create_splits(entries)
+        buckets: Dict[tuple, list] = {}  # insertion-ordered, as Java's LinkedHashMap
+        for entry in entries:
+            buckets.setdefault((tuple(entry.partition.values), entry.bucket), []).append(entry)
+        splits = []
+        for (_, bucket), bucket_entries in buckets.items():
+            files = [entry.file for entry in bucket_entries]
+            if not self.options.primary_key and bucket == -1:
+                files = sorted(files, key=lambda f: f.min_sequence_number)
+                packed = generator._pack_for_ordered(
+                    files, lambda f: max(f.file_size, generator.open_file_cost), generator.target_split_size
+                )
+            else:
+                packed = [files]
+            splits += generator._build_split_from_pack(packed, bucket_entries, False, use_optimized_path=True)
         for split in splits:
             split.is_streaming = True
         return splits
@@ -221,8 +254,8 @@ class Planner:
     def _overwrite(self, snapshot) -> List[Planned]:
         if not self.options.primary_key:
             # Append tables: the files the overwrite added, as inserts.
-            splits = self._added_files(snapshot, self._lists.read_delta(snapshot))
-            return [Planned(split=s) for s in sorted(splits, key=split_sort_key)]
+            splits = self._streaming_splits(snapshot, self._lists.read_delta(snapshot))
+            return [Planned(split=s) for s in order_splits(self.table, splits)]
         # Primary-key tables: the change from the previous snapshot, one
         # split per partition the overwrite touched.
         entries = self._files.read_entries_parallel(self._lists.read_delta(snapshot), max_workers=8)
