@@ -187,3 +187,22 @@ def test_a_bucketed_append_table_keeps_each_buckets_order(tmp_path):
     assert sum(len(p.split.files) for p in planned) >= 20
     rows = [(r["id"], r["value"]) for r in rows_of(table.table, {}, planned)]
     assert rows == [(r["id"], r["value"]) for r in in_commit_order(table.table, snapshot)]
+
+
+def test_a_postpone_bucket_tables_full_scan_includes_rows_not_compacted_yet(tmp_path):
+    # bucket = -2 without a changelog producer: Java DataTableStreamScan
+    # reads the postpone bucket too (only real buckets with a producer), each
+    # record as written (MergeFileSplitRead.createNoMergeReader).
+    table = PrimaryKeyTable(tmp_path / "warehouse", "postpone", options={"bucket": "-2"})
+    table.write([("+I", 1, 10), ("+I", 2, 20)])
+    latest = table.write([("+U", 1, 11), ("-D", 2, 20), ("+I", 3, 30)])
+    options = {"read.changelog": "true"}
+    full = planned_ids(table.table, options, latest, full=True)
+    assert [p.split.bucket for p in full] == [-2], "the postpone bucket's files are in the full scan"
+    rows = [(r["rowkind"], r["id"], r["balance"]) for r in rows_of(table.table, options, full)]
+    assert rows == [("+I", 1, 10), ("+I", 2, 20), ("+U", 1, 11), ("-D", 2, 20), ("+I", 3, 30)]
+    # Without read.changelog a reader gets what it can apply as upserts.
+    upserts = [(r["id"], r["balance"]) for r in rows_of(table.table, {}, planned_ids(table.table, {}, latest, full=True))]
+    assert upserts == [(1, 10), (2, 20), (1, 11), (3, 30)]
+    # With a changelog producer only real buckets are read (none yet).
+    assert planned_ids(table.table, {"changelog-producer": "input"}, latest, full=True) == []

@@ -36,6 +36,10 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 PYPAIMON_VERSION = "2.1.0"
 
+# Paimon's bucket number of a postpone-bucket table (`bucket = -2`), whose
+# new files wait in bucket -2 until compaction moves them to real buckets.
+POSTPONE_BUCKET = -2
+
 # Row kinds as Paimon writes them.
 INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = "+I", "-U", "+U", "-D"
 ROWKIND_COLUMN = "rowkind"
@@ -66,6 +70,7 @@ class ReadOptions:
         table_options = table.options.options.to_map()
         merged = {**table_options, **{k: v for k, v in overrides.items() if v is not None}}
         self.primary_key = bool(table.is_primary_key_table)
+        self.postpone_bucket = str(merged.get("bucket", "")).strip() == str(POSTPONE_BUCKET)
         self.changelog_producer = str(merged.get("changelog-producer", "none")).lower()
         if self.primary_key:
             self.read_overwrite = truthy(merged.get("streaming-read-overwrite"))
@@ -169,6 +174,22 @@ class Planner:
         return AsyncStreamingTableScan(self.table, prefetch_enabled=False)
 
     def _initial(self, snapshot) -> list:
+        if self.options.postpone_bucket and self.options.changelog_producer == "none":
+            # Java DataTableStreamScan reads only real buckets when a
+            # changelog producer makes the changes; otherwise the postpone
+            # bucket's files (rows not compacted yet) are part of the full
+            # scan, read without merging, every record with its row kind
+            # (MergeFileSplitRead.createReader, createNoMergeReader).
+            # pypaimon's scan always leaves them out.
+            from pypaimon.read.scanner.file_scanner import FileScanner
+
+            lists = self._lists
+            scanner = FileScanner(self.table, lambda: (lists.read_all(snapshot), snapshot)).with_all_buckets()
+            splits = list(scanner.scan().splits())
+            for split in splits:
+                if split.bucket == POSTPONE_BUCKET:
+                    split.is_streaming = True  # one file after the other, no merge
+            return splits
         splits = list(self._scan()._create_initial_plan(snapshot).splits())
         # Tables whose changelog comes from compaction start from the files
         # compaction already produced (Java DataTableStreamScan.tryFirstPlan).
