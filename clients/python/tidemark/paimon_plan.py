@@ -7,11 +7,12 @@ Snapshot selection follows Paimon's follow-up scanners (Java
 
 - the first snapshot of an initial full scan is read whole (merged rows);
 - afterwards, an OVERWRITE snapshot is read first when the table asks for it
-  (`streaming-read-overwrite` on primary-key tables, read as the change from
-  the previous snapshot: `-D` for rows it removed, `+I` for rows it added,
-  `-U`/`+U` for rows it changed; `streaming-read-append-overwrite`, or
-  `streaming-read-overwrite`, on append tables, read as the files it added),
-  and skipped otherwise;
+  (`streaming-read-overwrite` on primary-key tables, read per bucket from the
+  overwrite's own removed and added files as Paimon's streaming read of an
+  `IncrementalSplit` reads them: `-D` for every row the removed files held,
+  then the rows the added files hold, with their own kinds;
+  `streaming-read-append-overwrite` on append tables, read as the files it
+  added), and skipped otherwise;
 - without a `changelog-producer`, APPEND snapshots are read as deltas (the
   files they added) and every other kind (COMPACT, ANALYZE) is skipped: a
   compaction never delivers a row twice;
@@ -70,14 +71,19 @@ class ReadOptions:
         table_options = table.options.options.to_map()
         merged = {**table_options, **{k: v for k, v in overrides.items() if v is not None}}
         self.primary_key = bool(table.is_primary_key_table)
+        if not self.primary_key and truthy(merged.get("streaming-read-overwrite")):
+            # Paimon's SchemaValidation refuses it on append tables.
+            raise ValueError(
+                "Doesn't support streaming read the changes from overwrite when the primary keys are not "
+                "defined. Please use streaming-read-append-overwrite to enable the streaming read overwrite "
+                "commit for append table."
+            )
         self.postpone_bucket = str(merged.get("bucket", "")).strip() == str(POSTPONE_BUCKET)
         self.changelog_producer = str(merged.get("changelog-producer", "none")).lower()
         if self.primary_key:
             self.read_overwrite = truthy(merged.get("streaming-read-overwrite"))
         else:
-            self.read_overwrite = truthy(merged.get("streaming-read-append-overwrite")) or truthy(
-                merged.get("streaming-read-overwrite")
-            )
+            self.read_overwrite = truthy(merged.get("streaming-read-append-overwrite"))
         self.read_changelog = truthy(merged.get("read.changelog"))
         self.num_levels = int(merged.get("num-levels") or int(merged.get("num-sorted-run.compaction-trigger", "5")) + 1)
         if self.read_overwrite and self.changelog_producer in ("lookup", "full-compaction"):
@@ -89,21 +95,42 @@ class ReadOptions:
             )
 
 
+class OverwriteBucket:
+    """What a primary-key overwrite changed in one bucket (Java
+    `IncrementalSplit`): the files it removed and the files it added, those
+    in both left out."""
+
+    def __init__(self, snapshot_id: int, partition, bucket: int, before: list, after: list):
+        self.snapshot_id = snapshot_id
+        self.partition = partition
+        self.bucket = bucket
+        self.before = before
+        self.after = after
+
+
 class Planned:
     """One split of a snapshot's plan, as shipped to a Spark task: a pypaimon
-    DataSplit, or the rows an overwrite changed in one partition (computed
-    where it is read)."""
+    DataSplit, or one bucket of a primary-key overwrite (read where it is
+    read)."""
 
-    def __init__(self, split=None, overwrite: Optional[Tuple[int, tuple]] = None):
+    def __init__(self, split=None, overwrite: Optional[OverwriteBucket] = None):
         self.split = split
         self.overwrite = overwrite
+
+    def stats(self) -> Tuple[int, int]:
+        """(rows, bytes) of the split's data files, for read limits (Java
+        `PaimonReadLimitGuard.getBytesAndRows`)."""
+        files = self.split.files if self.split is not None else self.overwrite.after
+        return sum(f.row_count for f in files), sum(f.file_size for f in files)
 
     def identity(self) -> str:
         """What makes this split this split: its files (or the overwrite and
         partition it diffs), for the replay check."""
         if self.overwrite is not None:
-            snapshot_id, partition = self.overwrite
-            return f"overwrite:{snapshot_id}:{json.dumps(list(partition), default=str)}"
+            change = self.overwrite
+            partition = [str(v) for v in getattr(change.partition, "values", []) or []]
+            names = ",".join(f.file_name for f in change.before) + "|" + ",".join(f.file_name for f in change.after)
+            return f"overwrite:{change.snapshot_id}:{json.dumps(partition)}:{change.bucket}:{names}"
         files = sorted(getattr(f, "file_name", "") for f in (self.split.files or []))
         partition = tuple(str(v) for v in getattr(self.split.partition, "values", []) or [])
         return f"{json.dumps(list(partition))}:{self.split.bucket}:{','.join(files)}"
@@ -277,11 +304,37 @@ class Planner:
             # Append tables: the files the overwrite added, as inserts.
             splits = self._streaming_splits(snapshot, self._lists.read_delta(snapshot))
             return [Planned(split=s) for s in order_splits(self.table, splits)]
-        # Primary-key tables: the change from the previous snapshot, one
-        # split per partition the overwrite touched.
-        entries = self._files.read_entries_parallel(self._lists.read_delta(snapshot), max_workers=8)
-        partitions = sorted({tuple(entry.partition.values) for entry in entries}, key=lambda p: tuple(map(str, p)))
-        return [Planned(overwrite=(snapshot.id, partition)) for partition in partitions]
+        # Primary-key tables: per bucket, the files the overwrite removed and
+        # those it added (Java SnapshotReaderImpl.readChanges; files in both
+        # lists left out, as its deduplicate does). Unlike a comparison of
+        # the table before and after, this needs only the overwrite's own
+        # manifests (the snapshot before may be expired), reads level-0 files
+        # of deletion-vector and first-row tables too, and holds one bucket
+        # in memory at a time.
+        from pypaimon.read.scanner.primary_key_table_split_generator import PrimaryKeyTableSplitGenerator
+
+        manifests = self._lists.read_delta(snapshot)
+        entries = []
+        for manifest in manifests:
+            entries += self._files.read(manifest.file_name, drop_stats=True)
+        generator = PrimaryKeyTableSplitGenerator(self.table, 1, 1, deletion_files_map={}, snapshot_id=snapshot.id)
+        buckets: Dict[tuple, Tuple[list, list]] = {}
+        partitions = {}
+        for entry in entries:
+            key = (tuple(entry.partition.values), entry.bucket)
+            partitions[key] = entry.partition
+            generator._set_data_file_paths([entry.file], entry.partition, entry.bucket)
+            removed, added = buckets.setdefault(key, ([], []))
+            (added if entry.kind == 0 else removed).append(entry.file)
+        changes = []
+        for key, (removed, added) in buckets.items():
+            both = {f.file_name for f in removed} & {f.file_name for f in added}
+            before = [f for f in removed if f.file_name not in both]
+            after = [f for f in added if f.file_name not in both]
+            if before or after:
+                changes.append(OverwriteBucket(snapshot.id, partitions[key], key[1], before, after))
+        changes.sort(key=lambda c: (partition_path(self.table, c.partition), c.bucket))
+        return [Planned(overwrite=change) for change in changes]
 
 
 # ------------------------------------------------------------------ reading
@@ -311,7 +364,7 @@ def read_planned(table, options: ReadOptions, planned: Planned, schema) -> Itera
 
     target = to_arrow_schema(schema)
     if planned.overwrite is not None:
-        rows = overwrite_changes(table, *planned.overwrite)
+        rows = overwrite_changes(table, planned.overwrite)
     else:
         rows = _read_with_row_kind(table).to_arrow([planned.split])
     yield from _shape(rows, options, target)
@@ -349,50 +402,42 @@ def _shape(data, options: ReadOptions, target) -> Iterator:
         yield batch
 
 
-def overwrite_changes(table, snapshot_id: int, partition: tuple):
-    """The rows an OVERWRITE changed in one partition, with their kinds:
-    the key-level difference between the snapshot before and the overwrite
-    (Paimon's `readChanges`): `-D` for a key it removed, `+I` for a key it
-    added, `-U` then `+U` for a key whose row changed."""
+def overwrite_changes(table, change: OverwriteBucket):
+    """The rows one bucket of a primary-key overwrite delivers, with their
+    kinds, as Paimon's streaming read of an `IncrementalSplit` makes them
+    (Java `IncrementalChangelogReadProvider`): the merged rows of the files
+    the overwrite removed, each as `-D` (`ReverseReader`), then the merged
+    rows of the files it added, each with its own kind."""
     import pyarrow as pa
 
-    before = _rows_at(table, snapshot_id - 1, partition) if snapshot_id > 1 else {}
-    after = _rows_at(table, snapshot_id, partition)
-    changes: List[Tuple[str, dict]] = []
-    for key in sorted(set(before) | set(after), key=lambda k: tuple(map(str, k))):
-        old, new = before.get(key), after.get(key)
-        if old is not None and new is None:
-            changes.append((DELETE, old))
-        elif old is None and new is not None:
-            changes.append((INSERT, new))
-        elif old != new:
-            changes.append((UPDATE_BEFORE, old))
-            changes.append((UPDATE_AFTER, new))
-    names = [f.name for f in table.table_schema.fields]
-    columns = {"_row_kind": [kind for kind, _ in changes]}
-    for name in names:
-        columns[name] = [row[name] for _, row in changes]
-    from pypaimon.schema.data_types import PyarrowFieldParser
+    def merged(files):
+        if not files:
+            return None
+        from pypaimon.read.split import DataSplit
 
-    schema = pa.schema(
-        [pa.field("_row_kind", pa.string(), nullable=False)]
-        + list(PyarrowFieldParser.from_paimon_schema(table.table_schema.fields))
-    )
-    return pa.table(columns, schema=schema)
+        split = DataSplit(files, change.partition, change.bucket, raw_convertible=False, snapshot_id=change.snapshot_id)
+        return _read_with_row_kind(table).to_arrow([split])
 
+    before, after = merged(change.before), merged(change.after)
+    parts = []
+    if before is not None and before.num_rows:
+        kinds = before.column("_row_kind")
+        if any(kind in (UPDATE_BEFORE, DELETE) for kind in kinds.to_pylist()):
+            # Java's ReverseReader refuses these too.
+            raise ValueError("an overwrite removed files whose merged rows are retractions")
+        parts.append(before.set_column(before.column_names.index("_row_kind"), "_row_kind",
+                                       pa.array([DELETE] * before.num_rows, pa.string())))
+    if after is not None and after.num_rows:
+        parts.append(after.cast(parts[0].schema) if parts else after)
+    if not parts:
+        from pypaimon.schema.data_types import PyarrowFieldParser
 
-def _rows_at(table, snapshot_id: int, partition: tuple) -> Dict[tuple, dict]:
-    """The merged rows of one partition at a snapshot, by primary key."""
-    at = table.copy({"scan.snapshot-id": str(snapshot_id)})
-    builder = at.new_read_builder()
-    splits = [
-        s for s in builder.new_scan().plan().splits() if tuple(getattr(s.partition, "values", []) or []) == partition
-    ]
-    if not splits:
-        return {}
-    rows = builder.new_read().to_arrow(splits).to_pylist()
-    keys = list(table.primary_keys)
-    return {tuple(row[k] for k in keys): row for row in rows}
+        schema = pa.schema(
+            [pa.field("_row_kind", pa.string(), nullable=False)]
+            + list(PyarrowFieldParser.from_paimon_schema(table.table_schema.fields))
+        )
+        return schema.empty_table()
+    return pa.concat_tables(parts)
 
 
 def first_snapshot_at_or_after(snapshots: List[Tuple[int, int]], at_millis: int) -> Optional[int]:
