@@ -233,3 +233,39 @@ def test_a_postpone_bucket_tables_full_scan_includes_rows_not_compacted_yet(tmp_
     assert upserts == [(1, 10), (2, 20), (1, 11), (3, 30)]
     # With a changelog producer only real buckets are read (none yet).
     assert planned_ids(table.table, {"changelog-producer": "input"}, latest, full=True) == []
+
+
+def test_the_level_filtered_full_scan_keeps_each_files_deletion_vector(tmp_path):
+    """lookup / full-compaction tables start from compacted files only
+    (Java DataTableStreamScan.tryFirstPlan's level filter), each with its
+    deletion vector. Java-written compacted files and deletion vectors are
+    forged here: the planner is given a split (as pypaimon's scan makes it)
+    of a level-5 file whose key 3 a deletion vector deletes, and a level-0
+    file the filter drops."""
+    import dataclasses
+
+    from pypaimon.deletionvectors.bitmap_deletion_vector import BitmapDeletionVector
+    from pypaimon.read.split import DataSplit
+    from pypaimon.table.source.deletion_file import DeletionFile
+
+    table = PrimaryKeyTable(tmp_path / "warehouse", "dv", options={"deletion-vectors.enabled": "true"})
+    one = table.write([("+I", 1, 10), ("+I", 2, 20), ("+I", 3, 30)])
+    two = table.write([("+I", 4, 40)])
+    # The files as written (level 0), with their paths, from the deltas.
+    [scanned] = [p.split for p in planned_ids(table.table, {}, one)]
+    [first] = scanned.files
+    [second] = [p.split for p in planned_ids(table.table, {}, two)][0].files
+    compacted = dataclasses.replace(first, level=5)
+    compacted.file_path = first.file_path
+    vector = BitmapDeletionVector()
+    vector.delete(2)  # the third row of the compacted file: key 3
+    index = tmp_path / "dv-index"
+    serialized = vector.serialize()
+    index.write_bytes(serialized)
+    deletion = DeletionFile(str(index), 0, len(serialized) - 8, 1)
+    split = DataSplit([compacted, second], scanned.partition, scanned.bucket, data_deletion_files=[deletion, None])
+
+    kept = Planner._filter_levels([split], lambda level: level > 0)
+    assert [f.level for f in kept[0].files] == [5]
+    rows = paimon_plan._read_with_row_kind(table.table).to_arrow(kept).to_pylist()
+    assert sorted(r["id"] for r in rows) == [1, 2], "key 3 stays deleted; key 4 (level 0) is not read"

@@ -229,18 +229,26 @@ class Planner:
 
     @staticmethod
     def _filter_levels(splits, keep) -> list:
+        """The splits with only the files of the levels kept, each with its
+        deletion vector (Java applies the level filter before attaching a
+        batch split's deletion files, so a kept file keeps its own; without
+        it, rows deleted or replaced since the file was written came back)."""
         from pypaimon.read.split import DataSplit
 
         out = []
         for split in splits:
-            files = [f for f in split.files if keep(f.level)]
-            if files:
+            deletions = split.data_deletion_files or [None] * len(split.files)
+            kept = [(f, d) for f, d in zip(split.files, deletions) if keep(f.level)]
+            if kept:
+                files = [f for f, _ in kept]
+                kept_deletions = [d for _, d in kept]
                 out.append(
                     DataSplit(
                         files,
                         split.partition,
                         split.bucket,
                         raw_convertible=False,
+                        data_deletion_files=kept_deletions if any(d is not None for d in kept_deletions) else None,
                         snapshot_id=split.snapshot_id,
                         total_buckets=split.total_buckets,
                     )
