@@ -283,6 +283,33 @@ class PaimonTable:
             int(p.name[len("snapshot-"):]) for p in self._snapshot_dir().glob("snapshot-*") if p.name[9:].isdigit()
         )
 
+    def expire_keeping_changelog_below(self, fence: int) -> List[int]:
+        """Expires the snapshots below `fence` as Paimon does when the
+        changelog outlives snapshots (`changelog.num-retained.*` above the
+        snapshots'): each snapshot file becomes `changelog/changelog-N`
+        (its data files stay), the changelog's hints are written, then the
+        snapshots' EARLIEST hint moves. Returns the ids moved."""
+        with self._lock:
+            present = self.snapshot_ids()
+            doomed = [s for s in present if s < min(fence, present[-1])]
+            if not doomed:
+                return []
+            changelog = pathlib.Path(self.path) / "changelog"
+            changelog.mkdir(exist_ok=True)
+            for snapshot in doomed:
+                (changelog / f"changelog-{snapshot}").write_bytes(
+                    (self._snapshot_dir() / f"snapshot-{snapshot}").read_bytes()
+                )
+            if not (changelog / "EARLIEST").exists():
+                (changelog / "EARLIEST").write_text(str(doomed[0]))
+            (changelog / "LATEST").write_text(str(doomed[-1]))
+            hint = self._snapshot_dir() / "EARLIEST"
+            hint.with_suffix(".tmp").write_text(str(doomed[-1] + 1))
+            os.replace(hint.with_suffix(".tmp"), hint)
+            for snapshot in doomed:
+                (self._snapshot_dir() / f"snapshot-{snapshot}").unlink()
+            return doomed
+
     def expire_below(self, fence: int) -> List[int]:
         """Expires every snapshot strictly below `fence` (never the latest),
         as Paimon's snapshot expiration does: the EARLIEST hint moves first,

@@ -269,3 +269,44 @@ def test_the_level_filtered_full_scan_keeps_each_files_deletion_vector(tmp_path)
     assert [f.level for f in kept[0].files] == [5]
     rows = paimon_plan._read_with_row_kind(table.table).to_arrow(kept).to_pylist()
     assert sorted(r["id"] for r in rows) == [1, 2], "key 3 stays deleted; key 4 (level 0) is not read"
+
+
+def test_rows_of_newer_schemas_are_read_with_the_querys_schema_by_field_id(tmp_path):
+    """Java SchemaEvolutionUtil: a query reads files of later schemas with
+    the schema it started with: an added column is left out, a renamed one
+    keeps the query's name, a dropped one reads as null; a query that
+    declared fewer columns reads only those."""
+    import pyarrow as pa
+    from pypaimon.schema.data_types import AtomicType
+    from pypaimon.schema.schema_change import SchemaChange
+
+    table = PaimonTable(tmp_path / "warehouse", "evolve")
+    table.commit()
+    catalog = table.catalog
+    catalog.alter_table(table.id, [SchemaChange.add_column("extra", AtomicType("STRING"))])
+    at_start = catalog.get_table(table.id)
+    started = spark_schema_of(at_start, {})
+    fields = paimon_plan.query_fields(at_start, started)
+    catalog.alter_table(table.id, [SchemaChange.add_column("note", AtomicType("STRING"))])
+    catalog.alter_table(table.id, [SchemaChange.rename_column("value", "val")])
+    catalog.alter_table(table.id, [SchemaChange.drop_column("extra")])
+    evolved = catalog.get_table(table.id)
+    columns = [("id", pa.int64()), ("part", pa.string()), ("val", pa.string()), ("note", pa.string())]
+    snapshot = write_table(
+        evolved, pa.table({"id": [7], "part": ["p1"], "val": ["v7"], "note": ["n"]}, schema=pa.schema(columns))
+    )
+    [planned] = planned_ids(evolved, {}, snapshot)
+    read = lambda schema, fields: [  # noqa: E731
+        row
+        for batch in paimon_plan.read_planned(evolved, ReadOptions(evolved, {}), planned, schema, fields)
+        for row in batch.to_pylist()
+    ]
+    assert read(started, fields) == [{"id": 7, "part": "p1", "value": "v7", "extra": None}]
+    from pyspark.sql.types import StructType
+
+    only_id = StructType([started["id"]])
+    assert read(only_id, paimon_plan.query_fields(table.table, only_id)) == [{"id": 7}]
+    with pytest.raises(ValueError, match="has a column 'nope'"):
+        from pyspark.sql.types import StringType, StructField
+
+        paimon_plan.query_fields(table.table, StructType([StructField("nope", StringType())]))

@@ -63,6 +63,41 @@ def truthy(value: Optional[str]) -> bool:
     return str(value).strip().lower() == "true"
 
 
+def parse_duration_ms(key: str, text: str) -> int:
+    """A Paimon duration (`500 ms`, `10 s`, `2 min`, `1 h`, `1 d`, or bare
+    milliseconds) in milliseconds; a bad one raises ValueError naming `key`."""
+    import re
+
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", str(text))
+    units = {"": 1, "ms": 1, "milli": 1, "millis": 1, "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
+             "min": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000, "hour": 3_600_000,
+             "hours": 3_600_000, "d": 86_400_000, "day": 86_400_000, "days": 86_400_000}
+    if not match or match.group(2).lower() not in units:
+        raise ValueError(f'option "{key}" must be a duration such as "10 s", not {text!r}')
+    return int(match.group(1)) * units[match.group(2).lower()]
+
+
+def changelog_decoupled(options: Dict[str, str]) -> bool:
+    """Whether the table's changelog outlives its snapshots (Java
+    `CoreOptions.changelogLifecycleDecoupled`): a `changelog.*` retention
+    above the snapshots' (each defaults to the snapshots')."""
+
+    def number(key: str, default: int) -> int:
+        return int(options.get(key, default))
+
+    snapshot_min = number("snapshot.num-retained.min", 10)
+    snapshot_max = number("snapshot.num-retained.max", 2**31 - 1)
+    snapshot_time = parse_duration_ms("snapshot.time-retained", options.get("snapshot.time-retained", "1 h"))
+    changelog_min = number("changelog.num-retained.min", snapshot_min)
+    changelog_max = number("changelog.num-retained.max", snapshot_max)
+    changelog_time = (
+        parse_duration_ms("changelog.time-retained", options["changelog.time-retained"])
+        if "changelog.time-retained" in options
+        else snapshot_time
+    )
+    return changelog_max > snapshot_max or changelog_time > snapshot_time or changelog_min > snapshot_min
+
+
 class ReadOptions:
     """What shapes a table's stream: its own options, overridden by the
     query's (Paimon: dynamic options over table options)."""
@@ -366,30 +401,88 @@ def spark_schema(table, options: ReadOptions):
     return schema
 
 
-def read_planned(table, options: ReadOptions, planned: Planned, schema) -> Iterator:
-    """The Arrow batches of one planned split, shaped as `schema`."""
+def query_fields(table, schema, leave_out=()) -> List[Tuple[int, str]]:
+    """The query's columns as (Paimon field id, name), in the order of the
+    Spark `schema` the query runs with (the table's whole schema, or the
+    columns the query declared with `readStream.schema(...)`), taken from the
+    table's schema when the query starts. Columns in `leave_out` (the
+    `rowkind` and epoch columns the source adds) are not the table's."""
+    by_name = {f.name: f for f in table.table_schema.fields}
+    fields = []
+    for name in schema.names:
+        if name in leave_out:
+            continue
+        field = by_name.get(name)
+        if field is None:
+            raise ValueError(
+                f"the query's schema has a column {name!r} that the table (schema {table.table_schema.id}) does "
+                f"not have; its columns: {sorted(by_name)}"
+            )
+        fields.append((field.id, name))
+    return fields
+
+
+def read_planned(table, options: ReadOptions, planned: Planned, schema, fields=None) -> Iterator:
+    """The Arrow batches of one planned split, shaped as `schema`.
+
+    `fields` (see `query_fields`) are the columns of the schema the query
+    started with: only those are read from the files, and they are found in
+    the table's schema now by field id, as Paimon reads files written under
+    a newer schema with the query's (Java `SchemaEvolutionUtil`): a column
+    added since is not delivered, a renamed one is delivered under the name
+    the query knows, one dropped since reads as null, a widened type is cast
+    back to the query's type (a value that does not fit fails the read)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     target = to_arrow_schema(schema)
+    now = {f.id: f.name for f in table.table_schema.fields}
+    names = None if fields is None else [now[field_id] for field_id, _ in fields if field_id in now]
     if planned.overwrite is not None:
-        rows = overwrite_changes(table, planned.overwrite)
+        rows = overwrite_changes(table, planned.overwrite, names)
     else:
-        rows = _read_with_row_kind(table).to_arrow([planned.split])
+        rows = _read_with_row_kind(table, names).to_arrow([planned.split])
+    if fields is not None:
+        rows = _as_query_columns(rows, fields, now, target)
     yield from _shape(rows, options, target)
 
 
-def _read_with_row_kind(table):
+def _as_query_columns(rows, fields, now: Dict[int, str], target):
+    """`rows` (named as the table's schema names them now) as the query's
+    columns, by field id; a column the table no longer has is null."""
+    import pyarrow as pa
+
+    columns, names = [], []
+    if "_row_kind" in rows.column_names:
+        columns.append(rows.column("_row_kind"))
+        names.append("_row_kind")
+    for field_id, name in fields:
+        current = now.get(field_id)
+        if current is not None and current in rows.column_names:
+            columns.append(rows.column(current))
+        else:
+            columns.append(pa.nulls(rows.num_rows, type=target.field(name).type))
+        names.append(name)
+    return pa.table(columns, names=names)
+
+
+def _read_with_row_kind(table, names: Optional[List[str]] = None):
+    """A reader of `table`'s rows with their kinds: every column, or only
+    `names` (only those columns are read from the files)."""
     from pypaimon.read.table_read import TableRead
 
     builder = table.new_read_builder()
+    if names is not None:
+        builder = builder.with_projection(list(names))
     return TableRead(table=table, predicate=None, read_type=builder.read_type(), include_row_kind=True)
 
 
 def _shape(data, options: ReadOptions, target) -> Iterator:
     """Row kinds as the query asked: a `rowkind` column with
     `read.changelog`; otherwise only what a reader without row kinds can
-    apply (inserts and updates' new values), as Paimon's streaming read of a
-    primary-key table delivers without it."""
+    apply as upserts (inserts and updates' new values). Paimon's Spark
+    source delivers every record without its kind instead, so a delete
+    would arrive as an ordinary row: a deliberate difference
+    (docs/spark.md, "Primary keys and row kinds")."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -406,11 +499,20 @@ def _shape(data, options: ReadOptions, target) -> Iterator:
         data = data.filter(keep)
         if data.num_rows == 0:
             return
-    for batch in data.cast(target).to_batches():
+    try:
+        data = data.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        # A type changed since the query started in a way its type cannot
+        # hold (Paimon's read fails here too).
+        raise ValueError(
+            f"SCHEMA_CHANGED: the rows cannot be read as the schema this query started with ({error}); "
+            "stop the query and start it again from the same checkpoint to read the new schema"
+        ) from error
+    for batch in data.to_batches():
         yield batch
 
 
-def overwrite_changes(table, change: OverwriteBucket):
+def overwrite_changes(table, change: OverwriteBucket, names: Optional[List[str]] = None):
     """The rows one bucket of a primary-key overwrite delivers, with their
     kinds, as Paimon's streaming read of an `IncrementalSplit` makes them
     (Java `IncrementalChangelogReadProvider`): the merged rows of the files
@@ -424,7 +526,7 @@ def overwrite_changes(table, change: OverwriteBucket):
         from pypaimon.read.split import DataSplit
 
         split = DataSplit(files, change.partition, change.bucket, raw_convertible=False, snapshot_id=change.snapshot_id)
-        return _read_with_row_kind(table).to_arrow([split])
+        return _read_with_row_kind(table, names).to_arrow([split])
 
     before, after = merged(change.before), merged(change.after)
     parts = []
@@ -440,9 +542,9 @@ def overwrite_changes(table, change: OverwriteBucket):
     if not parts:
         from pypaimon.schema.data_types import PyarrowFieldParser
 
+        fields = [f for f in table.table_schema.fields if names is None or f.name in names]
         schema = pa.schema(
-            [pa.field("_row_kind", pa.string(), nullable=False)]
-            + list(PyarrowFieldParser.from_paimon_schema(table.table_schema.fields))
+            [pa.field("_row_kind", pa.string(), nullable=False)] + list(PyarrowFieldParser.from_paimon_schema(fields))
         )
         return schema.empty_table()
     return pa.concat_tables(parts)

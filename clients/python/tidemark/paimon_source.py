@@ -31,14 +31,28 @@ import uuid
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxFiles, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from tidemark import paimon_limits
 
 from tidemark.paimon_plan import (
+    ROWKIND_COLUMN,
     Planned,
     Planner,
     ReadOptions,
+    changelog_decoupled,
     first_snapshot_at_or_after,
     fingerprint,
+    parse_duration_ms,
+    query_fields,
     read_planned,
     spark_schema,
 )
@@ -58,8 +72,48 @@ STARTUP_MODES = {
     "from-snapshot": "STARTUP_MODE_FROM_SNAPSHOT",
     "from-snapshot-full": "STARTUP_MODE_FROM_SNAPSHOT_FULL",
     "from-timestamp": "STARTUP_MODE_FROM_SNAPSHOT",
+    # A full scan of the latest compaction (the latest snapshot without one).
+    "compacted-full": "STARTUP_MODE_FROM_SNAPSHOT_FULL",
 }
-SCAN_MODES = sorted([*STARTUP_MODES, "default"])
+# Paimon's `full` is `latest-full` (CoreOptions.startupMode).
+SCAN_MODES = sorted([*STARTUP_MODES, "default", "full"])
+
+# Options of the pinned Paimon that would change which rows a streaming read
+# delivers, or in what order, and that this source does not implement: each
+# is refused by name rather than ignored (every other Paimon or Spark
+# connector option is accepted, as Paimon accepts them). The value says why
+# and what to do instead.
+REFUSED_OPTIONS = {
+    "scan.tag-name": "Paimon's streaming read cannot start from a tag either (\"Cannot scan from tag in streaming "
+    "mode\"); start from the tag's snapshot with scan.mode=from-snapshot-full and scan.snapshot-id",
+    "scan.version": "Paimon's streaming read cannot start from a tag or a watermark; use scan.snapshot-id",
+    "scan.watermark": "Paimon's streaming read cannot start from a watermark either; use scan.snapshot-id or "
+    "scan.timestamp-millis",
+    "scan.bounded.watermark": "a stream that ends at a watermark is not implemented",
+    "scan.file-creation-time-millis": "starting from file creation times is not implemented; use "
+    "scan.timestamp-millis",
+    "scan.creation-time-millis": "starting from a creation time is not implemented; use scan.timestamp-millis",
+    "scan.bucket": "reading a single bucket is not implemented",
+    "incremental-between": "incremental reads are batch reads in Paimon (\"Cannot read incremental in streaming "
+    "mode\")",
+    "incremental-between-timestamp": "incremental reads are batch reads in Paimon",
+    "incremental-between-scan-mode": "incremental reads are batch reads in Paimon",
+    "incremental-between-tag-to-snapshot": "incremental reads are batch reads in Paimon",
+    "incremental-to-auto-tag": "incremental reads are batch reads in Paimon",
+}
+# Refused only when turned on (they drop files that cannot be read).
+REFUSED_WHEN_TRUE = {
+    "scan.ignore-corrupt-files": "skipping corrupt files would lose rows without a word",
+    "scan.ignore-lost-files": "skipping lost files would lose rows without a word",
+}
+# Scan modes Paimon refuses in a streaming read, or this source does not
+# implement.
+REFUSED_SCAN_MODES = {
+    "latest-delta": "Paimon allows 'latest-delta' only in batch reads",
+    "incremental": "Paimon allows 'incremental' only in batch reads",
+    "from-file-creation-time": "not implemented; use from-timestamp",
+    "from-creation-timestamp": "not implemented; use from-timestamp",
+}
 
 # Source options a table may also set as a property (the query's wins), as
 # Paimon reads dynamic options over table options.
@@ -68,7 +122,12 @@ TABLE_DEFAULTS = (
     "scan.mode",
     "scan.snapshot-id",
     "scan.timestamp-millis",
+    "scan.timestamp",
     "consumer.ignore-progress",
+    "streaming.read.snapshot.delay",
+    *(key.lower() for key in paimon_limits.KEYS),
+    *REFUSED_OPTIONS,
+    *REFUSED_WHEN_TRUE,
 )
 # Read options passed on to the planner and reader (table options unless
 # the query sets them).
@@ -101,7 +160,6 @@ class SourceOptions:
         self.path = self.path.rstrip("/")
         self.branch = get("branch", "main")
         self.storage = {k: v for k, v in raw.items() if k.startswith(STORAGE_PREFIXES)}
-        self.max_splits = int(get("max-splits-per-batch", "0"))
         self.endpoint = get("tidemark.endpoint", "127.0.0.1:50051")
         self.token = get("tidemark.token") or os.environ.get("TIDEMARK_TOKEN")
         self.tls_ca = get("tidemark.tls-ca")
@@ -138,24 +196,55 @@ class SourceOptions:
         self.consumer_id = get("consumer-id")
         if not self.consumer_id:
             raise ValueError('option "consumer-id" is required (or the table property): it names the tidemark consumer')
+        for key, why in REFUSED_OPTIONS.items():
+            if get(key) is not None:
+                raise ValueError(f'option "{key}" is not supported by tidemark_paimon: {why}')
+        for key, why in REFUSED_WHEN_TRUE.items():
+            if (get(key) or "").strip().lower() == "true":
+                raise ValueError(f'option "{key}" is not supported by tidemark_paimon: {why}')
         self.scan_mode = get("scan.mode", "default").lower()
+        if self.scan_mode in REFUSED_SCAN_MODES:
+            raise ValueError(f'scan.mode "{self.scan_mode}" is not supported: {REFUSED_SCAN_MODES[self.scan_mode]}')
         if self.scan_mode not in SCAN_MODES:
             raise ValueError(f'option "scan.mode" must be one of {SCAN_MODES}, not {self.scan_mode!r}')
+        if self.scan_mode == "full":
+            self.scan_mode = "latest-full"
         snapshot_id = get("scan.snapshot-id")
         timestamp = get("scan.timestamp-millis")
+        if timestamp is None and get("scan.timestamp") is not None:
+            timestamp = str(parse_scan_timestamp(get("scan.timestamp")))
         if self.scan_mode == "default":
             self.scan_mode = "from-timestamp" if timestamp else "from-snapshot" if snapshot_id else "latest-full"
         self.scan_snapshot_id = int(snapshot_id or "0")
         self.scan_timestamp_millis = int(timestamp) if timestamp else None
         if self.scan_mode == "from-timestamp" and self.scan_timestamp_millis is None:
-            raise ValueError('scan.mode "from-timestamp" needs option "scan.timestamp-millis"')
+            raise ValueError('scan.mode "from-timestamp" needs option "scan.timestamp-millis" or "scan.timestamp"')
+        delay = get("streaming.read.snapshot.delay")
+        self.snapshot_delay_ms = parse_duration_ms("streaming.read.snapshot.delay", delay) if delay else 0
         if self.scan_mode.startswith("from-snapshot") and self.scan_snapshot_id < 1:
             raise ValueError(f'scan.mode "{self.scan_mode}" needs option "scan.snapshot-id" (>= 1)')
         self.ignore_progress = (get("consumer.ignore-progress", "false") or "false").lower() == "true"
+        self.limits = paimon_limits.TriggerLimits.from_options(get)
         self.read_overrides = {k: self.raw[k] for k in READ_OPTIONS if k in self.raw}
         self.split_overrides = {k: self.raw[k] for k in SPLIT_OPTIONS if k in self.raw}
         self.resolved = True
         return self
+
+
+def parse_scan_timestamp(text: str) -> int:
+    """`scan.timestamp` (`yyyy-MM-dd HH:mm:ss[.SSS]`, or only the date, in
+    the runner's local time zone, as Java DateTimeUtils.parseTimestampData
+    reads it with the JVM's default zone) in epoch milliseconds."""
+    import datetime
+
+    value = text.strip().replace("T", " ")
+    for layout in ("%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"):
+        try:
+            parsed = datetime.datetime.strptime(value, layout)
+        except ValueError:
+            continue
+        return int(parsed.astimezone().timestamp() * 1000)
+    raise ValueError(f'option "scan.timestamp" must look like "2026-12-03 10:15:00" (local time), not {text!r}')
 
 
 def table_id_from_path(path: str) -> str:
@@ -270,10 +359,21 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self._planned_end: Optional[Tuple] = None
         self._initial_offset: Optional[dict] = None
         self._target_snapshot: Optional[int] = None
+        # When latestOffset last returned a new batch (Paimon's
+        # lastTriggerMillis; 0: never, so the first batch is never held back).
+        self._last_batch_ms = 0
         self.commit_latencies: List[float] = []
         # Resolves the options against the table (its properties are
         # defaults) before anything names the consumer.
         self._paimon()
+        # The query's columns, by Paimon field id, as of its start: rows of
+        # later schemas are read as these (read_planned).
+        self._fields = None
+        if schema is not None:
+            added = {ROWKIND_COLUMN} if self._planner.options.read_changelog else set()
+            if options.epoch_column:
+                added.add(options.epoch_column)
+            self._fields = query_fields(self._table, schema, leave_out=added)
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -392,10 +492,55 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         earliest = sm.try_get_earliest_snapshot()
         return (earliest.id if earliest is not None else 1), latest.id
 
+    def _decoupled(self) -> bool:
+        """Whether changelogs outlive snapshots here (the table's options,
+        the query's over them)."""
+        table = self._paimon()
+        return changelog_decoupled({**table.options.options.to_map(), **self.opts.raw})
+
+    def _earliest_changelog(self) -> Optional[int]:
+        """The earliest long-lived changelog (changelog/changelog-N, kept
+        after snapshot N expired), when changelogs outlive snapshots."""
+        if not self._decoupled():
+            return None
+        manager = self._paimon().changelog_manager()
+        return manager.earliest_long_lived_changelog_id()
+
+    def _recovery_position(self, **kwargs):
+        """GetRecoveryPosition with what this query sees of the table: its
+        snapshots and, when changelogs outlive them, its earliest changelog
+        (from which a delta read can still start; SPEC R2)."""
+        earliest, latest = self._snapshot_range()
+        decoupled = self._decoupled()
+        earliest_changelog = self._earliest_changelog() if decoupled else None
+        return self._connect().get_recovery_position(
+            self.opts.table_id,
+            self.opts.consumer_id,
+            earliest,
+            latest,
+            branch=self.opts.branch,
+            earliest_changelog=earliest_changelog,
+            changelog_decoupled=decoupled,
+            **kwargs,
+        )
+
     def _latest(self) -> int:
         latest = self._snapshot_range()[1]
         if self._target_snapshot is not None:
-            return min(latest, self._target_snapshot)
+            latest = min(latest, self._target_snapshot)
+        if self.opts.snapshot_delay_ms and latest > 0:
+            # streaming.read.snapshot.delay: a snapshot is read only once it
+            # is that old (Java NextSnapshotFetcher / DataTableStreamScan).
+            import time
+
+            manager = self._paimon().snapshot_manager()
+            now_ms = int(time.time() * 1000)
+            earliest = self._snapshot_range()[0]
+            while latest >= earliest:
+                snapshot = manager.get_snapshot_by_id(latest)
+                if snapshot is None or snapshot.time_millis <= now_ms - self.opts.snapshot_delay_ms:
+                    break
+                latest -= 1
         return latest
 
     def _plan(self, snapshot_id: int, full: bool) -> List[Planned]:
@@ -407,20 +552,18 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                 return self._plans[key]
         table = self._paimon()
         snapshot = table.snapshot_manager().get_snapshot_by_id(snapshot_id)
+        if snapshot is None and not full and self._decoupled():
+            # The snapshot expired but its changelog is kept: Paimon reads
+            # changelog-N then (Java NextSnapshotFetcher).
+            snapshot = table.changelog_manager().try_get_changelog(snapshot_id)
         if snapshot is None:
             raise QueryFailed(
                 f"snapshot {snapshot_id} of {self.opts.table_id} no longer exists; it was expired before this "
                 "query read it. Check retention against tidemark's fence, then restart"
             )
-        if snapshot.schema_id > self._schema_id:
-            # Spark fixed the query's schema when it started; rows of
-            # another schema cannot be delivered under it.
-            raise QueryFailed(
-                f"SCHEMA_CHANGED: snapshot {snapshot_id} of {self.opts.table_id} was written with schema "
-                f"{snapshot.schema_id}, and this query reads schema {self._schema_id}. Stop the query and start it "
-                "again from the same checkpoint: it reads the new schema and goes on where it stopped (make sure "
-                "the sink accepts the new columns)"
-            )
+        # A snapshot of a newer schema is read with the schema the query
+        # started with, column by column by field id (read_planned), as
+        # Paimon's streaming read does: a new schema stops nothing.
         splits = self._planner.plan(snapshot, full)
         if len(splits) >= SPLITS_PER_SNAPSHOT_LIMIT:
             raise QueryFailed(f"snapshot {snapshot_id} has {len(splits)} splits; at most 999999 are supported")
@@ -460,8 +603,32 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             if start is None:
                 return coordinator_pb2.StartupMode.Value("STARTUP_MODE_LATEST"), 0
             return coordinator_pb2.StartupMode.Value("STARTUP_MODE_FROM_SNAPSHOT"), start
+        if mode == "compacted-full":
+            return coordinator_pb2.StartupMode.Value(STARTUP_MODES[mode]), self._latest_compaction(latest)
         snapshot = self.opts.scan_snapshot_id if mode.startswith("from-snapshot") else 0
         return coordinator_pb2.StartupMode.Value(STARTUP_MODES[mode]), snapshot
+
+    def _latest_compaction(self, latest: int) -> int:
+        """`compacted-full`'s snapshot: the latest COMPACT snapshot (with
+        `changelog-producer=full-compaction` or `full-compaction.delta-commits`,
+        the latest full compaction: its commit identifier a multiple of the
+        delta commits), else the latest snapshot (Java
+        CompactedStartingScanner, FullCompactedStartingScanner)."""
+        table = self._paimon()
+        properties = {**table.options.options.to_map(), **self.opts.raw}
+        delta_commits = properties.get("full-compaction.delta-commits")
+        full_only = str(properties.get("changelog-producer", "")).lower() == "full-compaction" or delta_commits
+        every = int(delta_commits or 1)
+        manager = table.snapshot_manager()
+        earliest = self._snapshot_range()[0]
+        for snapshot_id in range(latest, earliest - 1, -1):
+            snapshot = manager.get_snapshot_by_id(snapshot_id)
+            if snapshot is None or snapshot.commit_kind != "COMPACT":
+                continue
+            identifier = snapshot.commit_identifier
+            if not full_only or identifier % every == 0 or identifier == 2**63 - 1:
+                return snapshot_id
+        return latest
 
     def _first_snapshot_at_or_after(self, at_millis: int, latest: int) -> Optional[int]:
         """Binary search over the live snapshots' commit times (Paimon keeps
@@ -503,14 +670,9 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self._ensure_lease(self.holder)
         from tidemark.v1 import coordinator_pb2
 
-        earliest, latest = self._snapshot_range()
+        _, latest = self._snapshot_range()
         startup_mode, startup_snapshot = self._startup(latest)
-        response = self._connect().get_recovery_position(
-            self.opts.table_id,
-            self.opts.consumer_id,
-            earliest,
-            latest,
-            branch=self.opts.branch,
+        response = self._recovery_position(
             startup_mode=startup_mode,
             snapshot_id=startup_snapshot,
             ignore_progress=self.opts.ignore_progress,
@@ -527,36 +689,51 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return dict(self._initial_offset)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        if self.opts.max_splits > 0:
-            return ReadMaxFiles(self.opts.max_splits)
+        # Spark's Python API has no composite limit: Spark is told one of
+        # them (so it knows the batches are limited) and latestOffset
+        # applies them all.
+        limits = self.opts.limits
+        if limits.max_files is not None:
+            return ReadMaxFiles(limits.max_files)
+        if limits.max_rows is not None:
+            return ReadMaxRows(limits.max_rows)
+        if limits.max_bytes is not None:
+            return ReadMaxBytes(limits.max_bytes)
+        if limits.min_rows is not None:
+            return ReadMinRows(limits.min_rows)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target_snapshot = self._snapshot_range()[1]
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        import time
+
         self._ensure_lease(start.get("holder"))
-        if isinstance(limit, ReadMaxFiles):
-            budget = limit.max_files
-        elif isinstance(limit, ReadAllAvailable):
-            budget = None
-        else:
-            budget = self.opts.max_splits or None
+        now_ms = int(time.time() * 1000)
+        # Spark asks for everything (Trigger.Once) or for the default limit
+        # (then every limit the options set applies, split by split).
+        guard = None
+        if not isinstance(limit, ReadAllAvailable) and self.opts.limits.any():
+            guard = self.opts.limits.guard(self._last_batch_ms, now_ms)
         latest = self._latest()
         snapshot_id, index, full, _ = position(start)
         end = None
-        taken = 0
         identities = []
-        while budget is None or taken < budget:
+        while True:
             step = self._next_position(snapshot_id, index, full, latest)
             if step is None:
                 break
+            if guard is not None:
+                rows, size = self._plan(step[0], step[2])[step[1]].stats()
+                if not guard.admit(rows, size):
+                    break
             snapshot_id, index, full, total = step
             identities.append(self._identity(snapshot_id, index, full))
             end = make_offset(snapshot_id, index, full, total, self.holder)
-            taken += 1
-        if end is None:
+        if end is None or (guard is not None and guard.skip_batch):
             return start
+        self._last_batch_ms = now_ms
         # What identifies this batch's plan, so a replay can prove it reads
         # the same splits (REPLAY_PLAN_MISMATCH otherwise).
         end["batchFingerprint"] = fingerprint(identities)
@@ -586,15 +763,10 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         from tidemark.errors import TidemarkError
         from tidemark.v1 import coordinator_pb2
 
-        earliest, latest = self._snapshot_range()
+        _, latest = self._snapshot_range()
         startup_mode, startup_snapshot = self._startup(latest)
         try:
-            response = self._connect().get_recovery_position(
-                self.opts.table_id,
-                self.opts.consumer_id,
-                earliest,
-                latest,
-                branch=self.opts.branch,
+            response = self._recovery_position(
                 startup_mode=startup_mode,
                 snapshot_id=startup_snapshot,
                 ignore_progress=self.opts.ignore_progress,
@@ -666,14 +838,15 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     def read(self, partition: SplitsPartition) -> Iterator:
         table, read_options = open_source(partition.options)
         column = partition.options.epoch_column
+        fields = getattr(self, "_fields", None)
         if not column:
-            yield from read_planned(table, read_options, partition.planned, self.schema)
+            yield from read_planned(table, read_options, partition.planned, self.schema, fields)
             return
         import pyarrow as pa
         from pyspark.sql.types import StructType
 
         rows_schema = StructType([f for f in self.schema.fields if f.name != column])
-        for batch in read_planned(table, read_options, partition.planned, rows_schema):
+        for batch in read_planned(table, read_options, partition.planned, rows_schema, fields):
             epochs = pa.array([partition.epoch] * batch.num_rows, pa.int64())
             yield pa.RecordBatch.from_arrays(
                 list(batch.columns) + [epochs],

@@ -1,0 +1,132 @@
+"""The source's options, without Spark (the Spark side is in
+test_spark_paimon_tables.py): Paimon's read limits, split by split, as Java's
+`PaimonReadLimitGuard` admits them; options that would change rows refused
+by name, the others accepted; `scan.timestamp`, `full` and `compacted-full`
+resolved as Paimon's CoreOptions.startupMode and starting scanners do."""
+
+from __future__ import annotations
+
+import pytest
+
+from tidemark.paimon_limits import TriggerLimits
+
+
+def admitted(limit: TriggerLimits, splits, last_batch_ms: int = 0, now_ms: int = 10_000):
+    """How many of `splits` ((rows, bytes) each) one batch takes, and
+    whether it is held back."""
+    guard = limit.guard(last_batch_ms, now_ms)
+    taken = 0
+    for rows, size in splits:
+        if not guard.admit(rows, size):
+            break
+        taken += 1
+    return taken, guard.skip_batch
+
+
+SPLITS = [(10, 1000)] * 6
+
+
+def test_keys_are_paimons_matched_case_insensitively_and_checked_by_name():
+    assert TriggerLimits.from_options({"read.stream.maxfilespertrigger": "2"}.get).max_files == 2
+    with pytest.raises(ValueError, match='"read.stream.maxRowsPerTrigger" must be a whole number'):
+        TriggerLimits.from_options({"read.stream.maxrowspertrigger": "many"}.get)
+    with pytest.raises(ValueError, match='"read.stream.maxFilesPerTrigger" must be at least 1'):
+        TriggerLimits.from_options({"read.stream.maxfilespertrigger": "0"}.get)
+    with pytest.raises(ValueError, match="go together"):
+        TriggerLimits.from_options({"read.stream.minrowspertrigger": "5"}.get)
+    # tidemark's older name for the file limit still works; the smaller wins.
+    both = {"max-splits-per-batch": "3", "read.stream.maxfilespertrigger": "5"}
+    assert TriggerLimits.from_options(both.get).max_files == 3
+    assert not TriggerLimits.from_options({}.get).any()
+
+
+def test_a_file_limit_counts_splits():
+    assert admitted(TriggerLimits(max_files=1), SPLITS) == (1, False)
+    assert admitted(TriggerLimits(max_files=4), SPLITS) == (4, False)
+
+
+def test_row_and_byte_limits_admit_while_below_so_the_last_split_may_pass_them():
+    # 25 rows: 10, 20 are below, the third split brings 30.
+    assert admitted(TriggerLimits(max_rows=25), SPLITS) == (3, False)
+    assert admitted(TriggerLimits(max_rows=20), SPLITS) == (2, False)
+    assert admitted(TriggerLimits(max_bytes=1500), SPLITS) == (2, False)
+    # The first split always goes, whatever its size.
+    assert admitted(TriggerLimits(max_bytes=1), [(10, 10**9)]) == (1, False)
+    # Every limit applies: the tightest ends the batch.
+    assert admitted(TriggerLimits(max_files=5, max_rows=25, max_bytes=10**9), SPLITS) == (3, False)
+
+
+def test_too_few_rows_wait_until_the_delay_has_passed():
+    few = TriggerLimits(min_rows=100, max_delay_ms=5_000)
+    # 60 rows available, the last batch 1 s ago: held back.
+    assert admitted(few, SPLITS, last_batch_ms=9_000, now_ms=10_000) == (6, True)
+    # 6 s ago: past the delay, the batch goes with what there is.
+    assert admitted(few, SPLITS, last_batch_ms=4_000, now_ms=10_000) == (6, False)
+    # Enough rows: no wait.
+    assert admitted(TriggerLimits(min_rows=50, max_delay_ms=5_000), SPLITS, 9_000, 10_000) == (6, False)
+    # The first batch of a query (no batch before) is never held back.
+    assert admitted(few, SPLITS, last_batch_ms=0, now_ms=10_000) == (6, False)
+
+
+def test_options_that_would_change_rows_are_refused_by_name_and_others_accepted(tmp_path):
+    from harness import PaimonTable
+
+    from tidemark.paimon_source import SourceOptions, open_source
+
+    table = PaimonTable(tmp_path / "warehouse", "options")
+    table.commit()
+
+    def opened(**extra):
+        return open_source(SourceOptions({"path": table.path, "consumer-id": "c", **extra}))[0]
+
+    for key, value in [
+        ("scan.tag-name", "t1"),
+        ("scan.watermark", "5"),
+        ("scan.version", "3"),
+        ("incremental-between", "1,2"),
+        ("scan.bucket", "0"),
+        ("scan.ignore-lost-files", "true"),
+    ]:
+        with pytest.raises(ValueError, match=f'option "{key}" is not supported'):
+            opened(**{key: value})
+    with pytest.raises(ValueError, match='scan.mode "latest-delta" is not supported'):
+        opened(**{"scan.mode": "latest-delta"})
+    # Options that change no row are accepted, as Paimon accepts them.
+    opened(**{"scan.manifest.parallelism": "4", "read.batch-size": "100", "scan.ignore-lost-files": "false"})
+    # Paimon's `full` is latest-full; scan.timestamp is read in local time.
+    assert SourceOptions({"path": table.path, "consumer-id": "c", "scan.mode": "full"}).resolve(table.table).scan_mode == "latest-full"
+    spelled = SourceOptions({"path": table.path, "consumer-id": "c", "scan.timestamp": "2026-12-03 10:15:00.250"})
+    import datetime
+
+    expected = int(datetime.datetime(2026, 12, 3, 10, 15, 0, 250000).astimezone().timestamp() * 1000)
+    assert (spelled.resolve(table.table).scan_mode, spelled.scan_timestamp_millis) == ("from-timestamp", expected)
+    with pytest.raises(ValueError, match='"scan.timestamp" must look like'):
+        SourceOptions({"path": table.path, "consumer-id": "c", "scan.timestamp": "yesterday"}).resolve(table.table)
+
+
+def test_compacted_full_starts_at_the_latest_compaction(tmp_path):
+    from harness import PaimonTable
+
+    from tidemark.paimon_source import SourceOptions, TidemarkPaimonStreamReader
+
+    table = PaimonTable(tmp_path / "warehouse", "compacted")
+    table.commit()
+    assert TidemarkPaimonStreamReader(
+        SourceOptions({"path": table.path, "consumer-id": "c", "scan.mode": "compacted-full"})
+    )._latest_compaction(1) == 1, "no compaction: the latest snapshot"
+    table.commit()
+    compacted = table.compact()
+    latest = table.commit()
+    reader = TidemarkPaimonStreamReader(SourceOptions({"path": table.path, "consumer-id": "c", "scan.mode": "compacted-full"}))
+    assert reader._latest_compaction(latest) == compacted
+
+
+def test_the_changelog_outlives_snapshots_as_paimon_decides_it():
+    from tidemark.paimon_plan import changelog_decoupled
+
+    assert not changelog_decoupled({})
+    assert not changelog_decoupled({"snapshot.num-retained.max": "5"})
+    assert changelog_decoupled({"snapshot.num-retained.max": "5", "changelog.num-retained.max": "50"})
+    assert changelog_decoupled({"changelog.time-retained": "2 h"})
+    assert not changelog_decoupled({"changelog.time-retained": "30 min"})
+    assert changelog_decoupled({"changelog.num-retained.min": "20"})
