@@ -134,6 +134,57 @@ async fn a_lock_held_past_the_statement_timeout_is_retryable_not_internal() {
     );
 }
 
+/// A registration that cannot be read is a database in trouble, never "not
+/// registered": that would skip the table's identity check, trust the
+/// worker's range and record a pin whose file is never written (SPEC §9).
+/// An operator's lock on the registrations past the statement timeout
+/// answers `UNAVAILABLE STORE_UNAVAILABLE` with `RetryInfo`; once it is gone
+/// the plan is made from the table's directory again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registrations_that_cannot_be_read_are_unavailable_never_unregistered() {
+    let Some(db) = FreshDatabase::create().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let location = dir.path().join("lake/db.db/orders");
+    tidemark_testkit::paimon_table_dir(&location, 3, 1, "");
+    let served = Served::start(&["--database-url", &db.url, "--db-statement-timeout", "1s"], dir.path());
+    let mut admin = tidemark_proto::v1::admin_client::AdminClient::connect(served.url()).await.unwrap();
+    admin
+        .register_table(pb::RegisterTableRequest {
+            table: "db.orders".into(),
+            location: location.display().to_string(),
+            execute: true,
+        })
+        .await
+        .unwrap();
+    let mut client = coordinator(&served.url(), Duration::from_secs(30));
+    // Registered: the worker's range (1..=100) is replaced by the directory's.
+    let plan = client.get_recovery_position(recovery_request("reader")).await.unwrap().into_inner();
+    assert_eq!(plan.start.unwrap().snapshot_id, 4, "the directory's latest is 3");
+
+    // Past the cache of registrations, which is then read again.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut operator = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE paimon_tables IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *operator)
+        .await
+        .unwrap();
+    let refused = client
+        .get_recovery_position(recovery_request("blip"))
+        .await
+        .expect_err("a plan while the registrations cannot be read");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert_eq!(reason(&refused).as_deref(), Some("STORE_UNAVAILABLE"), "{refused:?}");
+    assert!(refused.get_details_retry_info().is_some(), "{refused:?}");
+    assert!(!refused.message().contains("paimon_tables"), "no SQL text: {refused:?}");
+    operator.rollback().await.unwrap();
+
+    let plan = client.get_recovery_position(recovery_request("blip")).await.unwrap().into_inner();
+    assert_eq!(plan.start.unwrap().snapshot_id, 4, "planned from the directory again");
+}
+
 /// A state file with one key of `db.epochs` at `epoch`.
 fn state_file(dir: &Path, epoch: i64) -> std::path::PathBuf {
     let at = "2026-11-20T08:00:00Z";
