@@ -35,14 +35,16 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo nextest run --workspace --locked --no-fail-fast "$@"
 cargo test --workspace --locked --doc
 
-# Behind PgBouncer (Debian's 1.18) in each pool mode: the storage
-# conformance suite and the worker-protocol tests, each test's backends
-# reaching the database through a PgBouncer of its own (migrations
-# directly), as a deployment with --db-pooler does.
-for mode in session transaction; do
-  TIDEMARK_TEST_DB_POOLER=$mode cargo nextest run --locked --no-fail-fast \
-    -E '(package(tidemark-store) & binary(postgres)) | (package(tidemark-e2e) & binary(worker_protocol) & test(/^postgres::/))'
-done
+# Behind PgBouncer (Debian's 1.18): the worker-protocol tests in each pool
+# mode, and the storage conformance suite in transaction mode (the one that
+# changes how every statement is sent), each test's backends reaching the
+# database through a PgBouncer of its own (migrations directly), as a
+# deployment with --db-pooler does. Both suites in both modes, and longer
+# checker runs: scripts/pooler-tests.sh.
+TIDEMARK_TEST_DB_POOLER=session cargo nextest run --locked --no-fail-fast \
+  -E 'package(tidemark-e2e) & binary(worker_protocol) & test(/^postgres::/)'
+TIDEMARK_TEST_DB_POOLER=transaction cargo nextest run --locked --no-fail-fast \
+  -E '(package(tidemark-store) & binary(postgres)) | (package(tidemark-e2e) & binary(worker_protocol) & test(/^postgres::/))'
 
 # Proof that the checks can fail: deliberate bugs (tidemark-core's mutant
 # module, compiled into the test build) each switched on in turn must fail
@@ -76,9 +78,10 @@ target/debug/tidemark-fuzz --duration 15s --database-url "$fuzz_db"
 # Postgres, with faults injected; every recorded request is checked against
 # the SPEC's invariants (long runs: --soak, see docs/reliability.md).
 target/debug/tidemark-chaos --duration 40s --fault-every 1s
-# The same through PgBouncer in each pool mode, shorter.
-target/debug/tidemark-chaos --duration 20s --fault-every 1s --db-pooler session
-target/debug/tidemark-chaos --duration 20s --fault-every 1s --db-pooler transaction
+# The same through PgBouncer in each pool mode, shorter (longer runs:
+# scripts/pooler-tests.sh).
+target/debug/tidemark-chaos --duration 15s --fault-every 1s --db-pooler session
+target/debug/tidemark-chaos --duration 15s --fault-every 1s --db-pooler transaction
 # The same checker against a three-member Patroni cluster (etcd, synchronous
 # replication, HAProxy routing by Patroni's health checks): a failover (the
 # primary's node cut off from its standbys, then SIGKILLed) and a

@@ -149,7 +149,9 @@ async fn registrations_that_cannot_be_read_are_unavailable_never_unregistered() 
     let location = dir.path().join("lake/db.db/orders");
     tidemark_testkit::paimon_table_dir(&location, 3, 1, "");
     let served = Served::start(&["--database-url", &db.url, "--db-statement-timeout", "1s"], dir.path());
-    let mut admin = tidemark_proto::v1::admin_client::AdminClient::connect(served.url()).await.unwrap();
+    let mut admin = tidemark_proto::v1::admin_client::AdminClient::connect(served.url())
+        .await
+        .unwrap();
     admin
         .register_table(pb::RegisterTableRequest {
             table: "db.orders".into(),
@@ -160,7 +162,11 @@ async fn registrations_that_cannot_be_read_are_unavailable_never_unregistered() 
         .unwrap();
     let mut client = coordinator(&served.url(), Duration::from_secs(30));
     // Registered: the worker's range (1..=100) is replaced by the directory's.
-    let plan = client.get_recovery_position(recovery_request("reader")).await.unwrap().into_inner();
+    let plan = client
+        .get_recovery_position(recovery_request("reader"))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(plan.start.unwrap().snapshot_id, 4, "the directory's latest is 3");
 
     // Past the cache of registrations, which is then read again.
@@ -181,7 +187,11 @@ async fn registrations_that_cannot_be_read_are_unavailable_never_unregistered() 
     assert!(!refused.message().contains("paimon_tables"), "no SQL text: {refused:?}");
     operator.rollback().await.unwrap();
 
-    let plan = client.get_recovery_position(recovery_request("blip")).await.unwrap().into_inner();
+    let plan = client
+        .get_recovery_position(recovery_request("blip"))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(plan.start.unwrap().snapshot_id, 4, "planned from the directory again");
 }
 
