@@ -104,15 +104,17 @@ class TidemarkServer:
 
 
 def write_table(table, data, overwrite: Optional[dict] = None) -> int:
-    """Commits `data` (an Arrow table) to a pypaimon table — an append, or
-    an INSERT OVERWRITE of the partition `overwrite` names ({} for the whole
+    """Commits `data` (an Arrow table, or a list of them written one after
+    the other into the one commit) to a pypaimon table — an append, or an
+    INSERT OVERWRITE of the partition `overwrite` names ({} for the whole
     table) — and returns the new snapshot id."""
     builder = table.new_batch_write_builder()
     if overwrite is not None:
         builder = builder.overwrite(overwrite or None)
     write, commit = builder.new_write(), builder.new_commit()
     try:
-        write.write_arrow(data)
+        for piece in data if isinstance(data, list) else [data]:
+            write.write_arrow(piece)
         commit.commit(write.prepare_commit())
     finally:
         write.close()

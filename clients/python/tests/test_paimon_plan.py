@@ -120,22 +120,6 @@ def test_a_replayed_batch_whose_splits_differ_is_refused(tmp_path):
         reader._check_replayed_plan(start, make_offset(2, 1, False, 5, "h"))
 
 
-def commit_in_pieces(table, pieces) -> int:
-    """One commit of several writes (each an Arrow table): with a tiny
-    `target-file-size` each lands in files of its own, so one commit holds
-    several files of one bucket. Returns the snapshot id."""
-    builder = table.new_batch_write_builder()
-    write, commit = builder.new_write(), builder.new_commit()
-    try:
-        for piece in pieces:
-            write.write_arrow(piece)
-        commit.commit(write.prepare_commit())
-    finally:
-        write.close()
-        commit.close()
-    return table.snapshot_manager().get_latest_snapshot().id
-
-
 def rows_of(table, options, planned) -> list:
     return [
         row
@@ -177,7 +161,7 @@ def test_two_files_of_one_commit_touching_one_key_are_read_in_commit_order(tmp_p
 
     table = PrimaryKeyTable(tmp_path / "warehouse", "order", options={"target-file-size": "1b"})
     schema = table.arrow_schema
-    snapshot = commit_in_pieces(
+    snapshot = write_table(
         table.table,
         [
             pa.table({"id": [1, 2], "balance": [10, 20], "op": ["+I", "+I"]}, schema=schema),
@@ -208,7 +192,7 @@ def test_a_bucketed_append_table_keeps_each_buckets_order(tmp_path):
         pa.table({"id": [i, i + 1], "part": ["p1", "p1"], "value": [f"w{n}", f"w{n}"]}, schema=table.arrow_schema)
         for n, i in enumerate(range(0, 40, 2))
     ]
-    snapshot = commit_in_pieces(table.table, pieces)
+    snapshot = write_table(table.table, pieces)
     planned = planned_ids(table.table, {}, snapshot)
     assert sorted(p.split.bucket for p in planned) == [0, 1], "one split per bucket"
     assert sum(len(p.split.files) for p in planned) >= 20
