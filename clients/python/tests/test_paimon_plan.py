@@ -294,3 +294,46 @@ def test_rows_of_newer_schemas_are_read_with_the_querys_schema_by_field_id(tmp_p
         from pyspark.sql.types import StringType, StructField
 
         paimon_plan.query_fields(table.table, StructType([StructField("nope", StringType())]))
+
+
+def bytes_read_by_this_process() -> int:
+    """What this process has read so far (Linux /proc/self/io `rchar`)."""
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
+
+
+def test_a_query_of_two_of_fifty_columns_reads_about_a_twenty_fifth_of_the_bytes(tmp_path):
+    """The columns a query declares are the only ones read from the files
+    (issue 30's bound: at most 2 x 2/50 of the full read's bytes)."""
+    import numpy as np
+    import pyarrow as pa
+    from pypaimon import CatalogFactory, Schema
+    from pyspark.sql.types import StructType
+
+    catalog = CatalogFactory.create({"warehouse": str(tmp_path / "warehouse")})
+    catalog.create_database("wide", True)
+    arrow = pa.schema([pa.field(f"c{i}", pa.int64()) for i in range(50)])
+    catalog.create_table("wide.t", Schema.from_pyarrow_schema(arrow), False)
+    table = catalog.get_table("wide.t")
+    rows = 40_000
+    data = pa.table({f"c{i}": pa.array(np.random.randint(0, 1 << 40, rows)) for i in range(50)}, schema=arrow)
+    snapshot = write_table(table, data)
+    planned = planned_ids(table, {}, snapshot)
+    everything = spark_schema_of(table, {})
+    two = StructType([everything["c3"], everything["c17"]])
+
+    def read(schema):
+        fields = paimon_plan.query_fields(table, schema)
+        before = bytes_read_by_this_process()
+        count = sum(
+            batch.num_rows
+            for p in planned
+            for batch in paimon_plan.read_planned(table, ReadOptions(table, {}), p, schema, fields)
+        )
+        return bytes_read_by_this_process() - before, count
+
+    full_bytes, full_rows = read(everything)
+    two_bytes, two_rows = read(two)
+    print(f"bytes read: all 50 columns {full_bytes}, 2 columns {two_bytes} ({two_bytes / full_bytes:.3f})")
+    assert full_rows == two_rows == rows
+    assert two_bytes <= 2 * (2 / 50) * full_bytes, (two_bytes, full_bytes)
