@@ -341,7 +341,7 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     """The runner-side reader. State (client, lease, plans) lives only in the
     runner process; `read` runs on pickled copies and uses the partitions."""
 
-    _RUNNER_STATE = ("_client", "_lease", "_keeper", "_table", "_planner", "_plans", "_lock")
+    _RUNNER_STATE = ("_client", "_lease", "_keeper", "_table", "_planner", "_plans", "_lock", "_changelog_decoupled")
 
     def __init__(self, options: SourceOptions, schema=None):
         self.opts = options
@@ -482,6 +482,11 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             self._planner = Planner(self._table, read_options)
             if self._schema_id is None:
                 self._schema_id = self._table.table_schema.id
+            # Whether changelogs outlive snapshots here (the table's options,
+            # the query's over them): fixed for the table this runner opened.
+            self._changelog_decoupled = changelog_decoupled(
+                {**self._table.options.options.to_map(), **self.opts.raw}
+            )
         return self._table
 
     def _snapshot_range(self) -> Tuple[int, int]:
@@ -493,18 +498,8 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return (earliest.id if earliest is not None else 1), latest.id
 
     def _decoupled(self) -> bool:
-        """Whether changelogs outlive snapshots here (the table's options,
-        the query's over them)."""
-        table = self._paimon()
-        return changelog_decoupled({**table.options.options.to_map(), **self.opts.raw})
-
-    def _earliest_changelog(self) -> Optional[int]:
-        """The earliest long-lived changelog (changelog/changelog-N, kept
-        after snapshot N expired), when changelogs outlive snapshots."""
-        if not self._decoupled():
-            return None
-        manager = self._paimon().changelog_manager()
-        return manager.earliest_long_lived_changelog_id()
+        self._paimon()
+        return self._changelog_decoupled
 
     def _recovery_position(self, **kwargs):
         """GetRecoveryPosition with what this query sees of the table: its
@@ -512,7 +507,11 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         (from which a delta read can still start; SPEC R2)."""
         earliest, latest = self._snapshot_range()
         decoupled = self._decoupled()
-        earliest_changelog = self._earliest_changelog() if decoupled else None
+        # The earliest long-lived changelog (changelog/changelog-N, kept
+        # after snapshot N expired).
+        earliest_changelog = None
+        if decoupled:
+            earliest_changelog = self._paimon().changelog_manager().earliest_long_lived_changelog_id()
         return self._connect().get_recovery_position(
             self.opts.table_id,
             self.opts.consumer_id,
@@ -525,7 +524,7 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         )
 
     def _latest(self) -> int:
-        latest = self._snapshot_range()[1]
+        earliest, latest = self._snapshot_range()
         if self._target_snapshot is not None:
             latest = min(latest, self._target_snapshot)
         if self.opts.snapshot_delay_ms and latest > 0:
@@ -535,7 +534,6 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
 
             manager = self._paimon().snapshot_manager()
             now_ms = int(time.time() * 1000)
-            earliest = self._snapshot_range()[0]
             while latest >= earliest:
                 snapshot = manager.get_snapshot_by_id(latest)
                 if snapshot is None or snapshot.time_millis <= now_ms - self.opts.snapshot_delay_ms:
