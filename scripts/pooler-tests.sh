@@ -16,12 +16,7 @@ source scripts/lib/postgres.sh
 source scripts/lib/tools.sh
 duration=${1:-60s}
 
-if [ -z "${DATABASE_URL:-}" ]; then
-  start_throwaway_postgres fsync=off synchronous_commit=off full_page_writes=off
-  trap 'drop_created_databases; stop_throwaway_postgres' EXIT
-else
-  trap drop_created_databases EXIT
-fi
+use_test_postgres
 ensure_pgbouncer
 ensure_faketime
 

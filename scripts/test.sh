@@ -13,14 +13,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
 source scripts/lib/tools.sh
 
-if [ -z "${DATABASE_URL:-}" ]; then
-  # The test cluster trades durability for speed; benchmarks use their own.
-  start_throwaway_postgres fsync=off synchronous_commit=off full_page_writes=off
-  trap 'drop_created_databases; stop_throwaway_postgres' EXIT
-else
-  # A server we were given: only the databases this run creates are dropped.
-  trap drop_created_databases EXIT
-fi
+use_test_postgres
 # Every tool a test needs; any that cannot be fetched fails the run.
 ensure_grpcurl
 ensure_python_env

@@ -96,3 +96,16 @@ drop_created_databases() {
   done <"$file"
   rm -f "$file"
 }
+
+# use_test_postgres: the Postgres a test run uses. Without DATABASE_URL, a
+# throwaway cluster that trades durability for speed (benchmarks use their
+# own), removed on exit; with it, that server, of which only the databases
+# the run creates are dropped on exit. Sets the EXIT trap.
+use_test_postgres() {
+  if [ -z "${DATABASE_URL:-}" ]; then
+    start_throwaway_postgres fsync=off synchronous_commit=off full_page_writes=off
+    trap 'drop_created_databases; stop_throwaway_postgres' EXIT
+  else
+    trap drop_created_databases EXIT
+  fi
+}
