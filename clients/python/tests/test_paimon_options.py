@@ -130,3 +130,48 @@ def test_the_changelog_outlives_snapshots_as_paimon_decides_it():
     assert changelog_decoupled({"changelog.time-retained": "2 h"})
     assert not changelog_decoupled({"changelog.time-retained": "30 min"})
     assert changelog_decoupled({"changelog.num-retained.min": "20"})
+
+
+def test_scan_partitions_is_read_as_paimons_static_partition_loader_reads_it(tmp_path):
+    """Java `ParameterUtils.getPartitions` and `StaticPartitionLoader`:
+    `k=v,k=v` per partition, `;` between partitions, a key left out is the
+    default partition (null), values compared as the partition's type."""
+    import pyarrow as pa
+    from harness import write_table
+    from pypaimon import CatalogFactory, Schema
+
+    from tidemark.paimon_plan import Planner, ReadOptions
+
+    catalog = CatalogFactory.create({"warehouse": str(tmp_path / "warehouse")})
+    catalog.create_database("db", True)
+    arrow = pa.schema([("id", pa.int64()), ("dt", pa.int32()), ("region", pa.string())])
+    catalog.create_table("db.t", Schema.from_pyarrow_schema(arrow, partition_keys=["dt", "region"]), False)
+    table = catalog.get_table("db.t")
+    write_table(
+        table,
+        pa.table({"id": [1, 2, 3, 4], "dt": [1, 1, 2, 1], "region": ["eu", "us", "eu", None]}, schema=arrow),
+    )
+    latest = table.snapshot_manager().get_latest_snapshot()
+
+    def chosen(text):
+        planned = Planner(table, ReadOptions(table, {"scan.partitions": text})).plan(latest, True)
+        return sorted(tuple(p.split.partition.values) for p in planned)
+
+    assert chosen("dt=1,region=eu") == [(1, "eu")]
+    assert chosen(" dt = 01 , region=eu ") == [(1, "eu")], "an INT compares as a number"
+    assert chosen("dt=1,region=eu;dt=2,region=eu") == [(1, "eu"), (2, "eu")]
+    assert chosen("dt=1") == [(1, None)], "a key left out is the default partition"
+    assert chosen("dt=1,region=__DEFAULT_PARTITION__") == [(1, None)]
+    assert chosen("dt=3,region=eu") == []
+    for text, message in [
+        ("country=fr", "not a partition key of this table"),
+        ("dt", "Please use format 'key=value'"),
+        ("dt=x,region=eu", "dt='x' is not a INT value"),
+        ("max_pt()", "max_pt.. and max_two_pt.. are not supported"),
+        (";", "names no partition"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            ReadOptions(table, {"scan.partitions": text})
+    catalog.create_table("db.plain", Schema.from_pyarrow_schema(arrow), False)
+    with pytest.raises(ValueError, match="not supported for non-partitioned table"):
+        ReadOptions(catalog.get_table("db.plain"), {"scan.partitions": "dt=1"})

@@ -140,15 +140,17 @@ def in_commit_order(table, snapshot_id: int) -> list:
     commit wrote them (their sequence numbers), each file's rows as stored."""
     import pyarrow.parquet as pq
 
+    from pypaimon.manifest.manifest_file_manager import ManifestFileManager
+    from pypaimon.manifest.manifest_list_manager import ManifestListManager
+
     snapshot = table.snapshot_manager().get_snapshot_by_id(snapshot_id)
-    planner = Planner(table, ReadOptions(table, {}))
-    entries = planner._files.read_entries_parallel(planner._lists.read_delta(snapshot))
+    entries = ManifestFileManager(table).read_entries_parallel(ManifestListManager(table).read_delta(snapshot))
     by_bucket = {}
     for entry in entries:
         by_bucket.setdefault((tuple(entry.partition.values), entry.bucket), []).append(entry)
     rows = []
     for (partition, bucket), bucket_entries in sorted(by_bucket.items(), key=lambda item: (item[0][0], item[0][1])):
-        directory = paimon_plan.partition_path(table, bucket_entries[0].partition)
+        directory = "".join(f"{key}={value}/" for key, value in zip(table.partition_keys, partition))
         for entry in sorted(bucket_entries, key=lambda e: e.file.min_sequence_number):
             path = f"{table.table_path}/{directory}bucket-{bucket}/{entry.file.file_name}"
             stored = pq.ParquetFile(path).read().to_pylist()

@@ -120,6 +120,8 @@ class ReadOptions:
         else:
             self.read_overwrite = truthy(merged.get("streaming-read-append-overwrite"))
         self.read_changelog = truthy(merged.get("read.changelog"))
+        partitions = str(merged.get("scan.partitions") or "").strip()
+        self.partitions = PartitionFilter(table, partitions) if partitions else None
         self.num_levels = int(merged.get("num-levels") or int(merged.get("num-sorted-run.compaction-trigger", "5")) + 1)
         if self.read_overwrite and self.changelog_producer in ("lookup", "full-compaction"):
             # Paimon refuses this combination: the compaction would deliver
@@ -128,6 +130,90 @@ class ReadOptions:
                 f"streaming-read-overwrite cannot be used with changelog-producer={self.changelog_producer}: "
                 "the changes of an overwrite would be read twice"
             )
+
+
+class PartitionFilter:
+    """`scan.partitions` (the name of Paimon's own option, Java
+    `FlinkConnectorOptions.SCAN_PARTITIONS`, read as its `StaticPartitionLoader`
+    reads it): partitions as `k1=v1,k2=v2`, several separated by `;`; a
+    partition key left out means the default partition name (a null value).
+    Values are compared as the partition's types compare them (an INT
+    partition `dt=01` is partition 1), as Java converts each spec to an
+    internal row before comparing. `max_pt()` / `max_two_pt()` are refused:
+    Paimon decides them once when a job starts, so a restarted query would
+    quietly read a different partition."""
+
+    def __init__(self, table, text: str):
+        keys = list(getattr(table, "partition_keys", None) or [])
+        if not keys:
+            raise ValueError("scan.partitions is not supported for non-partitioned table.")
+        if "max_pt()" in text.lower() or "max_two_pt()" in text.lower():
+            raise ValueError(
+                'option "scan.partitions": max_pt() and max_two_pt() are not supported by tidemark_paimon '
+                "(Paimon picks the partition when a job starts, so a restarted query could read another one); "
+                "name the partitions, e.g. dt=20261203"
+            )
+        default = table.options.options.to_map().get("partition.default-name", "__DEFAULT_PARTITION__")
+        types = {field.name: str(getattr(field.type, "type", field.type)).upper() for field in table.partition_keys_fields}
+        self.keys = keys
+        self.chosen = set()
+        for spec_text in text.split(";"):
+            spec: Dict[str, str] = {}
+            for pair in spec_text.split(","):
+                if not pair.strip():
+                    continue
+                key, sep, value = pair.partition("=")
+                if not sep:
+                    raise ValueError(
+                        f'option "scan.partitions": invalid key-value string {pair.strip()!r}. Please use format '
+                        "'key=value'"
+                    )
+                key = key.strip()
+                if key not in keys:
+                    raise ValueError(
+                        f'option "scan.partitions" names {key!r}, which is not a partition key of this table '
+                        f"(partition keys: {', '.join(keys)})"
+                    )
+                spec[key] = value.strip()
+            if not spec:
+                continue
+            values = []
+            for key in keys:
+                text_value = spec.get(key, default)
+                values.append(None if text_value == default else _partition_value(types[key], text_value, key))
+            self.chosen.add(tuple(values))
+        if not self.chosen:
+            raise ValueError('option "scan.partitions" names no partition')
+        self._types = [types[key] for key in keys]
+
+    def accepts(self, partition) -> bool:
+        values = list(getattr(partition, "values", None) or [])
+        stored = tuple(
+            None if value is None else _partition_value(kind, str(value), key)
+            for kind, value, key in zip(self._types, values, self.keys)
+        )
+        return stored in self.chosen
+
+
+def _partition_value(kind: str, text: str, key: str):
+    """A partition value in a form that compares as its type does."""
+    import decimal
+
+    base = kind.split("(")[0].replace(" NOT NULL", "").strip()
+    try:
+        if base in ("TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT"):
+            return int(text)
+        if base in ("FLOAT", "DOUBLE"):
+            return float(text)
+        if base == "DECIMAL":
+            return decimal.Decimal(text)
+        if base == "BOOLEAN":
+            if text.lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.lower() == "true"
+    except (ValueError, decimal.InvalidOperation):
+        raise ValueError(f'option "scan.partitions": {key}={text!r} is not a {base} value') from None
+    return text
 
 
 class OverwriteBucket:
@@ -228,7 +314,16 @@ class Planner:
             splits = self._streaming_splits(snapshot, self._lists.read_delta(snapshot))
         else:
             splits = []  # COMPACT, ANALYZE, an OVERWRITE not asked for
-        return [Planned(split=s) for s in order_splits(self.table, splits)]
+        return [Planned(split=s) for s in order_splits(self.table, self._chosen_partitions(splits))]
+
+    def _in_chosen_partition(self, partition) -> bool:
+        return self.options.partitions is None or self.options.partitions.accepts(partition)
+
+    def _chosen_partitions(self, splits: list) -> list:
+        """The splits of the partitions `scan.partitions` names (all when it
+        is unset): every split holds one partition's files, so the others'
+        data files are never opened."""
+        return [split for split in splits if self._in_chosen_partition(split.partition)]
 
     def _scan(self):
         from pypaimon.read.streaming_table_scan import AsyncStreamingTableScan
@@ -310,7 +405,7 @@ class Planner:
             return []
         entries = self._files.read_entries_parallel(
             manifest_files,
-            manifest_entry_filter=lambda entry: entry.kind == 0,
+            manifest_entry_filter=lambda entry: entry.kind == 0 and self._in_chosen_partition(entry.partition),
             max_workers=max(8, self.table.options.scan_manifest_parallelism(os.cpu_count() or 8)),
         )
         if not entries:
@@ -346,7 +441,7 @@ class Planner:
         if not self.options.primary_key:
             # Append tables: the files the overwrite added, as inserts.
             splits = self._streaming_splits(snapshot, self._lists.read_delta(snapshot))
-            return [Planned(split=s) for s in order_splits(self.table, splits)]
+            return [Planned(split=s) for s in order_splits(self.table, self._chosen_partitions(splits))]
         # Primary-key tables: per bucket, the files the overwrite removed and
         # those it added (Java SnapshotReaderImpl.readChanges; files in both
         # lists left out, as its deduplicate does). Unlike a comparison of
@@ -363,7 +458,7 @@ class Planner:
         generator = PrimaryKeyTableSplitGenerator(self.table, 1, 1, deletion_files_map={}, snapshot_id=snapshot.id)
         buckets: Dict[tuple, Tuple[list, list]] = {}
         partitions = {}
-        for entry in entries:
+        for entry in (e for e in entries if self._in_chosen_partition(e.partition)):
             key = (tuple(entry.partition.values), entry.bucket)
             partitions[key] = entry.partition
             generator._set_data_file_paths([entry.file], entry.partition, entry.bucket)
@@ -434,16 +529,40 @@ def read_planned(table, options: ReadOptions, planned: Planned, schema, fields=N
     back to the query's type (a value that does not fit fails the read)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    table = _in_spark_sized_batches(table)
     target = to_arrow_schema(schema)
     now = {f.id: f.name for f in table.table_schema.fields}
     names = None if fields is None else [now[field_id] for field_id, _ in fields if field_id in now]
     if planned.overwrite is not None:
-        rows = overwrite_changes(table, planned.overwrite, names)
+        pieces = iter([overwrite_changes(table, planned.overwrite, names)])
     else:
-        rows = _read_with_row_kind(table, names).to_arrow([planned.split])
-    if fields is not None:
-        rows = _as_query_columns(rows, fields, now, target)
-    yield from _shape(rows, options, target)
+        # Batch by batch, so a split is never whole in memory and Spark
+        # takes the first rows while the rest are read. Only primary-key
+        # tables carry row kinds (an append table's rows are all +I, and
+        # pypaimon adds the column row by row in Python).
+        reader = _read_with_row_kind(table, names, with_kinds=options.primary_key)
+        pieces = iter(reader.to_arrow_batch_reader([planned.split]).read_next_batch, None)
+    import pyarrow as pa
+
+    for rows in pieces:
+        if isinstance(rows, pa.RecordBatch):
+            rows = pa.Table.from_batches([rows])
+        if fields is not None:
+            rows = _as_query_columns(rows, fields, now, target)
+        yield from _shape(rows, options, target)
+
+
+# Rows per Arrow batch when neither the table nor the query sets
+# `read.batch-size`: Spark's own (`spark.sql.execution.arrow.maxRecordsPerBatch`).
+# pypaimon's default, 1,024, costs a round of Python per 1,024 rows, which
+# halved the source's throughput (docs/spark.md, "Throughput").
+SPARK_BATCH_ROWS = 10_000
+
+
+def _in_spark_sized_batches(table):
+    if "read.batch-size" in table.options.options.to_map():
+        return table
+    return table.copy_without_time_travel({"read.batch-size": str(SPARK_BATCH_ROWS)})
 
 
 def _as_query_columns(rows, fields, now: Dict[int, str], target):
@@ -465,15 +584,16 @@ def _as_query_columns(rows, fields, now: Dict[int, str], target):
     return pa.table(columns, names=names)
 
 
-def _read_with_row_kind(table, names: Optional[List[str]] = None):
-    """A reader of `table`'s rows with their kinds: every column, or only
-    `names` (only those columns are read from the files)."""
+def _read_with_row_kind(table, names: Optional[List[str]] = None, with_kinds: bool = True):
+    """A reader of `table`'s rows with their kinds (`_row_kind`, unless
+    `with_kinds` is false): every column, or only `names` (only those
+    columns are read from the files)."""
     from pypaimon.read.table_read import TableRead
 
     builder = table.new_read_builder()
     if names is not None:
         builder = builder.with_projection(list(names))
-    return TableRead(table=table, predicate=None, read_type=builder.read_type(), include_row_kind=True)
+    return TableRead(table=table, predicate=None, read_type=builder.read_type(), include_row_kind=with_kinds)
 
 
 def _shape(data, options: ReadOptions, target) -> Iterator:
@@ -500,7 +620,7 @@ def _shape(data, options: ReadOptions, target) -> Iterator:
         if data.num_rows == 0:
             return
     try:
-        data = data.cast(target)
+        data = data if data.schema.equals(target) else data.cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
         # A type changed since the query started in a way its type cannot
         # hold (Paimon's read fails here too).

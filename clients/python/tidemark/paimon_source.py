@@ -131,9 +131,9 @@ TABLE_DEFAULTS = (
 )
 # Read options passed on to the planner and reader (table options unless
 # the query sets them).
-READ_OPTIONS = ("streaming-read-overwrite", "streaming-read-append-overwrite", "read.changelog")
-# Split sizing the query may override for its reads.
-SPLIT_OPTIONS = ("source.split.target-size", "source.split.open-file-cost")
+READ_OPTIONS = ("streaming-read-overwrite", "streaming-read-append-overwrite", "read.changelog", "scan.partitions")
+# Split sizing and read batching the query may override for its reads.
+SPLIT_OPTIONS = ("source.split.target-size", "source.split.open-file-cost", "read.batch-size")
 # Storage options passed to pypaimon's file IO (S3 endpoint, credentials...).
 STORAGE_PREFIXES = ("fs.", "s3.", "oss.", "hadoop.")
 
