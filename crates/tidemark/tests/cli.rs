@@ -188,7 +188,7 @@ async fn migrate_from_several_processes_at_once_on_postgres() {
         .await
         .unwrap();
     pool.close().await;
-    let embedded = i64::try_from(tidemark_store::postgres::MIGRATOR.migrations.len()).unwrap();
+    let embedded = i64::try_from(tidemark_store::postgres::MIGRATOR.iter().count()).unwrap();
     assert_eq!(applied, embedded, "each migration applied exactly once");
     // serve --no-migrate then works on the migrated database.
     let dir = tempfile::tempdir().unwrap();

@@ -189,13 +189,6 @@ impl<'p> Executor<'p> for &'_ Db {
     {
         (&self.pool).prepare_with(sql, parameters)
     }
-
-    fn describe<'e>(self, sql: sqlx::SqlStr) -> BoxFuture<'e, Result<sqlx::Describe<Postgres>, sqlx::Error>>
-    where
-        'p: 'e,
-    {
-        (&self.pool).describe(sql)
-    }
 }
 
 /// A connection (a transaction's, usually) as an executor: statements
@@ -242,13 +235,6 @@ impl<'c> Executor<'c> for On<'c> {
         'c: 'e,
     {
         self.connection.prepare_with(sql, parameters)
-    }
-
-    fn describe<'e>(self, sql: sqlx::SqlStr) -> BoxFuture<'e, Result<sqlx::Describe<Postgres>, sqlx::Error>>
-    where
-        'c: 'e,
-    {
-        self.connection.describe(sql)
     }
 }
 

@@ -23,7 +23,7 @@ pub use db::DbPooler;
 pub use keys::BRANCH_CONSUMERS;
 pub(crate) use keys::{write_one_event, write_one_event_unless_locked};
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -41,7 +41,7 @@ use group_commit::GroupCommit;
 use group_read::GroupRead;
 
 /// The embedded Postgres migrations (`migrations/postgres`).
-pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
+pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| crate::migrations::embedded(crate::migrations::POSTGRES));
 
 /// Connection settings for the Postgres backend.
 #[derive(Debug, Clone)]

@@ -18,7 +18,7 @@ mod stats;
 use std::fs::File;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -35,7 +35,7 @@ use crate::decode::TimestampColumns;
 use crate::error::StoreError;
 
 /// The embedded SQLite migrations (`migrations/sqlite`).
-pub static MIGRATOR: Migrator = sqlx::migrate!("../../migrations/sqlite");
+pub static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| crate::migrations::embedded(crate::migrations::SQLITE));
 
 /// SQLite allows one writer at a time.
 const WRITERS: u32 = 1;
