@@ -66,6 +66,11 @@ LOG = logging.getLogger("tidemark.paimon_source")
 # late end a lower one (a no-op), exactly as tidemark's rule C5 expects.
 SPLITS_PER_SNAPSHOT_LIMIT = 1_000_000
 
+# Spark's own sizing of file-source partitions (`spark.sql.files.maxPartitionBytes`,
+# `spark.sql.files.openCostInBytes`).
+PARTITION_BYTES = 128 * 1024 * 1024
+OPEN_COST_BYTES = 4 * 1024 * 1024
+
 STARTUP_MODES = {
     "latest-full": "STARTUP_MODE_LATEST_FULL",
     "latest": "STARTUP_MODE_LATEST",
@@ -176,6 +181,9 @@ class SourceOptions:
         # A column carrying the lease epoch each row was read under, so a
         # sink can refuse a batch from a lease that was taken over.
         self.epoch_column = get("tidemark.epoch-column")
+        # How much of a batch one Spark task reads (see group_splits).
+        partition_size = get("tidemark.partition-size")
+        self.partition_bytes = parse_size("tidemark.partition-size", partition_size) if partition_size else PARTITION_BYTES
         self.table_id = get("tidemark.table") or table_id_from_path(self.path)
         self.resolved = False
 
@@ -229,6 +237,17 @@ class SourceOptions:
         self.split_overrides = {k: self.raw[k] for k in SPLIT_OPTIONS if k in self.raw}
         self.resolved = True
         return self
+
+
+def parse_size(key: str, text: str) -> int:
+    """A size as Paimon spells one (`128 mb`, `1 gb`, `0`) in bytes."""
+    import re
+
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    units = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
+    if not match or match.group(2).lower() not in units:
+        raise ValueError(f'option "{key}" must be a size such as "128 mb", not {text!r}')
+    return int(match.group(1)) * units[match.group(2).lower()]
 
 
 def parse_scan_timestamp(text: str) -> int:
@@ -308,14 +327,39 @@ class TidemarkPaimonDataSource(DataSource):
 
 
 class SplitsPartition(InputPartition):
-    """One planned split, read by a Spark task."""
+    """Consecutive planned splits of a batch, read one after the other by
+    one Spark task."""
 
-    def __init__(self, options: SourceOptions, planned: Planned, epoch: int):
+    def __init__(self, options: SourceOptions, planned: List[Planned], epoch: int):
         super().__init__(1)
         self.options = options
         self.planned = planned
         # The lease epoch the batch was planned under.
         self.epoch = epoch
+
+
+def group_splits(planned: List[Planned], target_bytes: int) -> List[List[Planned]]:
+    """A batch's splits as Spark partitions: consecutive splits together
+    while their data files (each counted with Spark's open cost) fit in
+    `target_bytes`, in order, so the rows reach the sink in the order the
+    splits have. Paimon's Spark source makes one partition per split; a task
+    of a Python source costs about 0.2 s of Spark's and PySpark's own work
+    before the first row, which one partition per small split pays again
+    and again (docs/spark.md, "Throughput"). `target_bytes` 0: one split per
+    partition."""
+    groups: List[List[Planned]] = []
+    current: List[Planned] = []
+    size = 0
+    for split in planned:
+        weight = split.stats()[1] + OPEN_COST_BYTES
+        if current and (target_bytes <= 0 or size + weight > target_bytes):
+            groups.append(current)
+            current, size = [], 0
+        current.append(split)
+        size += weight
+    if current:
+        groups.append(current)
+    return groups
 
 
 # Offsets: (snapshotId, index, scanSnapshot, totalSplits) like Paimon's Spark
@@ -798,7 +842,8 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             self._replay_checked = True
         positions = self._check_replayed_plan(start, end) if replayed else self._positions(start, end)
         epoch = self._lease.epoch
-        return [SplitsPartition(self.opts, self._plan(s, full)[i], epoch) for s, i, full in positions]
+        planned = [self._plan(s, full)[i] for s, i, full in positions]
+        return [SplitsPartition(self.opts, group, epoch) for group in group_splits(planned, self.opts.partition_bytes)]
 
     def _check_replayed_plan(self, start: dict, end: dict) -> List[Tuple[int, int, bool]]:
         """A logged batch is replayed only if its plan is still the one it
@@ -838,13 +883,15 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         column = partition.options.epoch_column
         fields = getattr(self, "_fields", None)
         if not column:
-            yield from read_planned(table, read_options, partition.planned, self.schema, fields)
+            for planned in partition.planned:
+                yield from read_planned(table, read_options, planned, self.schema, fields)
             return
         import pyarrow as pa
         from pyspark.sql.types import StructType
 
         rows_schema = StructType([f for f in self.schema.fields if f.name != column])
-        for batch in read_planned(table, read_options, partition.planned, rows_schema, fields):
+        batches = (b for planned in partition.planned for b in read_planned(table, read_options, planned, rows_schema, fields))
+        for batch in batches:
             epochs = pa.array([partition.epoch] * batch.num_rows, pa.int64())
             yield pa.RecordBatch.from_arrays(
                 list(batch.columns) + [epochs],
