@@ -43,7 +43,7 @@ import uuid
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from harness import TidemarkServer, write_table  # noqa: E402
+from harness import TidemarkServer, local_spark, write_table  # noqa: E402
 
 
 def write_table_of(warehouse: pathlib.Path, rows: int, commits: int):
@@ -146,25 +146,7 @@ def spark_ceiling(spark) -> float:
 
 
 def spark_session():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    from pyspark.sql import SparkSession
-
-    from tidemark.paimon_source import register
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("tidemark-read-bench")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("WARN")
-    register(session)
-    return session
+    return local_spark("tidemark-read-bench", spark_driver_memory="4g")
 
 
 def tidemark_read(spark, path: str, endpoint: str, checkpoints: pathlib.Path, options: dict):

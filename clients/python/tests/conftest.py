@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import os
 import pathlib
-import sys
 import uuid
 
 import pytest
 
-from harness import TidemarkServer
+from harness import TidemarkServer, local_spark
 
 from tidemark import Client
 
@@ -61,25 +60,7 @@ def unique():
 def spark():
     """One local[2] SparkSession for the run, kept on loopback, with the
     tidemark_paimon source registered."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    from pyspark.sql import SparkSession
-
-    from tidemark.paimon_source import register
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("tidemark-e2e")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("WARN")
-    register(session)
+    session = local_spark("tidemark-e2e", spark_sql_shuffle_partitions="2", spark_sql_streaming_stopTimeout="30s")
     yield session
     session.stop()
 

@@ -11,6 +11,7 @@ import pathlib
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from typing import Dict, List, Optional
@@ -36,6 +37,32 @@ def tidemark_binary() -> str:
     if not binary.exists():
         subprocess.run(["cargo", "build", "-q", "-p", "tidemark"], cwd=REPO, check=True)
     return str(binary)
+
+
+def local_spark(app_name: str, **conf):
+    """A local[2] SparkSession kept on loopback, with the tidemark_paimon
+    source registered; `conf` adds Spark settings (dots as underscores:
+    `spark_driver_memory="4g"`)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    from pyspark.sql import SparkSession
+
+    from tidemark.paimon_source import register
+
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key.replace("_", "."), value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    register(session)
+    return session
 
 
 class TidemarkServer:
