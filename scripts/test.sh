@@ -85,25 +85,20 @@ target/debug/tidemark-chaos --duration 15s --fault-every 1s --db-pooler transact
 # scripts/ha-chaos.sh, see docs/reliability.md.
 scripts/ha-chaos.sh --duration 100s
 
-# The Python suite runs the real binary against Postgres in groups side by
-# side, each with a database of its own: every Spark test file
-# (clients/python/tests/test_spark_*.py, each with its own local Spark) in
+# The Python suite runs the real binary against Postgres, in two groups
+# side by side, each with a database of its own: the Spark tests
+# (clients/python/tests/test_spark_*.py, one local Spark between them) in
 # the background, and the others (servers, object stores, the package) with
-# the Kubernetes manifest tests in the foreground. Most of each group's time
-# is spent waiting (triggers, leases, mirror intervals), so together they
-# take little longer than the longest alone; each Spark group's output is
-# printed when it ends.
-spark_pids=()
-spark_logs=()
-for spark_file in clients/python/tests/test_spark_*.py; do
-  spark_db=$(fresh_postgres_database "tidemark_$(basename "$spark_file" .py)")
-  spark_log=$(mktemp)
-  TIDEMARK_TEST_DATABASE_URL="$spark_db" "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider \
-    "$spark_file" >"$spark_log" 2>&1 &
-  spark_pids+=($!)
-  spark_logs+=("$spark_file:$spark_log")
-done
+# the Kubernetes manifest tests in the foreground. Most of either group's
+# time is spent waiting (triggers, leases, mirror intervals), so together
+# they take little longer than the Spark tests alone; the Spark group's
+# output is printed when it ends.
+spark_db=$(fresh_postgres_database tidemark_spark)
 python_db=$(fresh_postgres_database tidemark_python)
+spark_log=$(mktemp)
+TIDEMARK_TEST_DATABASE_URL="$spark_db" "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider \
+  clients/python/tests/test_spark_*.py >"$spark_log" 2>&1 &
+spark_tests=$!
 failed=0
 # Kubernetes manifests: rendered with kubectl kustomize, validated strictly;
 # the monitoring component's alert rules checked and unit-tested with
@@ -111,10 +106,8 @@ failed=0
 "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider deploy/tests || failed=1
 TIDEMARK_TEST_DATABASE_URL="$python_db" "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider \
   --ignore-glob='*/test_spark_*.py' clients/python/tests || failed=1
-for i in "${!spark_pids[@]}"; do
-  wait "${spark_pids[$i]}" || failed=1
-  echo "--- ${spark_logs[$i]%%:*}:"
-  cat "${spark_logs[$i]#*:}"
-  rm -f "${spark_logs[$i]#*:}"
-done
+wait "$spark_tests" || failed=1
+echo "--- the Spark tests (clients/python/tests/test_spark_*.py):"
+cat "$spark_log"
+rm -f "$spark_log"
 exit "$failed"
