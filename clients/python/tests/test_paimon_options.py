@@ -175,3 +175,88 @@ def test_scan_partitions_is_read_as_paimons_static_partition_loader_reads_it(tmp
     catalog.create_table("db.plain", Schema.from_pyarrow_schema(arrow), False)
     with pytest.raises(ValueError, match="not supported for non-partitioned table"):
         ReadOptions(catalog.get_table("db.plain"), {"scan.partitions": "dt=1"})
+
+
+class SizedSplit:
+    """A planned split of `size` bytes in bucket `bucket`, named for the
+    assertions."""
+
+    def __init__(self, name: str, size: int, bucket: int = 0):
+        self.name, self.size, self.bucket = name, size, bucket
+
+    def stats(self):
+        return (1, self.size)
+
+    def lane(self):
+        return ("p0",), self.bucket
+
+
+def grouped(sizes_mb, target_mb: int, min_partitions: int, buckets=None):
+    from tidemark.paimon_source import group_splits
+
+    splits = [
+        SizedSplit(f"s{i}", size << 20, buckets[i] if buckets else 0) for i, size in enumerate(sizes_mb)
+    ]
+    groups = group_splits(splits, target_mb << 20, min_partitions, keep_buckets_together=buckets is not None)
+    return [[split.name for split in group] for group in groups]
+
+
+def test_a_batch_is_spread_over_the_cores_in_runs_of_consecutive_splits():
+    # 40 small files (a 22 MB table): one task per core, not one for all
+    # (Java BinPackingSplits: the total over Spark's default parallelism).
+    runs = grouped([1] * 40, 128, 2)
+    assert [len(run) for run in runs] == [20, 20]
+    assert sum(runs, []) == [f"s{i}" for i in range(40)]
+    # Fewer splits than cores: one split per task, never an empty task.
+    assert grouped([1, 1], 128, 8) == [["s0"], ["s1"]]
+    # Uneven splits: the runs stay in order, each within half a split of an
+    # equal share (weights 5+4 = 9, 10+4 = 14, 3+4 = 7, 30+4 = 34).
+    assert grouped([5, 10, 3, 30], 128, 2) == [["s0", "s1", "s2"], ["s3"]]
+    # A large batch is still read at most `target` per task: 10 x (60 + 4)
+    # MB is 5 tasks of 128 MB; 10 x (70 + 4) MB needs 6.
+    assert grouped([60] * 10, 128, 2) == [[f"s{i}", f"s{i + 1}"] for i in range(0, 10, 2)]
+    runs = grouped([70] * 10, 128, 2)
+    assert len(runs) == 6 and sum(runs, []) == [f"s{i}" for i in range(10)]
+    # 0: one split per task, as Paimon's Spark streaming source does.
+    assert grouped([1, 1, 1], 0, 2) == [["s0"], ["s1"], ["s2"]]
+    assert grouped([], 128, 2) == []
+
+
+def test_min_partitions_is_checked_by_name(tmp_path):
+    from tidemark.paimon_source import SourceOptions, default_min_partitions
+
+    options = {"path": str(tmp_path / "t"), "consumer-id": "c"}
+    assert SourceOptions(options).min_partitions == default_min_partitions() >= 1
+    assert SourceOptions({**options, "tidemark.min-partitions": "16"}).min_partitions == 16
+    for bad in ("0", "-2", "many"):
+        with pytest.raises(ValueError, match='"tidemark.min-partitions" must be a whole number of at least 1'):
+            SourceOptions({**options, "tidemark.min-partitions": bad})
+
+
+def test_the_splits_of_one_bucket_share_a_task_when_its_rows_have_an_order():
+    # Three snapshots' deltas of a 2-bucket table in one batch, in the
+    # batch's order: s0 (b0), s1 (b1), s2 (b0), s3 (b1), s4 (b0), s5 (b1).
+    # A key's three changes are in one task, in commit order, so a sink
+    # writing task by task applies them in order.
+    assert grouped([1] * 6, 128, 2, buckets=[0, 1] * 3) == [["s0", "s2", "s4"], ["s1", "s3", "s5"]]
+    # More cores than buckets: one task per bucket, however many splits.
+    assert grouped([1] * 6, 128, 8, buckets=[0, 1] * 3) == [["s0", "s2", "s4"], ["s1", "s3", "s5"]]
+    # A bucket is never cut, even past the target size (418 MB want 4
+    # tasks: 3 buckets make 3); buckets are spread by weight, the heaviest
+    # first, each to the least loaded task.
+    assert grouped([200, 200, 1, 1], 128, 2, buckets=[0, 0, 1, 2]) == [["s0", "s1"], ["s2"], ["s3"]]
+    assert grouped([200, 200, 1, 1], 1024, 2, buckets=[0, 0, 1, 2]) == [["s0", "s1"], ["s2", "s3"]]
+    assert grouped([], 128, 2, buckets=[]) == []
+
+
+def test_buckets_have_an_order_for_primary_keys_and_fixed_bucket_append_tables(tmp_path):
+    from harness import PaimonTable, PrimaryKeyTable
+
+    from tidemark.paimon_plan import ReadOptions
+
+    keyed = PrimaryKeyTable(tmp_path / "warehouse", "keyed", options={"bucket": "2"})
+    fixed = PaimonTable(tmp_path / "warehouse", "fixed", options={"bucket": "2", "bucket-key": "id"})
+    unaware = PaimonTable(tmp_path / "warehouse", "unaware")
+    assert ReadOptions(keyed.table, {}).ordered_buckets
+    assert ReadOptions(fixed.table, {}).ordered_buckets
+    assert not ReadOptions(unaware.table, {}).ordered_buckets

@@ -544,7 +544,14 @@ def test_an_overwritten_first_row_table_streams_the_overwrites_own_changes(spark
     options = {"scan.mode": "from-snapshot", "read.changelog": "true", "streaming-read-overwrite": "true"}
     whole = RowSink(tmp_path / "sink-whole")
     run_to_end(q.start("whole", whole, options={**options, "scan.snapshot-id": first}))
-    assert sorted(kinds_ids_balances(whole.rows())[:3]) == [("+I", 1, 10), ("+I", 2, 20), ("+I", 3, 30)]
+    # Per key (the order Paimon promises; the two buckets are read by two
+    # tasks): snapshot 1's insert, then the overwrite's removal and addition.
+    assert per_key(kinds_ids_balances(whole.rows())) == {
+        1: [("+I", 10), ("-D", 10)],
+        2: [("+I", 20), ("-D", 20), ("+I", 21)],
+        3: [("+I", 30), ("-D", 30), ("+I", 31)],
+        4: [("+I", 40)],
+    }
     assert apply_changelog(whole.rows()) == {2: 21, 3: 31, 4: 40}, "a sink applying the kinds ends right"
     # Again from the overwrite alone, with the snapshot before it gone.
     (pathlib.Path(table.path) / "snapshot" / f"snapshot-{first}").unlink()
@@ -552,7 +559,8 @@ def test_an_overwritten_first_row_table_streams_the_overwrites_own_changes(spark
     q2 = Query(spark, tmp_path, table, unique("etl2"), tidemark_server)
     run_to_end(q2.start("overwrite", sink, options={**options, "scan.snapshot-id": overwritten}))
     rows = kinds_ids_balances(sink.rows())
-    assert rows == kinds_ids_balances(whole.rows())[3:], "the same changes as read after snapshot 1"
+    after_first = {key: changes[1:] if key < 4 else changes for key, changes in per_key(kinds_ids_balances(whole.rows())).items()}
+    assert per_key(rows) == after_first, "the same changes as read after snapshot 1"
     assert sorted(r for r in rows if r[0] == "-D") == [("-D", 1, 10), ("-D", 2, 20), ("-D", 3, 30)]
     assert sorted(r for r in rows if r[0] != "-D") == [("+I", 2, 21), ("+I", 3, 31), ("+I", 4, 40)]
     assert per_key(rows)[2] == [("-D", 20), ("+I", 21)], "per key, the removal before the addition"
@@ -607,3 +615,49 @@ def test_scan_partitions_reads_only_the_named_partitions_files(spark, tidemark_s
     run_to_end(q.start("a", sink, options=options))  # the delta of snapshot 3
     assert sink.ids() == p1([1, 2, third])
     assert {row["part"] for row in sink.rows()} == {"p1"}
+
+
+def test_a_batch_is_read_by_every_core_and_a_keys_changes_stay_in_one_task_in_order(
+    spark, tidemark_server, tmp_path, unique
+):
+    """Four snapshots updating the keys of a two-bucket primary-key table,
+    read in one batch on two cores. The batch is spread over both tasks
+    (Java `BinPackingSplits`: the total over the default parallelism), and
+    every key's changes are read by one task in commit order (a key never
+    leaves its bucket, and a bucket's splits share a task), so a sink
+    writing task by task applies them in order. The oracle is what the test
+    wrote: key k's balances 100 + k, 200 + k, ... in snapshot order."""
+    table = PrimaryKeyTable(tmp_path / "warehouse", unique("spread"), options={"bucket": "2"})
+    first = table.write([("+I", k, 100 + k) for k in range(1, 9)])
+    for n in (2, 3, 4):
+        table.write([("+U", k, n * 100 + k) for k in range(1, 9)])
+    tasks = []
+
+    def per_task(frame, batch_id):
+        read = frame.rdd.mapPartitionsWithIndex(
+            lambda index, rows: [(index, [(row["id"], row["balance"]) for row in rows])]
+        ).collect()
+        tasks.extend(changes for _, changes in read if changes)
+
+    q = Query(spark, tmp_path, table, unique("etl"), tidemark_server)
+    query = (
+        q.spark.readStream.format("tidemark_paimon")
+        .option("path", table.path)
+        .option("consumer-id", q.consumer)
+        .option("tidemark.endpoint", tidemark_server.endpoint)
+        .option("tidemark.min-partitions", "2")
+        .option("scan.mode", "from-snapshot")
+        .option("scan.snapshot-id", str(first))
+        .option("read.changelog", "true")
+        .load()
+        .writeStream.foreachBatch(per_task)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    run_to_end(query)
+    assert len(tasks) == 2, f"one batch on two cores is read by two tasks, not {len(tasks)}"
+    for key in range(1, 9):
+        holding = [changes for changes in tasks if any(k == key for k, _ in changes)]
+        assert len(holding) == 1, f"key {key}'s changes were read by {len(holding)} tasks"
+        assert [b for k, b in holding[0] if k == key] == [n * 100 + key for n in (1, 2, 3, 4)], f"key {key}"

@@ -114,6 +114,15 @@ class ReadOptions:
                 "commit for append table."
             )
         self.postpone_bucket = str(merged.get("bucket", "")).strip() == str(POSTPONE_BUCKET)
+        # Whether the rows of one bucket have an order a sink may rely on:
+        # a key's changes (primary keys) or a bucket key's rows (a fixed-bucket
+        # append table). A bucket-unaware append table (`bucket = -1`) has
+        # none, so its files may be read by any task.
+        try:
+            fixed_buckets = int(str(merged.get("bucket", "-1")).strip() or "-1") > 0
+        except ValueError:
+            fixed_buckets = False
+        self.ordered_buckets = self.primary_key or fixed_buckets
         self.changelog_producer = str(merged.get("changelog-producer", "none")).lower()
         if self.primary_key:
             self.read_overwrite = truthy(merged.get("streaming-read-overwrite"))
@@ -243,6 +252,13 @@ class Planned:
         `PaimonReadLimitGuard.getBytesAndRows`)."""
         files = self.split.files if self.split is not None else self.overwrite.after
         return sum(f.row_count for f in files), sum(f.file_size for f in files)
+
+    def lane(self) -> Tuple[Tuple[str, ...], int]:
+        """The (partition, bucket) whose rows this split reads: a key's
+        changes never leave their bucket."""
+        source = self.split if self.split is not None else self.overwrite
+        values = getattr(source.partition, "values", None) or []
+        return tuple(str(v) for v in values), source.bucket
 
     def identity(self) -> str:
         """What makes this split this split: its files (or the overwrite and

@@ -181,9 +181,14 @@ class SourceOptions:
         # A column carrying the lease epoch each row was read under, so a
         # sink can refuse a batch from a lease that was taken over.
         self.epoch_column = get("tidemark.epoch-column")
-        # How much of a batch one Spark task reads (see group_splits).
+        # How much of a batch one Spark task reads, and into how many tasks
+        # at least a batch is spread (see group_splits).
         partition_size = get("tidemark.partition-size")
         self.partition_bytes = parse_size("tidemark.partition-size", partition_size) if partition_size else PARTITION_BYTES
+        min_partitions = get("tidemark.min-partitions")
+        self.min_partitions = (
+            parse_count("tidemark.min-partitions", min_partitions) if min_partitions else default_min_partitions()
+        )
         self.table_id = get("tidemark.table") or table_id_from_path(self.path)
         self.resolved = False
 
@@ -248,6 +253,27 @@ def parse_size(key: str, text: str) -> int:
     if not match or match.group(2).lower() not in units:
         raise ValueError(f'option "{key}" must be a size such as "128 mb", not {text!r}')
     return int(match.group(1)) * units[match.group(2).lower()]
+
+
+def parse_count(key: str, text: str) -> int:
+    """A whole number of at least 1."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f'option "{key}" must be a whole number of at least 1, not {text!r}')
+    return value
+
+
+def default_min_partitions() -> int:
+    """The CPUs the query's driver may use: Spark's own default parallelism
+    in local mode (`local[*]`); a Python source cannot read Spark's conf, so
+    on a cluster `tidemark.min-partitions` says how many cores read."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def parse_scan_timestamp(text: str) -> int:
@@ -338,28 +364,65 @@ class SplitsPartition(InputPartition):
         self.epoch = epoch
 
 
-def group_splits(planned: List[Planned], target_bytes: int) -> List[List[Planned]]:
-    """A batch's splits as Spark partitions: consecutive splits together
-    while their data files (each counted with Spark's open cost) fit in
-    `target_bytes`, in order, so the rows reach the sink in the order the
-    splits have. Paimon's Spark source makes one partition per split; a task
-    of a Python source costs about 0.2 s of Spark's and PySpark's own work
-    before the first row, which one partition per small split pays again
+def group_splits(
+    planned: List[Planned], target_bytes: int, min_partitions: int = 1, keep_buckets_together: bool = False
+) -> List[List[Planned]]:
+    """A batch's splits as Spark partitions, each reading its splits in the
+    batch's order. Each split weighs its data files' bytes plus Spark's 4 MB
+    open cost.
+
+    As Paimon's Spark batch scan packs (Java `BinPackingSplits`
+    `computeMaxSplitBytes`: at most `spark.sql.files.maxPartitionBytes`, and
+    the total over Spark's default parallelism when that is less), there are
+    `max(min_partitions, total / target_bytes)` partitions of about equal
+    weight, never more than there are splits: a small batch still keeps every
+    core busy, and a large one is read about `target_bytes` per task.
+
+    With `keep_buckets_together` (tables whose buckets have an order: see
+    `ReadOptions.ordered_buckets`) every split of one (partition, bucket) is
+    read by one task, in order, so a key's changes from several snapshots of
+    one batch reach a sink in commit order even when it writes task by task;
+    a bucket is then never cut, whatever its size. Otherwise partitions are
+    runs of consecutive splits.
+
+    Paimon's Spark streaming source makes one partition per split; a task of
+    a Python source costs about 0.2 s of Spark's and PySpark's own work
+    before its first row, which one partition per small split pays again
     and again (docs/spark.md, "Throughput"). `target_bytes` 0: one split per
     partition."""
-    groups: List[List[Planned]] = []
-    current: List[Planned] = []
-    size = 0
-    for split in planned:
-        weight = split.stats()[1] + OPEN_COST_BYTES
-        if current and (target_bytes <= 0 or size + weight > target_bytes):
-            groups.append(current)
-            current, size = [], 0
-        current.append(split)
-        size += weight
-    if current:
-        groups.append(current)
-    return groups
+    if target_bytes <= 0:
+        return [[split] for split in planned]
+    weights = [split.stats()[1] + OPEN_COST_BYTES for split in planned]
+    total = sum(weights)
+    wanted = max(min_partitions, -(-total // target_bytes))
+    if keep_buckets_together:
+        lanes: Dict[tuple, List[int]] = {}
+        for index, split in enumerate(planned):
+            lanes.setdefault(split.lane(), []).append(index)
+        count = min(len(lanes), wanted)
+        # The heaviest bucket first, each to the least loaded task (ties to
+        # the first), then each task's splits in the batch's order.
+        loads = [0] * count
+        tasks: List[List[int]] = [[] for _ in range(count)]
+        by_weight = sorted(lanes.values(), key=lambda lane: (-sum(weights[i] for i in lane), lane[0]))
+        for lane in by_weight:
+            task = loads.index(min(loads))
+            tasks[task] += lane
+            loads[task] += sum(weights[i] for i in lane)
+        ordered = sorted((sorted(task) for task in tasks if task), key=lambda task: task[0])
+        return [[planned[i] for i in task] for task in ordered]
+    count = min(len(planned), wanted)
+    if count == 0:
+        return []
+    share = total / count
+    runs: List[List[Planned]] = [[] for _ in range(count)]
+    before = 0
+    for split, weight in zip(planned, weights):
+        # By where the split's middle falls: runs stay consecutive, and each
+        # is within half a split of an equal share.
+        runs[min(count - 1, int((before + weight / 2) // share))].append(split)
+        before += weight
+    return [run for run in runs if run]
 
 
 # Offsets: (snapshotId, index, scanSnapshot, totalSplits) like Paimon's Spark
@@ -843,7 +906,13 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         positions = self._check_replayed_plan(start, end) if replayed else self._positions(start, end)
         epoch = self._lease.epoch
         planned = [self._plan(s, full)[i] for s, i, full in positions]
-        return [SplitsPartition(self.opts, group, epoch) for group in group_splits(planned, self.opts.partition_bytes)]
+        groups = group_splits(
+            planned,
+            self.opts.partition_bytes,
+            self.opts.min_partitions,
+            keep_buckets_together=self._planner.options.ordered_buckets,
+        )
+        return [SplitsPartition(self.opts, group, epoch) for group in groups]
 
     def _check_replayed_plan(self, start: dict, end: dict) -> List[Tuple[int, int, bool]]:
         """A logged batch is replayed only if its plan is still the one it
