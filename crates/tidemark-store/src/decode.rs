@@ -13,33 +13,6 @@ use uuid::Uuid;
 use crate::backend::{HistoryRecord, MirrorEntry, MirrorState, MirrorTask, RegisteredTable};
 use crate::error::StoreError;
 
-/// History columns in the order both backends bind them.
-pub(crate) struct EventColumns {
-    pub event: Vec<String>,
-    pub old_next: Vec<Option<i64>>,
-    pub new_next: Vec<Option<i64>>,
-    pub epoch: Vec<Option<i64>>,
-    pub lease_id: Vec<Option<Uuid>>,
-    pub batch_id: Vec<Option<i64>>,
-    pub holder: Vec<Option<String>>,
-    pub detail: Vec<Option<String>>,
-}
-
-impl EventColumns {
-    pub(crate) fn new(events: &[HistoryEvent]) -> Self {
-        Self {
-            event: events.iter().map(|e| e.kind.as_str().to_owned()).collect(),
-            old_next: events.iter().map(|e| e.old_next).collect(),
-            new_next: events.iter().map(|e| e.new_next).collect(),
-            epoch: events.iter().map(|e| e.epoch).collect(),
-            lease_id: events.iter().map(|e| e.lease_id).collect(),
-            batch_id: events.iter().map(|e| e.batch_id).collect(),
-            holder: events.iter().map(|e| e.holder.clone()).collect(),
-            detail: events.iter().map(|e| e.detail.clone()).collect(),
-        }
-    }
-}
-
 /// Binds a key's three columns, in the order every statement takes them
 /// (`table_name`, `branch`, `consumer_id`).
 pub(crate) fn bind_key<'q, DB: sqlx::Database>(

@@ -13,6 +13,7 @@ mod cache;
 mod clock;
 mod decode;
 mod error;
+mod history_row;
 mod migrations;
 mod paimon;
 pub mod postgres;

@@ -63,6 +63,7 @@ macro_rules! plain_columns {
 
 plain_columns! {
     i64 => "int8",
+    String => "text",
     Option<i64> => "int8",
     Option<i16> => "int2",
     Option<bool> => "bool",
@@ -179,7 +180,7 @@ pub(crate) enum Placeholders {
 }
 
 impl Placeholders {
-    fn nth(self, n: usize) -> String {
+    pub(crate) fn nth(self, n: usize) -> String {
         match self {
             Self::Dollar => format!("${n}"),
             Self::Question => format!("?{n}"),

@@ -278,7 +278,7 @@ mod group_commit {
                     }
                     match store
                         .commit_batch(
-                            &ctx("c"),
+                            &ctx(&format!("c{i}-{batch}")),
                             &commit_req(lease_id, 1, batch, off(10 + batch, 0, false, Some(1))),
                         )
                         .await
@@ -294,7 +294,7 @@ mod group_commit {
                         }
                     }
                 }
-                (k, acked)
+                (i, k, lease_id, acked)
             })
         });
         // Meanwhile, 24 commits race on one more lease.
@@ -314,11 +314,26 @@ mod group_commit {
         });
         let (workers, racing) = futures::join!(join_all(workers), join_all(racing));
         for worker in workers {
-            let (k, acked) = worker.unwrap();
+            let (i, k, lease_id, acked) = worker.unwrap();
             let history = store.history(&k, 100).await.unwrap();
             let mut committed: Vec<i64> = history.iter().filter_map(|h| h.event.batch_id).collect();
             committed.reverse();
             assert_eq!(committed, acked, "{k}: history holds exactly the acknowledged commits");
+            // Each batched history row is its own commit's, column by column.
+            for h in history.iter().filter(|h| h.event.batch_id.is_some()) {
+                let batch = h.event.batch_id.unwrap();
+                assert_eq!(
+                    (h.principal.as_str(), h.request_id.as_str()),
+                    ("tester", format!("c{i}-{batch}").as_str()),
+                    "{k} batch {batch}"
+                );
+                assert_eq!(
+                    (h.event.epoch, h.event.lease_id, h.event.holder.as_deref()),
+                    (Some(1), Some(lease_id), Some("q")),
+                    "{k} batch {batch}"
+                );
+                assert_eq!(h.event.new_next, Some(10 + batch + 1), "{k} batch {batch}");
+            }
             let last = *acked.last().unwrap();
             assert_eq!(
                 store.key_state(&k).await.unwrap().unwrap().next_snapshot(),

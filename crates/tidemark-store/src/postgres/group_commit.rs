@@ -20,10 +20,10 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 use tidemark_core::{ConsumerKey, HistoryEvent, Timestamp};
 use tokio::sync::{Semaphore, oneshot};
-use uuid::Uuid;
 
 use super::batch::{Batcher, Job};
 use crate::error::StoreError;
+use crate::history_row::{HistoryRow, insert_history};
 use crate::row::KeyRow;
 
 /// Most writes one statement carries.
@@ -265,12 +265,10 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH v AS (
            SELECT * FROM unnest($1::int4[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::bool[],
-                                $7::timestamptz[], $8::text[], $9::int8[], $10::int8[], $11::int8[], $12::uuid[],
-                                $13::int8[], $14::text[], $15::text[], $16::text[], $17::text[],
-                                $19::timestamptz[], {row_arrays})
-             AS v(ord, table_name, branch, consumer_id, version, requires_live, estimated_now, ev_kind, ev_old_next,
-                  ev_new_next, ev_epoch, ev_lease_id, ev_batch_id, ev_holder, ev_principal, ev_request_id,
-                  ev_detail, decided, {row_columns})),
+                                $7::timestamptz[], $8::text[], $9::text[], {event_arrays},
+                                $18::timestamptz[], {row_arrays})
+             AS v(ord, table_name, branch, consumer_id, version, requires_live, estimated_now, ev_principal,
+                  ev_request_id, {event_columns}, decided, {row_columns})),
          locked AS (
            SELECT k.table_name, k.branch, k.consumer_id FROM consumer_keys k
            JOIN v ON k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id
@@ -286,20 +284,22 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
              AND k.version = v.version
              AND (NOT v.requires_live OR (k.lease_status = 1 AND k.lease_deadline > clock.t))
              AND (v.estimated_now IS NULL
-                  OR (clock.t >= v.estimated_now AND clock.t < v.estimated_now + $18 * interval '1 microsecond'))
+                  OR (clock.t >= v.estimated_now AND clock.t < v.estimated_now + $19 * interval '1 microsecond'))
            RETURNING v.ord),
-         logged AS (
-           INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, lease_id,
-                                batch_id, holder, principal, request_id, detail)
-           SELECT (SELECT t FROM clock), v.table_name, v.branch, v.consumer_id, v.ev_kind, v.ev_old_next,
-                  v.ev_new_next, v.ev_epoch, v.ev_lease_id, v.ev_batch_id, v.ev_holder, v.ev_principal,
-                  v.ev_request_id, v.ev_detail
-           FROM written w JOIN v ON v.ord = w.ord ORDER BY w.ord)
+         logged AS ({logged})
          SELECT v.ord, l.consumer_id IS NOT NULL AS locked, w.ord IS NOT NULL AS written,
                 (SELECT t FROM clock) AS at
          FROM v
          LEFT JOIN locked l ON l.table_name = v.table_name AND l.branch = v.branch AND l.consumer_id = v.consumer_id
          LEFT JOIN written w ON w.ord = v.ord",
+        event_arrays = HistoryRow::array_arguments(10),
+        event_columns = HistoryRow::columns("ev_"),
+        logged = insert_history(&format!(
+            "SELECT (SELECT t FROM clock), v.table_name, v.branch, v.consumer_id, v.ev_principal, v.ev_request_id,
+                    {events}
+             FROM written w JOIN v ON v.ord = w.ord ORDER BY w.ord",
+            events = HistoryRow::columns("v.ev_")
+        )),
         row_arrays = KeyRow::array_arguments(20),
         row_columns = KeyRow::column_list(),
         assignments = KeyRow::assignments_from_restamped("v", "k", "v.decided"),
@@ -309,7 +309,6 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
 /// One statement for the whole batch; per write, what came of it.
 async fn write_many(pool: &Db, batch: &[Queued]) -> Result<Vec<Applied>, StoreError> {
     let writes = || batch.iter().map(|q| &q.write);
-    let events = || writes().map(|w| &w.event);
     let ord: Vec<i32> = (0..batch.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();
     let query = sqlx::query(WRITE_MANY.as_str())
         .bind(ord)
@@ -323,20 +322,14 @@ async fn write_many(pool: &Db, batch: &[Queued]) -> Result<Vec<Applied>, StoreEr
         .bind(writes().map(|w| w.version).collect::<Vec<_>>())
         .bind(writes().map(|w| w.requires_live_lease).collect::<Vec<_>>())
         .bind(writes().map(|w| w.estimated_now.map(super::ts)).collect::<Vec<_>>())
-        .bind(events().map(|e| e.kind.as_str().to_owned()).collect::<Vec<_>>())
-        .bind(events().map(|e| e.old_next).collect::<Vec<_>>())
-        .bind(events().map(|e| e.new_next).collect::<Vec<_>>())
-        .bind(events().map(|e| e.epoch).collect::<Vec<_>>())
-        .bind(events().map(|e| e.lease_id).collect::<Vec<Option<Uuid>>>())
-        .bind(events().map(|e| e.batch_id).collect::<Vec<_>>())
-        .bind(events().map(|e| e.holder.clone()).collect::<Vec<_>>())
         .bind(writes().map(|w| w.principal.clone()).collect::<Vec<_>>())
-        .bind(writes().map(|w| w.request_id.clone()).collect::<Vec<_>>())
-        .bind(events().map(|e| e.detail.clone()).collect::<Vec<_>>())
+        .bind(writes().map(|w| w.request_id.clone()).collect::<Vec<_>>());
+    let events: Vec<HistoryRow> = writes().map(|w| HistoryRow::from_event(&w.event)).collect();
+    let query = HistoryRow::bind_pg_arrays(&events, query)
+        .bind(writes().map(|w| super::ts(w.decided)).collect::<Vec<_>>())
         .bind(tidemark_core::time::duration_micros(
             crate::backend::ESTIMATED_NOW_TOLERANCE,
-        ))
-        .bind(writes().map(|w| super::ts(w.decided)).collect::<Vec<_>>());
+        ));
     let answered = KeyRow::bind_pg_arrays(writes().map(|w| &w.row), query)
         .fetch_all(pool)
         .await?;

@@ -1,5 +1,6 @@
 //! The audit trail on Postgres.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -8,8 +9,9 @@ use tidemark_core::{ConsumerKey, HistoryEvent};
 
 use super::PostgresBackend;
 use crate::backend::{CallContext, HistoryFilter, HistoryRecord, HistoryStore, Pruned};
-use crate::decode::{self, EventColumns};
+use crate::decode;
 use crate::error::StoreError;
+use crate::history_row::{HistoryRow, insert_history};
 
 const HISTORY_PAGE: &str = "SELECT id, at, table_name, branch, consumer_id, event, old_next, new_next, epoch,
            lease_id, batch_id, holder, principal, request_id, detail
@@ -18,13 +20,16 @@ const HISTORY_PAGE: &str = "SELECT id, at, table_name, branch, consumer_id, even
       AND ($4::bigint IS NULL OR id < $4)
     ORDER BY id DESC LIMIT $5";
 
-const APPEND_HISTORY: &str = "INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next,
-                         epoch, lease_id, batch_id, holder, principal, request_id, detail)
-    SELECT tidemark_now(), $1, $2, $3, e.event, e.old_next, e.new_next, e.epoch, e.lease_id, e.batch_id, e.holder,
-           $4, $5, e.detail
-    FROM unnest($6::text[], $7::int8[], $8::int8[], $9::int8[], $10::uuid[], $11::int8[], $12::text[], $13::text[])
-      WITH ORDINALITY AS e(event, old_next, new_next, epoch, lease_id, batch_id, holder, detail, n)
-    ORDER BY e.n";
+static APPEND_HISTORY: LazyLock<String> = LazyLock::new(|| {
+    insert_history(&format!(
+        "SELECT tidemark_now(), $1, $2, $3, $4, $5, {events}
+         FROM unnest({arrays}) WITH ORDINALITY AS e({columns}, n)
+         ORDER BY e.n",
+        events = HistoryRow::columns("e."),
+        arrays = HistoryRow::array_arguments(6),
+        columns = HistoryRow::columns(""),
+    ))
+});
 
 // Old rows are found through the BRIN index on `at` and deleted by tuple
 // id (history has no index on `id` alone).
@@ -71,18 +76,10 @@ impl HistoryStore for PostgresBackend {
         events: &[HistoryEvent],
         ctx: &CallContext,
     ) -> Result<(), StoreError> {
-        let columns = EventColumns::new(events);
-        decode::bind_key(sqlx::query(APPEND_HISTORY), key)
+        let query = decode::bind_key(sqlx::query(APPEND_HISTORY.as_str()), key)
             .bind(&ctx.principal)
-            .bind(&ctx.request_id)
-            .bind(columns.event)
-            .bind(columns.old_next)
-            .bind(columns.new_next)
-            .bind(columns.epoch)
-            .bind(columns.lease_id)
-            .bind(columns.batch_id)
-            .bind(columns.holder)
-            .bind(columns.detail)
+            .bind(&ctx.request_id);
+        HistoryRow::bind_pg_arrays(&HistoryRow::from_events(events), query)
             .execute(&self.db)
             .await?;
         Ok(())

@@ -22,9 +22,10 @@ use crate::admin::MAX_PAGE;
 use crate::backend::{
     BranchView, Change, ESTIMATED_NOW_TOLERANCE, FindKey, HistoryRecord, KeyFilter, KeyStore, Listed, Loaded,
 };
-use crate::decode::{self, EventColumns};
+use crate::decode;
 use crate::error::StoreError;
-use crate::row::{KeyRow, PgQuery, decode_pg};
+use crate::history_row::{HistoryRow, insert_history};
+use crate::row::{KeyRow, PgQuery, Placeholders, decode_pg};
 
 pub(super) static LOAD_BY_KEY: LazyLock<String> = LazyLock::new(|| {
     format!(
@@ -154,20 +155,24 @@ fn update_key_row(checks: usize, row: usize) -> String {
 
 /// The grant and the history of a general write (`$4`–`$14`, bound by
 /// [`bind_grant_and_history`]) from the `written` CTE.
-const GRANT_AND_HISTORY: &str = ",
+static GRANT_AND_HISTORY: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        ",
     grant_row AS (
       INSERT INTO lease_grants (lease_id, table_name, branch, consumer_id, epoch, holder, granted_at)
       SELECT w.lease_id, w.table_name, w.branch, w.consumer_id, w.lease_epoch, w.lease_holder, w.lease_acquired_at
       FROM written w WHERE $4),
-    events AS (
-      INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, lease_id,
-                           batch_id, holder, principal, request_id, detail)
-      SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, e.event, e.old_next, e.new_next,
-             e.epoch, e.lease_id, e.batch_id, e.holder, $5, $6, e.detail
-      FROM written w,
-           unnest($7::text[], $8::int8[], $9::int8[], $10::int8[], $11::uuid[], $12::int8[], $13::text[], $14::text[])
-             AS e(event, old_next, new_next, epoch, lease_id, batch_id, holder, detail))
-    SELECT count(*), (SELECT t FROM clock) FROM written";
+    events AS ({events})
+    SELECT count(*), (SELECT t FROM clock) FROM written",
+        events = insert_history(&format!(
+            "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, $5, $6, {events}
+             FROM written w, unnest({arrays}) AS e({columns})",
+            events = HistoryRow::columns("e."),
+            arrays = HistoryRow::array_arguments(7),
+            columns = HistoryRow::columns(""),
+        ))
+    )
+});
 
 const WRITTEN_COLUMNS: &str = "table_name, branch, consumer_id, lease_id, lease_epoch, lease_holder, lease_acquired_at";
 
@@ -175,8 +180,9 @@ const WRITTEN_COLUMNS: &str = "table_name, branch, consumer_id, lease_id, lease_
 /// row (`$19`…).
 static UPDATE_ROW: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING {WRITTEN_COLUMNS}){GRANT_AND_HISTORY}",
-        update = update_key_row(15, 19)
+        "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING {WRITTEN_COLUMNS}){grant_and_history}",
+        update = update_key_row(15, 19),
+        grant_and_history = *GRANT_AND_HISTORY
     )
 });
 
@@ -187,7 +193,8 @@ static INSERT_ROW: LazyLock<String> = LazyLock::new(|| {
          written AS (
            INSERT INTO consumer_keys (table_name, branch, consumer_id, version, {columns})
            VALUES ($1, $2, $3, 1, {values})
-           ON CONFLICT DO NOTHING RETURNING {WRITTEN_COLUMNS}){GRANT_AND_HISTORY}",
+           ON CONFLICT DO NOTHING RETURNING {WRITTEN_COLUMNS}){grant_and_history}",
+        grant_and_history = *GRANT_AND_HISTORY,
         columns = KeyRow::column_list(),
         values = KeyRow::placeholders_restamped(16, "$15::timestamptz")
     )
@@ -202,19 +209,22 @@ static UPDATE_ROW_NO_EVENT: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// One history row's values (`$8`–`$17`, bound by [`bind_event`]).
-const ONE_EVENT: &str = "INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch,
-                         lease_id, batch_id, holder, principal, request_id, detail)
-    SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id,
-           $8, $9, $10, $11, $12, $13, $14, $15, $16, $17
-    FROM written w";
+/// One history row's values: who asked (`$8`, `$9`) and the event
+/// (`$10`–`$17`), bound by [`bind_event`].
+static ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
+    insert_history(&format!(
+        "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, $8, $9, {event} FROM written w",
+        event = HistoryRow::placeholders(Placeholders::Dollar, 10)
+    ))
+});
 
 /// ... and an update with exactly one history row (a commit: the checks
-/// `$4`–`$7`, the event `$8`–`$17`, the row `$18`…) ...
+/// `$4`–`$7`, the history row `$8`–`$17`, the key row `$18`…) ...
 static UPDATE_ROW_ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING table_name, branch, consumer_id)
-         {ONE_EVENT} RETURNING at",
+         {one_event} RETURNING at",
+        one_event = *ONE_EVENT,
         update = update_key_row(4, 18)
     )
 });
@@ -228,9 +238,10 @@ static UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED: LazyLock<String> = LazyLock::new(|| {
            FOR UPDATE SKIP LOCKED),
          clock AS (SELECT tidemark_write_now() AS t FROM locked),
          written AS ({update} AND EXISTS (SELECT 1 FROM locked) RETURNING table_name, branch, consumer_id),
-         logged AS ({ONE_EVENT})
+         logged AS ({one_event})
          SELECT EXISTS (SELECT 1 FROM locked) AS locked, EXISTS (SELECT 1 FROM written) AS written,
                 coalesce((SELECT t FROM clock), tidemark_write_now()) AS at",
+        one_event = *ONE_EVENT,
         update = update_key_row(4, 18)
     )
 });
@@ -253,34 +264,16 @@ fn bind_checks<'q>(
 }
 
 fn bind_grant_and_history<'q>(query: PgQuery<'q>, change: &Change<'_>) -> PgQuery<'q> {
-    let events = EventColumns::new(change.events);
-    query
+    let query = query
         .bind(change.new_grant.is_some())
         .bind(change.ctx.principal.clone())
-        .bind(change.ctx.request_id.clone())
-        .bind(events.event)
-        .bind(events.old_next)
-        .bind(events.new_next)
-        .bind(events.epoch)
-        .bind(events.lease_id)
-        .bind(events.batch_id)
-        .bind(events.holder)
-        .bind(events.detail)
+        .bind(change.ctx.request_id.clone());
+    HistoryRow::bind_pg_arrays(&HistoryRow::from_events(change.events), query)
 }
 
 fn bind_event<'q>(query: PgQuery<'q>, write: &'q OneEventWrite) -> PgQuery<'q> {
-    let event = &write.event;
-    query
-        .bind(event.kind.as_str())
-        .bind(event.old_next)
-        .bind(event.new_next)
-        .bind(event.epoch)
-        .bind(event.lease_id)
-        .bind(event.batch_id)
-        .bind(event.holder.clone())
-        .bind(write.principal.clone())
-        .bind(write.request_id.clone())
-        .bind(event.detail.clone())
+    let query = query.bind(write.principal.clone()).bind(write.request_id.clone());
+    HistoryRow::from_event(&write.event).bind_pg(query)
 }
 
 fn bind_one_event<'q>(sql: &'static str, write: &'q OneEventWrite) -> PgQuery<'q> {

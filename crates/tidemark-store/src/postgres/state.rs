@@ -11,6 +11,7 @@ use super::{PostgresBackend, from_ts};
 use crate::backend::{CallContext, ExportPart, StateStore};
 use crate::decode;
 use crate::error::StoreError;
+use crate::history_row::{HistoryRow, insert_history};
 use crate::row::{KeyRow, decode_pg};
 
 const EXPORT_OPTIONS: &str = "SELECT table_name, expiration_us AS opt_expiration_us,
@@ -35,23 +36,23 @@ static EXPORT_KEYS: LazyLock<String> = LazyLock::new(|| {
 static INSERT_NEW_KEYS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH v AS (
-           SELECT * FROM unnest($1::int4[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::int8[],
-                                $8::int8[], $9::text[], {row_arrays})
-             AS v(ord, table_name, branch, consumer_id, ev_kind, ev_old_next, ev_new_next, ev_epoch, ev_detail,
-                  {columns})),
+           SELECT * FROM unnest($1::int4[], $2::text[], $3::text[], $4::text[], {event_arrays}, {row_arrays})
+             AS v(ord, table_name, branch, consumer_id, {event_columns}, {columns})),
          clock AS (SELECT tidemark_write_now() AS t),
          written AS (
            INSERT INTO consumer_keys (table_name, branch, consumer_id, version, {columns})
            SELECT table_name, branch, consumer_id, 1, {columns} FROM v ORDER BY ord
            ON CONFLICT DO NOTHING RETURNING table_name, branch, consumer_id),
-         logged AS (
-           INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, principal,
-                                request_id, detail)
-           SELECT (SELECT t FROM clock), v.table_name, v.branch, v.consumer_id, v.ev_kind, v.ev_old_next,
-                  v.ev_new_next, v.ev_epoch, $10, $11, v.ev_detail
-           FROM written w JOIN v USING (table_name, branch, consumer_id) ORDER BY v.ord)
+         logged AS ({logged})
          SELECT v.ord FROM written w JOIN v USING (table_name, branch, consumer_id)",
-        row_arrays = KeyRow::array_arguments(12),
+        event_arrays = HistoryRow::array_arguments(7),
+        event_columns = HistoryRow::columns("ev_"),
+        logged = insert_history(&format!(
+            "SELECT (SELECT t FROM clock), v.table_name, v.branch, v.consumer_id, $5, $6, {events}
+             FROM written w JOIN v USING (table_name, branch, consumer_id) ORDER BY v.ord",
+            events = HistoryRow::columns("v.ev_")
+        )),
+        row_arrays = KeyRow::array_arguments(15),
         columns = KeyRow::column_list(),
     )
 });
@@ -127,7 +128,6 @@ impl StateStore for PostgresBackend {
             return Ok(Vec::new());
         }
         let states = || rows.iter().map(|(s, _)| s);
-        let events = || rows.iter().map(|(_, e)| e);
         let ord: Vec<i32> = (0..rows.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();
         let query = sqlx::query(INSERT_NEW_KEYS.as_str())
             .bind(ord)
@@ -138,13 +138,10 @@ impl StateStore for PostgresBackend {
                     .map(|s| s.key.consumer_id.as_str().to_owned())
                     .collect::<Vec<_>>(),
             )
-            .bind(events().map(|e| e.kind.as_str().to_owned()).collect::<Vec<_>>())
-            .bind(events().map(|e| e.old_next).collect::<Vec<_>>())
-            .bind(events().map(|e| e.new_next).collect::<Vec<_>>())
-            .bind(events().map(|e| e.epoch).collect::<Vec<_>>())
-            .bind(events().map(|e| e.detail.clone()).collect::<Vec<_>>())
             .bind(ctx.principal.clone())
             .bind(ctx.request_id.clone());
+        let events: Vec<HistoryRow> = rows.iter().map(|(_, e)| HistoryRow::from_event(e)).collect();
+        let query = HistoryRow::bind_pg_arrays(&events, query);
         let row_values: Vec<KeyRow> = states().map(KeyRow::from_state).collect();
         let written = KeyRow::bind_pg_arrays(row_values.iter(), query)
             .fetch_all(&self.db)

@@ -1,5 +1,6 @@
 //! The audit trail on SQLite.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -8,17 +9,17 @@ use tidemark_core::{ConsumerKey, HistoryEvent, Timestamp};
 
 use super::SqliteBackend;
 use crate::backend::{CallContext, HistoryFilter, HistoryRecord, HistoryStore, Pruned};
-use crate::decode::{self, EventColumns};
+use crate::decode;
 use crate::error::StoreError;
+use crate::history_row::{self, HistoryRow};
 
 const HISTORY_PAGE: &str = "SELECT id, at, table_name, branch, consumer_id, event, old_next, new_next, epoch, \
     lease_id, batch_id, holder, principal, request_id, detail FROM history \
     WHERE table_name = ?1 AND (?2 IS NULL OR branch = ?2) AND (?3 IS NULL OR consumer_id = ?3) \
     AND (?4 IS NULL OR id < ?4) ORDER BY id DESC LIMIT ?5";
 
-const INSERT_HISTORY: &str = "INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, \
-    epoch, lease_id, batch_id, holder, principal, request_id, detail) \
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+static INSERT_HISTORY: LazyLock<String> =
+    LazyLock::new(|| history_row::insert_history(&format!("VALUES {}", HistoryRow::sqlite_row())));
 
 const PRUNE_HISTORY: &str = "DELETE FROM history WHERE id IN (SELECT id FROM history WHERE at < ?1 \
     ORDER BY at LIMIT ?2)";
@@ -35,25 +36,11 @@ pub(super) async fn insert_history(
     events: &[HistoryEvent],
     ctx: &CallContext,
 ) -> Result<(), StoreError> {
-    let columns = EventColumns::new(events);
-    for i in 0..events.len() {
-        sqlx::query(INSERT_HISTORY)
-            .bind(now.as_micros())
-            .bind(key.table.as_str())
-            .bind(key.branch.as_str())
-            .bind(key.consumer_id.as_str())
-            .bind(&columns.event[i])
-            .bind(columns.old_next[i])
-            .bind(columns.new_next[i])
-            .bind(columns.epoch[i])
-            .bind(columns.lease_id[i])
-            .bind(columns.batch_id[i])
-            .bind(&columns.holder[i])
+    for row in HistoryRow::from_events(events) {
+        let query = decode::bind_key(sqlx::query(INSERT_HISTORY.as_str()).bind(now.as_micros()), key)
             .bind(&ctx.principal)
-            .bind(&ctx.request_id)
-            .bind(&columns.detail[i])
-            .execute(&mut *tx)
-            .await?;
+            .bind(&ctx.request_id);
+        row.bind_sqlite(query).execute(&mut *tx).await?;
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ use super::SqliteBackend;
 use crate::backend::{CallContext, ExportPart, StateStore};
 use crate::decode;
 use crate::error::StoreError;
+use crate::history_row::{HistoryRow, insert_history};
 use crate::row::{KeyRow, decode_sqlite};
 
 const EXPORT_OPTIONS: &str = "SELECT table_name, expiration_us AS opt_expiration_us, \
@@ -112,18 +113,10 @@ impl StateStore for SqliteBackend {
             if !logged.is_empty() {
                 let mut history = sqlx::query(sqlx::AssertSqlSafe(insert_history_sql(logged.len())));
                 for (state, event) in &logged {
-                    history = history
-                        .bind(now.as_micros())
-                        .bind(state.key.table.as_str().to_owned())
-                        .bind(state.key.branch.as_str().to_owned())
-                        .bind(state.key.consumer_id.as_str().to_owned())
-                        .bind(event.kind.as_str())
-                        .bind(event.old_next)
-                        .bind(event.new_next)
-                        .bind(event.epoch)
+                    history = decode::bind_key(history.bind(now.as_micros()), &state.key)
                         .bind(ctx.principal.clone())
-                        .bind(ctx.request_id.clone())
-                        .bind(event.detail.clone());
+                        .bind(ctx.request_id.clone());
+                    history = HistoryRow::from_event(event).bind_sqlite(history);
                 }
                 history.execute(&mut *tx).await?;
             }
@@ -148,9 +141,5 @@ fn insert_keys_sql(rows: usize) -> String {
 }
 
 fn insert_history_sql(rows: usize) -> String {
-    format!(
-        "INSERT INTO history (at, table_name, branch, consumer_id, event, old_next, new_next, epoch, principal, \
-         request_id, detail) VALUES {}",
-        vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"; rows].join(", ")
-    )
+    insert_history(&format!("VALUES {}", vec![HistoryRow::sqlite_row(); rows].join(", ")))
 }
