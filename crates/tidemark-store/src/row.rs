@@ -265,6 +265,28 @@ impl KeyRow {
             .join(", ")
     }
 
+    /// Postgres: the compare-and-set conditions of a key row's update, the
+    /// one spelling for the single and the batched forms. The row (its
+    /// columns prefixed by `row`) is still at the `version` it was read at;
+    /// its lease is live by the clock's reading when `requires_live`; and
+    /// when the write's time was an estimate (`estimated_now` and
+    /// `tolerance`, in microseconds, both set) the clock reads at or after
+    /// it, by less than the tolerance (see `stamp.rs`). Needs `clock`.
+    pub(crate) fn compare_and_set(
+        row: &str,
+        version: &str,
+        requires_live: &str,
+        estimated_now: &str,
+        tolerance: &str,
+    ) -> String {
+        format!(
+            "{row}version = {version}
+             AND (NOT {requires_live} OR ({row}lease_status = 1 AND {row}lease_deadline > clock.t))
+             AND ({estimated_now} IS NULL OR {tolerance} IS NULL
+                  OR (clock.t >= {estimated_now} AND clock.t < {estimated_now} + {tolerance} * interval '1 microsecond'))"
+        )
+    }
+
     /// `epoch = $first, ...`, restamped (see `stamp.rs`).
     pub(crate) fn assignments_restamped(first: usize, target: &str, decided: &str) -> String {
         Self::assignments_restamped_with(|i, _| Placeholders::Dollar.nth(first + i), target, decided)

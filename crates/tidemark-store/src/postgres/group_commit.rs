@@ -281,10 +281,7 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
              ON l.table_name = v.table_name AND l.branch = v.branch AND l.consumer_id = v.consumer_id
            CROSS JOIN clock
            WHERE k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id
-             AND k.version = v.version
-             AND (NOT v.requires_live OR (k.lease_status = 1 AND k.lease_deadline > clock.t))
-             AND (v.estimated_now IS NULL
-                  OR (clock.t >= v.estimated_now AND clock.t < v.estimated_now + $19 * interval '1 microsecond'))
+             AND {checks}
            RETURNING v.ord),
          logged AS ({logged})
          SELECT v.ord, l.consumer_id IS NOT NULL AS locked, w.ord IS NOT NULL AS written,
@@ -292,6 +289,7 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
          FROM v
          LEFT JOIN locked l ON l.table_name = v.table_name AND l.branch = v.branch AND l.consumer_id = v.consumer_id
          LEFT JOIN written w ON w.ord = v.ord",
+        checks = KeyRow::compare_and_set("k.", "v.version", "v.requires_live", "v.estimated_now", "$19::int8"),
         event_arrays = HistoryRow::array_arguments(10),
         event_columns = HistoryRow::columns("ev_"),
         logged = insert_history(&format!(

@@ -145,11 +145,15 @@ fn update_key_row(checks: usize, row: usize) -> String {
     format!(
         "UPDATE consumer_keys SET version = version + 1, {set}
          FROM clock
-         WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND version = ${version}
-           AND (NOT ${live} OR (lease_status = 1 AND lease_deadline > clock.t))
-           AND (${tolerance}::int8 IS NULL
-                OR (clock.t >= ${decided} AND clock.t < ${decided} + ${tolerance} * interval '1 microsecond'))",
-        set = KeyRow::assignments_restamped(row, "consumer_keys", &format!("${decided}::timestamptz"))
+         WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND {checks}",
+        set = KeyRow::assignments_restamped(row, "consumer_keys", &format!("${decided}::timestamptz")),
+        checks = KeyRow::compare_and_set(
+            "",
+            &format!("${version}"),
+            &format!("${live}"),
+            &format!("${decided}::timestamptz"),
+            &format!("${tolerance}::int8")
+        )
     )
 }
 
