@@ -24,6 +24,7 @@ ensure_promtool
 ensure_pgbouncer
 
 cargo fmt --all -- --check
+python3 scripts/check-structure.py
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo nextest run --workspace --locked --no-fail-fast "$@"
 cargo test --workspace --locked --doc

@@ -11,6 +11,10 @@
 //! lock: a write whose row another transaction holds is sent again on its
 //! own after the batch, outside the batch slots (so it cannot hold up the
 //! writes behind it) but within a bound of its own.
+//!
+//! The single form of the same write (one update and its history row, as
+//! its own statement) lives here too: it is what a batch of one and a
+//! write without group commit send.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -22,9 +26,12 @@ use tidemark_core::{ConsumerKey, HistoryEvent, Timestamp};
 use tokio::sync::{Semaphore, oneshot};
 
 use super::batch::{Batcher, Job};
+use super::from_ts;
+use super::update::{LOCK_THEN_CLOCK, bind_checks, update_key_row};
+use crate::decode;
 use crate::error::StoreError;
 use crate::history_row::{HistoryRow, insert_history};
-use crate::row::KeyRow;
+use crate::row::{KeyRow, PgQuery, Placeholders};
 
 /// Most writes one statement carries.
 const MAX_BATCH: usize = 64;
@@ -183,7 +190,7 @@ async fn apply(pool: &Db, batch: Vec<Queued>, counts: &Counts) -> Vec<Queued> {
     let applied = match batch.as_slice() {
         // Alone, the lean statement: arrays and joins cost more than they
         // save.
-        [queued] => super::write_one_event_unless_locked(pool, &queued.write)
+        [queued] => write_one_event_unless_locked(pool, &queued.write)
             .await
             .map(|applied| vec![applied]),
         _ => write_many(pool, &batch).await,
@@ -223,7 +230,7 @@ async fn apply(pool: &Db, batch: Vec<Queued>, counts: &Counts) -> Vec<Queued> {
 
 /// Writes one on its own (it may wait for a row lock), then answers.
 async fn write_alone(pool: &Db, queued: Queued) {
-    let outcome = super::write_one_event(pool, &queued.write).await;
+    let outcome = write_one_event(pool, &queued.write).await;
     let _ = queued.reply.send(outcome);
 }
 
@@ -243,16 +250,89 @@ impl Applied {
     /// From a row with the columns `locked`, `written` and `at`.
     pub(crate) fn decode(row: &PgRow) -> Result<Self, sqlx::Error> {
         Ok(match (row.try_get("locked")?, row.try_get("written")?) {
-            (_, true) => Applied::Written(super::from_ts(row.try_get("at")?)),
+            (_, true) => Applied::Written(from_ts(row.try_get("at")?)),
             (true, false) => Applied::Moved,
             // Mutant: a write skipped because another transaction held its
             // row is reported as written.
             (false, false) if tidemark_core::mutant!("group_commit_busy_as_written") => {
-                Applied::Written(super::from_ts(row.try_get("at")?))
+                Applied::Written(from_ts(row.try_get("at")?))
             }
             (false, false) => Applied::Busy,
         })
     }
+}
+
+/// One history row's values: who asked (`$8`, `$9`) and the event
+/// (`$10`–`$17`), bound by [`bind_event`].
+static ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
+    insert_history(&format!(
+        "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, $8, $9, {event} FROM written w",
+        event = HistoryRow::placeholders(Placeholders::Dollar, 10)
+    ))
+});
+
+/// ... and an update with exactly one history row (a commit: the checks
+/// `$4`–`$7`, the history row `$8`–`$17`, the key row `$18`…) ...
+static UPDATE_ROW_ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING table_name, branch, consumer_id)
+         {one_event} RETURNING at",
+        one_event = *ONE_EVENT,
+        update = update_key_row(4, 18)
+    )
+});
+
+/// ... and the same, unless another transaction holds the row's lock (then
+/// nothing is written and `locked` is false): group commit's batch of one.
+static UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH locked AS (
+           SELECT 1 FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3
+           FOR UPDATE SKIP LOCKED),
+         clock AS (SELECT tidemark_write_now() AS t FROM locked),
+         written AS ({update} AND EXISTS (SELECT 1 FROM locked) RETURNING table_name, branch, consumer_id),
+         logged AS ({one_event})
+         SELECT EXISTS (SELECT 1 FROM locked) AS locked, EXISTS (SELECT 1 FROM written) AS written,
+                coalesce((SELECT t FROM clock), tidemark_write_now()) AS at",
+        one_event = *ONE_EVENT,
+        update = update_key_row(4, 18)
+    )
+});
+
+fn bind_event<'q>(query: PgQuery<'q>, write: &'q OneEventWrite) -> PgQuery<'q> {
+    let query = query.bind(write.principal.clone()).bind(write.request_id.clone());
+    HistoryRow::from_event(&write.event).bind_pg(query)
+}
+
+fn bind_one_event<'q>(sql: &'static str, write: &'q OneEventWrite) -> PgQuery<'q> {
+    let query = decode::bind_key(sqlx::query(sql), &write.key);
+    let query = bind_checks(
+        query,
+        write.version,
+        write.requires_live_lease,
+        write.decided,
+        write.estimated_now.is_some(),
+    );
+    write.row.clone().bind_pg(bind_event(query, write))
+}
+
+/// A compare-and-set update with one history row, as its own statement.
+pub(super) async fn write_one_event(pool: &Db, write: &OneEventWrite) -> Outcome {
+    let written = bind_one_event(&UPDATE_ROW_ONE_EVENT, write)
+        .fetch_optional(pool)
+        .await?;
+    written
+        .map(|row| Ok(from_ts(row.try_get(0)?)))
+        .transpose()
+        .map_err(|e: sqlx::Error| e.into())
+}
+
+/// The same, unless another transaction holds the row's lock.
+pub(super) async fn write_one_event_unless_locked(pool: &Db, write: &OneEventWrite) -> Result<Applied, StoreError> {
+    let row = bind_one_event(&UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED, write)
+        .fetch_one(pool)
+        .await?;
+    Ok(Applied::decode(&row)?)
 }
 
 /// The batched statement: every write's values as parallel arrays; the

@@ -9,23 +9,20 @@
 
 use std::sync::LazyLock;
 
-use super::db::Db;
 use async_trait::async_trait;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
-use tidemark_core::time::duration_micros;
 use tidemark_core::{BranchName, ConsumerKey, TableName, Timestamp};
 
-use super::group_commit::{Applied, OneEventWrite, Outcome};
+use super::group_commit::{self, OneEventWrite};
+use super::update::{LOCK_THEN_CLOCK, bind_checks, update_key_row};
 use super::{LIVE_LEASE, OPTION_COLUMNS, PostgresBackend, UNEXPIRED, from_ts, ts};
 use crate::admin::MAX_PAGE;
-use crate::backend::{
-    BranchView, Change, ESTIMATED_NOW_TOLERANCE, FindKey, HistoryRecord, KeyFilter, KeyStore, Listed, Loaded,
-};
+use crate::backend::{BranchView, Change, FindKey, HistoryRecord, KeyFilter, KeyStore, Listed, Loaded};
 use crate::decode;
 use crate::error::StoreError;
 use crate::history_row::{HistoryRow, insert_history};
-use crate::row::{KeyRow, PgQuery, Placeholders, decode_pg};
+use crate::row::{KeyRow, PgQuery, decode_pg};
 
 pub(super) static LOAD_BY_KEY: LazyLock<String> = LazyLock::new(|| {
     format!(
@@ -127,36 +124,6 @@ static EXPIRED_KEYS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// The row's lock, then the clock (SPEC §1): deadlines are judged, and the
-/// write stamped, by one reading of the database clock taken once the row is
-/// locked, so a write that waited on a lock is judged by when it lands.
-/// Every update below starts with these CTEs and joins `clock`: the join
-/// reads the clock (so takes the lock) before the row is updated; read only
-/// afterwards, the lock would skip the row this very statement updated.
-const LOCK_THEN_CLOCK: &str = "WITH locked AS (
-      SELECT 1 FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 FOR UPDATE),
-    clock AS (SELECT tidemark_write_now() AS t FROM locked)";
-
-/// The compare-and-set update: the row's columns from `$row` on, checked
-/// against its version, the lease's liveness and the estimated time
-/// (`$checks` to `$checks+3`, bound by [`bind_checks`]).
-fn update_key_row(checks: usize, row: usize) -> String {
-    let (version, live, decided, tolerance) = (checks, checks + 1, checks + 2, checks + 3);
-    format!(
-        "UPDATE consumer_keys SET version = version + 1, {set}
-         FROM clock
-         WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND {checks}",
-        set = KeyRow::assignments_restamped(row, "consumer_keys", &format!("${decided}::timestamptz")),
-        checks = KeyRow::compare_and_set(
-            "",
-            &format!("${version}"),
-            &format!("${live}"),
-            &format!("${decided}::timestamptz"),
-            &format!("${tolerance}::int8")
-        )
-    )
-}
-
 /// The grant and the history of a general write (`$4`–`$14`, bound by
 /// [`bind_grant_and_history`]) from the `written` CTE.
 static GRANT_AND_HISTORY: LazyLock<String> = LazyLock::new(|| {
@@ -213,102 +180,12 @@ static UPDATE_ROW_NO_EVENT: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// One history row's values: who asked (`$8`, `$9`) and the event
-/// (`$10`–`$17`), bound by [`bind_event`].
-static ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
-    insert_history(&format!(
-        "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, $8, $9, {event} FROM written w",
-        event = HistoryRow::placeholders(Placeholders::Dollar, 10)
-    ))
-});
-
-/// ... and an update with exactly one history row (a commit: the checks
-/// `$4`–`$7`, the history row `$8`–`$17`, the key row `$18`…) ...
-static UPDATE_ROW_ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING table_name, branch, consumer_id)
-         {one_event} RETURNING at",
-        one_event = *ONE_EVENT,
-        update = update_key_row(4, 18)
-    )
-});
-
-/// ... and the same, unless another transaction holds the row's lock (then
-/// nothing is written and `locked` is false): group commit's batch of one.
-static UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH locked AS (
-           SELECT 1 FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3
-           FOR UPDATE SKIP LOCKED),
-         clock AS (SELECT tidemark_write_now() AS t FROM locked),
-         written AS ({update} AND EXISTS (SELECT 1 FROM locked) RETURNING table_name, branch, consumer_id),
-         logged AS ({one_event})
-         SELECT EXISTS (SELECT 1 FROM locked) AS locked, EXISTS (SELECT 1 FROM written) AS written,
-                coalesce((SELECT t FROM clock), tidemark_write_now()) AS at",
-        one_event = *ONE_EVENT,
-        update = update_key_row(4, 18)
-    )
-});
-
-/// The version, whether the lease must be live, when the transition was
-/// decided (its stamps are moved to the write's clock reading), and, when
-/// that was an estimate, how far the reading may be past it.
-fn bind_checks<'q>(
-    query: PgQuery<'q>,
-    version: i64,
-    requires_live_lease: bool,
-    decided: Timestamp,
-    estimated: bool,
-) -> PgQuery<'q> {
-    query
-        .bind(version)
-        .bind(requires_live_lease)
-        .bind(ts(decided))
-        .bind(estimated.then(|| duration_micros(ESTIMATED_NOW_TOLERANCE)))
-}
-
 fn bind_grant_and_history<'q>(query: PgQuery<'q>, change: &Change<'_>) -> PgQuery<'q> {
     let query = query
         .bind(change.new_grant.is_some())
         .bind(change.ctx.principal.clone())
         .bind(change.ctx.request_id.clone());
     HistoryRow::bind_pg_arrays(&HistoryRow::from_events(change.events), query)
-}
-
-fn bind_event<'q>(query: PgQuery<'q>, write: &'q OneEventWrite) -> PgQuery<'q> {
-    let query = query.bind(write.principal.clone()).bind(write.request_id.clone());
-    HistoryRow::from_event(&write.event).bind_pg(query)
-}
-
-fn bind_one_event<'q>(sql: &'static str, write: &'q OneEventWrite) -> PgQuery<'q> {
-    let query = decode::bind_key(sqlx::query(sql), &write.key);
-    let query = bind_checks(
-        query,
-        write.version,
-        write.requires_live_lease,
-        write.decided,
-        write.estimated_now.is_some(),
-    );
-    write.row.clone().bind_pg(bind_event(query, write))
-}
-
-/// A compare-and-set update with one history row, as its own statement.
-pub(crate) async fn write_one_event(pool: &Db, write: &OneEventWrite) -> Outcome {
-    let written = bind_one_event(&UPDATE_ROW_ONE_EVENT, write)
-        .fetch_optional(pool)
-        .await?;
-    written
-        .map(|row| Ok(from_ts(row.try_get(0)?)))
-        .transpose()
-        .map_err(|e: sqlx::Error| e.into())
-}
-
-/// The same, unless another transaction holds the row's lock.
-pub(crate) async fn write_one_event_unless_locked(pool: &Db, write: &OneEventWrite) -> Result<Applied, StoreError> {
-    let row = bind_one_event(&UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED, write)
-        .fetch_one(pool)
-        .await?;
-    Ok(Applied::decode(&row)?)
 }
 
 /// A row read with [`LOAD_BY_KEY`] or [`LOAD_BY_LEASE`].
@@ -397,7 +274,7 @@ impl KeyStore for PostgresBackend {
                     };
                     return match &self.group {
                         Some(group) => group.write(write).await,
-                        None => write_one_event(&self.db, &write).await,
+                        None => group_commit::write_one_event(&self.db, &write).await,
                     };
                 }
                 _ => {}

@@ -18,10 +18,10 @@ mod options;
 mod paimon;
 mod state;
 mod stats;
+mod update;
 
 pub use db::DbPooler;
 pub use keys::BRANCH_CONSUMERS;
-pub(crate) use keys::{write_one_event, write_one_event_unless_locked};
 
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};

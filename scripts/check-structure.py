@@ -1,0 +1,298 @@
+#!/usr/bin/env python3
+"""The house rules the compiler does not check (issue 31), for every crate
+under crates/:
+
+- no import cycle between a crate's top-level modules (a directory
+  module's files count as one): a file's edges are the other files of its
+  crate it names, in `use` lines and inline paths alike (`crate::a::b`,
+  `super::c`, `self::d`, a re-export in the crate root followed to where it
+  is declared); `mod` lines are not edges, and a library's root (`lib.rs`,
+  its façade of `mod` and `pub use` lines) is no module of its own, while a
+  binary's `main.rs` is;
+- no cycle between crates (their `tidemark-*` dependencies in Cargo.toml);
+- no file under crates/*/src longer than 600 lines, counting the whole file.
+
+Prints every violation and exits 1 if there is one not in the known list
+below (each entry is work left to issue 31: the list only ever shrinks, and
+an entry that no longer occurs fails the check too, so it is removed).
+
+    scripts/check-structure.py            # the check, as CI runs it
+    scripts/check-structure.py --report   # every violation, known or not
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import sys
+from typing import Dict, List, Set
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MAX_LINES = 600
+
+# Violations on main when the check was written, to be fixed by issue 31.
+KNOWN: Set[str] = {
+    "cycle in tidemark: (root) database flags serve",
+    "over 600 lines: crates/tidemark/src/cli/consumers.rs",
+    "cycle in tidemark-bench: (root) fleet history keeper report scenarios work",
+    "over 600 lines: crates/tidemark-chaos/src/check.rs",
+    "over 600 lines: crates/tidemark-chaos/src/main.rs",
+    "cycle in tidemark-fuzz: (root) wire",
+    "cycle in tidemark-server: admin auth call context coordinator reload retention server tls",
+    "over 600 lines: crates/tidemark-server/src/admin.rs",
+    "over 600 lines: crates/tidemark-server/src/auth.rs",
+    "over 600 lines: crates/tidemark-server/src/mirror.rs",
+    "over 600 lines: crates/tidemark-store/src/admin.rs",
+}
+
+USE_BLOCK = re.compile(r"\buse\s+((?:crate|super|self)(?:::[^;]*)?);", re.S)
+INLINE = re.compile(r"\b((?:crate|super|self)(?:::\w+)+)")
+PUB_USE = re.compile(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", re.S)
+
+
+def strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+
+
+def expand(path: str) -> List[str]:
+    """`crate::{a, b::{c, d}}` as `crate::a`, `crate::b::c`, `crate::b::d`."""
+    path = re.sub(r"\s+", "", path)
+    brace = path.find("{")
+    if brace < 0:
+        return [path]
+    prefix, inner = path[:brace], path[brace + 1 : path.rfind("}")]
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(inner):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(inner[start:i])
+            start = i + 1
+    parts.append(inner[start:])
+    return [out for part in parts if part for out in expand(prefix + part)]
+
+
+class Crate:
+    def __init__(self, directory: pathlib.Path):
+        self.name = directory.name
+        self.src = directory / "src"
+        self.files: Dict[tuple, pathlib.Path] = {}
+        for path in sorted(self.src.rglob("*.rs")):
+            self.files[self.module_of(path)] = path
+        self.roots = [m for m in self.files if m == ()]
+
+    def module_of(self, path: pathlib.Path) -> tuple:
+        parts = list(path.relative_to(self.src).with_suffix("").parts)
+        if parts[-1] == "mod" or (len(parts) == 1 and parts[0] in ("lib", "main")):
+            parts = parts[:-1]
+        if len(parts) >= 2 and parts[0] == "bin":
+            return ("bin",) + tuple(parts[1:])
+        return tuple(parts)
+
+    def resolve(self, module: tuple, path: str, seen=None) -> tuple:
+        """The file (module path) a `crate::`/`super::`/`self::` path lands
+        in: the longest module prefix that is a file, re-exports of the
+        crate root followed."""
+        segments = path.split("::")
+        if segments[0] == "crate":
+            base: List[str] = []
+        else:
+            base = list(module)
+            # A file `a/b.rs` is module a::b; `super` is `a`, `self` is a::b.
+        rest = segments
+        if rest[0] == "crate":
+            rest = rest[1:]
+        else:
+            while rest and rest[0] in ("super", "self"):
+                if rest[0] == "super":
+                    base = base[:-1]
+                rest = rest[1:]
+        full = base + [s for s in rest if s not in ("*",)]
+        for n in range(len(full), -1, -1):
+            candidate = tuple(full[:n])
+            if candidate in self.files:
+                if n < len(full):
+                    # An item of that module: follow a `use` of it there to
+                    # where it is declared.
+                    target = self.reexport(candidate, full[n], seen if seen is not None else set())
+                    if target is not None:
+                        return target
+                return candidate
+        return ()
+
+    def reexport(self, module: tuple, name: str, seen: set):
+        """Where an item `module` brings in with a `use` (`use a::b::Name`,
+        `pub use a::*` whose file declares it) is declared; None when
+        `module` declares it itself."""
+        if (module, name) in seen:
+            return None
+        seen.add((module, name))
+        text = strip_comments(self.files[module].read_text())
+        if declares(self.files[module], name, private=True):
+            return None
+        children = {m[len(module)] for m in self.files if len(m) > len(module) and m[: len(module)] == module}
+        top = {m[0] for m in self.files if m}
+        for block in re.findall(r"\buse\s+([^;]+);", text):
+            for path in expand(block):
+                original, _, alias = path.partition(" as ")
+                head = original.split("::")[0]
+                if head in ("crate", "super", "self"):
+                    full = original
+                elif head in children:
+                    full = "self::" + original
+                elif module == () and head in top:
+                    full = "crate::" + original
+                else:
+                    continue
+                last = original.split("::")[-1]
+                if (alias or last) == name:
+                    return self.resolve(module, full, seen)
+                if last == "*":
+                    target = self.resolve(module, full[: -len("::*")], seen)
+                    if target != module and declares(self.files[target], name):
+                        return target
+        return None
+
+    def edges(self) -> Dict[tuple, Set[tuple]]:
+        graph: Dict[tuple, Set[tuple]] = {m: set() for m in self.files}
+        top = {m[0] for m in self.files if m}
+        for module, path in self.files.items():
+            text = strip_comments(path.read_text())
+            paths: List[str] = []
+            for block in USE_BLOCK.findall(text):
+                paths += expand(block)
+            paths += INLINE.findall(text)
+            if module == ():
+                if path.name == "lib.rs":
+                    # A library's root is its façade: `mod` and `pub use`
+                    # lines, not a module that depends on the others.
+                    continue
+                # A binary's `main.rs` uses its modules as any file does.
+                for block in re.findall(r"\buse\s+([^;]+);", text):
+                    for p in expand(block):
+                        if p.split("::")[0] in top:
+                            paths.append("crate::" + p)
+            for p in paths:
+                target = self.resolve(module, p.split(" as ")[0])
+                if target != module:
+                    graph[module].add(target)
+        return graph
+
+
+def declares(path: pathlib.Path, name: str, private: bool = False) -> bool:
+    """Whether the file declares `name` (public items only, unless
+    `private`), not counting a `use`."""
+    text = strip_comments(path.read_text())
+    visibility = r"(?:pub(?:\([^)]*\))?\s+)?" if private else r"pub(?:\([^)]*\))?\s+"
+    kinds = r"(?:async\s+)?(?:struct|enum|fn|trait|type|const|static|mod|macro_rules!)"
+    return re.search(rf"(?m)^\s*{visibility}{kinds}\s*{re.escape(name)}\b", text) is not None
+
+
+def cycles(graph: Dict[tuple, Set[tuple]]) -> List[List[tuple]]:
+    """Strongly connected components of more than one node (Tarjan)."""
+    index: Dict[tuple, int] = {}
+    low: Dict[tuple, int] = {}
+    stack: List[tuple] = []
+    on_stack: Set[tuple] = set()
+    found: List[List[tuple]] = []
+    counter = [0]
+
+    def visit(node):
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(10_000)
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def crate_dependencies() -> Dict[str, Set[str]]:
+    deps: Dict[str, Set[str]] = {}
+    for manifest in sorted((ROOT / "crates").glob("*/Cargo.toml")):
+        text = manifest.read_text()
+        sections = re.split(r"^\[", text, flags=re.M)
+        names = set()
+        for section in sections:
+            if section.startswith(("dependencies]", "build-dependencies]")):
+                names |= set(re.findall(r"^(tidemark[\w-]*)\s*=", section, flags=re.M))
+        deps[manifest.parent.name] = names
+    return deps
+
+
+def violations() -> List[str]:
+    found = []
+    for directory in sorted((ROOT / "crates").iterdir()):
+        if not (directory / "src").is_dir():
+            continue
+        crate = Crate(directory)
+        graph = crate.edges()
+        # Between top-level modules (a directory module's files are one).
+        top: Dict[tuple, Set[tuple]] = {}
+        for module, targets in graph.items():
+            top.setdefault(module[:1], set()).update(t[:1] for t in targets if t[:1] != module[:1])
+        for component in cycles(top):
+            names = ["(root)" if m == () else m[0] for m in component]
+            found.append(f"cycle in {crate.name}: " + " ".join(names))
+        # Inside a directory module, between its files (the parent's own
+        # file, which declares them, left out): a U-turn such as
+        # keys -> group_commit -> keys.
+        for parent in sorted({m[:-1] for m in crate.files if len(m) >= 2}):
+            depth = len(parent) + 1
+            inner: Dict[tuple, Set[tuple]] = {}
+            for module, targets in graph.items():
+                if len(module) >= depth and module[: depth - 1] == parent:
+                    inner.setdefault(module[:depth], set()).update(
+                        t[:depth] for t in targets if len(t) >= depth and t[: depth - 1] == parent and t[:depth] != module[:depth]
+                    )
+            for component in cycles(inner):
+                found.append(f"cycle in {crate.name}::{'::'.join(parent)}: " + " ".join(m[-1] for m in component))
+        for path in crate.files.values():
+            lines = len(path.read_text().splitlines())
+            if lines > MAX_LINES:
+                found.append(f"over {MAX_LINES} lines: {path.relative_to(ROOT)}")
+    deps = crate_dependencies()
+    for component in cycles({(k,): {(d,) for d in v} for k, v in deps.items()}):
+        found.append("cycle between crates: " + " ".join(m[0] for m in component))
+    return found
+
+
+def main() -> int:
+    found = violations()
+    report = "--report" in sys.argv
+    new = [v for v in found if v not in KNOWN]
+    gone = sorted(KNOWN - set(found))
+    for v in found if report else new:
+        print(v)
+    for v in gone:
+        print(f"fixed, remove it from KNOWN in {pathlib.Path(__file__).name}: {v}")
+    if not report:
+        print(f"structure: {len(found)} violation(s), {len(found) - len(new)} known (issue 31), {len(new)} new")
+    return 1 if (new or gone) and not report else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
