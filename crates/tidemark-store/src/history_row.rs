@@ -8,67 +8,28 @@
 //! is built by [`insert_history`], and every binder binds a [`HistoryRow`]
 //! (one, or as arrays for `unnest`).
 
-use sqlx::postgres::PgArguments;
-use sqlx::query::Query;
-use sqlx::sqlite::SqliteArguments;
-use sqlx::{Postgres, Sqlite};
 use tidemark_core::HistoryEvent;
 use uuid::Uuid;
 
-use crate::row::{Column, Placeholders};
-
-type PgQuery<'q> = Query<'q, Postgres, PgArguments>;
-type SqliteQuery<'q> = Query<'q, Sqlite, SqliteArguments>;
+use crate::row::sql_row;
 
 /// The columns a statement fills from its own context, in order: the
 /// moment, the key, who asked.
 const LEADING: &[&str] = &["at", "table_name", "branch", "consumer_id", "principal", "request_id"];
 
-macro_rules! history_row {
-    ($($field:ident: $ty:ty,)*) => {
-        /// An event's columns of `history`, in the order statements list
-        /// and bind them (after [`LEADING`]).
-        #[derive(Debug, Clone, PartialEq, Eq)]
-        pub(crate) struct HistoryRow {
-            $(pub $field: $ty,)*
-        }
-
-        impl HistoryRow {
-            /// The columns' names, in order.
-            pub(crate) const COLUMNS: &[&str] = &[$(stringify!($field)),*];
-            /// Their Postgres types, in order.
-            const PG_TYPES: &[&str] = &[$(<$ty as Column>::PG_TYPE),*];
-
-            /// Binds every column, in order.
-            pub(crate) fn bind_pg(self, query: PgQuery<'_>) -> PgQuery<'_> {
-                $(let query = query.bind(Column::into_pg(self.$field));)*
-                query
-            }
-
-            /// Binds every column, in order.
-            pub(crate) fn bind_sqlite(self, query: SqliteQuery<'_>) -> SqliteQuery<'_> {
-                $(let query = query.bind(Column::into_sqlite(self.$field));)*
-                query
-            }
-
-            /// Binds every column as an array over `rows` (for `unnest`).
-            pub(crate) fn bind_pg_arrays<'q>(rows: &[HistoryRow], query: PgQuery<'q>) -> PgQuery<'q> {
-                $(let query = query.bind(rows.iter().map(|r| Column::into_pg(r.$field.clone())).collect::<Vec<_>>());)*
-                query
-            }
-        }
-    };
-}
-
-history_row! {
-    event: String,
-    old_next: Option<i64>,
-    new_next: Option<i64>,
-    epoch: Option<i64>,
-    lease_id: Option<Uuid>,
-    batch_id: Option<i64>,
-    holder: Option<String>,
-    detail: Option<String>,
+sql_row! {
+    /// An event's columns of `history`, in the order statements list and
+    /// bind them (after [`LEADING`]).
+    HistoryRow {
+        event: String,
+        old_next: Option<i64>,
+        new_next: Option<i64>,
+        epoch: Option<i64>,
+        lease_id: Option<Uuid>,
+        batch_id: Option<i64>,
+        holder: Option<String>,
+        detail: Option<String>,
+    }
 }
 
 impl HistoryRow {
@@ -95,24 +56,6 @@ impl HistoryRow {
         Self::COLUMNS
             .iter()
             .map(|c| format!("{prefix}{c}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    /// `$first::text[], ...`: the columns' arrays, for `unnest`.
-    pub(crate) fn array_arguments(first: usize) -> String {
-        Self::PG_TYPES
-            .iter()
-            .enumerate()
-            .map(|(i, t)| format!("${}::{t}[]", first + i))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    /// The placeholders of the columns bound from parameter `first` on.
-    pub(crate) fn placeholders(style: Placeholders, first: usize) -> String {
-        (0..Self::COLUMNS.len())
-            .map(|i| style.nth(first + i))
             .collect::<Vec<_>>()
             .join(", ")
     }

@@ -92,54 +92,81 @@ impl Column for Option<Timestamp> {
     }
 }
 
-macro_rules! key_row {
-    ($($field:ident: $ty:ty,)*) => {
-        /// Every column of `consumer_keys` except the key and the version,
-        /// in the order statements list and bind them.
+/// Declares a row type of one table's columns, each with its [`Column`]
+/// type: the struct, its column names and Postgres types in order, its
+/// binders (one row, or arrays of rows for `unnest`) and its decoders. Both
+/// [`KeyRow`] and `history_row::HistoryRow` are declared with it.
+macro_rules! sql_row {
+    ($(#[$meta:meta])* $name:ident { $($field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
         #[derive(Debug, Clone, Default, PartialEq, Eq)]
-        pub(crate) struct KeyRow {
+        pub(crate) struct $name {
             $(pub $field: $ty,)*
         }
 
-        impl KeyRow {
+        impl $name {
             /// The columns' names, in order.
             pub(crate) const COLUMNS: &[&str] = &[$(stringify!($field)),*];
             /// Their Postgres types, in order.
-            const PG_TYPES: &[&str] = &[$(<$ty as Column>::PG_TYPE),*];
+            const PG_TYPES: &[&str] = &[$(<$ty as $crate::row::Column>::PG_TYPE),*];
 
             /// Binds every column, in order.
-            pub(crate) fn bind_pg(self, query: PgQuery<'_>) -> PgQuery<'_> {
-                $(let query = query.bind(Column::into_pg(self.$field));)*
+            pub(crate) fn bind_pg(self, query: $crate::row::PgQuery<'_>) -> $crate::row::PgQuery<'_> {
+                $(let query = query.bind($crate::row::Column::into_pg(self.$field));)*
                 query
             }
 
             /// Binds every column, in order.
-            pub(crate) fn bind_sqlite(self, query: SqliteQuery<'_>) -> SqliteQuery<'_> {
-                $(let query = query.bind(Column::into_sqlite(self.$field));)*
+            pub(crate) fn bind_sqlite(self, query: $crate::row::SqliteQuery<'_>) -> $crate::row::SqliteQuery<'_> {
+                $(let query = query.bind($crate::row::Column::into_sqlite(self.$field));)*
                 query
             }
 
             /// Binds every column as an array over `rows` (for `unnest`).
             pub(crate) fn bind_pg_arrays<'q, 'r>(
-                rows: impl Iterator<Item = &'r KeyRow> + Clone,
-                query: PgQuery<'q>,
-            ) -> PgQuery<'q> {
-                $(let query = query.bind(rows.clone().map(|r| Column::into_pg(r.$field.clone())).collect::<Vec<_>>());)*
+                rows: impl Iterator<Item = &'r $name> + Clone,
+                query: $crate::row::PgQuery<'q>,
+            ) -> $crate::row::PgQuery<'q> {
+                $(let query = query.bind(rows.clone().map(|r| $crate::row::Column::into_pg(r.$field.clone())).collect::<Vec<_>>());)*
                 query
             }
 
-            fn from_pg(row: &PgRow) -> Result<Self, sqlx::Error> {
-                Ok(Self { $($field: Column::from_pg(row, stringify!($field))?,)* })
+            /// `$first::int8[], ...`: the columns' arrays, for `unnest`.
+            pub(crate) fn array_arguments(first: usize) -> String {
+                Self::PG_TYPES
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| format!("${}::{t}[]", first + i))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
 
-            fn from_sqlite(row: &SqliteRow) -> Result<Self, sqlx::Error> {
-                Ok(Self { $($field: Column::from_sqlite(row, stringify!($field))?,)* })
+            /// The placeholders of the columns bound from parameter `first` on.
+            pub(crate) fn placeholders(style: $crate::row::Placeholders, first: usize) -> String {
+                (0..Self::COLUMNS.len())
+                    .map(|i| style.nth(first + i))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+
+            #[allow(dead_code, reason = "not every row type is read back by name")]
+            fn from_pg(row: &sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
+                Ok(Self { $($field: $crate::row::Column::from_pg(row, stringify!($field))?,)* })
+            }
+
+            #[allow(dead_code, reason = "not every row type is read back by name")]
+            fn from_sqlite(row: &sqlx::sqlite::SqliteRow) -> Result<Self, sqlx::Error> {
+                Ok(Self { $($field: $crate::row::Column::from_sqlite(row, stringify!($field))?,)* })
             }
         }
     };
 }
+pub(crate) use sql_row;
 
-key_row! {
+sql_row! {
+    /// Every column of `consumer_keys` except the key and the version,
+    /// in the order statements list and bind them.
+    KeyRow {
     epoch: i64,
     next_snapshot: Option<i64>,
     consumer_created_at: Option<Timestamp>,
@@ -161,6 +188,7 @@ key_row! {
     legacy_warned_snapshot: Option<i64>,
     full_scan_pin: Option<i64>,
     lease_principal: Option<String>,
+    }
 }
 
 /// The times a transition stamps with the moment it was decided (see
@@ -204,14 +232,6 @@ impl KeyRow {
     /// `epoch, next_snapshot, ...`.
     pub(crate) fn column_list() -> String {
         Self::COLUMNS.join(", ")
-    }
-
-    /// The placeholders of the columns bound from parameter `first` on.
-    pub(crate) fn placeholders(style: Placeholders, first: usize) -> String {
-        (0..Self::COLUMNS.len())
-            .map(|i| style.nth(first + i))
-            .collect::<Vec<_>>()
-            .join(", ")
     }
 
     /// `epoch = $first, next_snapshot = $first+1, ...`.
@@ -295,16 +315,6 @@ impl KeyRow {
     /// `epoch = alias.epoch, ...`, restamped (see `stamp.rs`).
     pub(crate) fn assignments_from_restamped(alias: &str, target: &str, decided: &str) -> String {
         Self::assignments_restamped_with(|_, c| format!("{alias}.{c}"), target, decided)
-    }
-
-    /// `$first::int8[], ...`: the columns' arrays, for `unnest`.
-    pub(crate) fn array_arguments(first: usize) -> String {
-        Self::PG_TYPES
-            .iter()
-            .enumerate()
-            .map(|(i, t)| format!("${}::{t}[]", first + i))
-            .collect::<Vec<_>>()
-            .join(", ")
     }
 }
 

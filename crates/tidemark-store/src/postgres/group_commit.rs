@@ -403,7 +403,7 @@ async fn write_many(pool: &Db, batch: &[Queued]) -> Result<Vec<Applied>, StoreEr
         .bind(writes().map(|w| w.principal.clone()).collect::<Vec<_>>())
         .bind(writes().map(|w| w.request_id.clone()).collect::<Vec<_>>());
     let events: Vec<HistoryRow> = writes().map(|w| HistoryRow::from_event(&w.event)).collect();
-    let query = HistoryRow::bind_pg_arrays(&events, query)
+    let query = HistoryRow::bind_pg_arrays(events.iter(), query)
         .bind(writes().map(|w| super::ts(w.decided)).collect::<Vec<_>>())
         .bind(tidemark_core::time::duration_micros(
             crate::backend::ESTIMATED_NOW_TOLERANCE,

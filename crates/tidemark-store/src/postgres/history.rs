@@ -79,7 +79,7 @@ impl HistoryStore for PostgresBackend {
         let query = decode::bind_key(sqlx::query(APPEND_HISTORY.as_str()), key)
             .bind(&ctx.principal)
             .bind(&ctx.request_id);
-        HistoryRow::bind_pg_arrays(&HistoryRow::from_events(events), query)
+        HistoryRow::bind_pg_arrays(HistoryRow::from_events(events).iter(), query)
             .execute(&self.db)
             .await?;
         Ok(())

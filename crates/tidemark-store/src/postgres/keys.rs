@@ -185,7 +185,7 @@ fn bind_grant_and_history<'q>(query: PgQuery<'q>, change: &Change<'_>) -> PgQuer
         .bind(change.new_grant.is_some())
         .bind(change.ctx.principal.clone())
         .bind(change.ctx.request_id.clone());
-    HistoryRow::bind_pg_arrays(&HistoryRow::from_events(change.events), query)
+    HistoryRow::bind_pg_arrays(HistoryRow::from_events(change.events).iter(), query)
 }
 
 /// A row read with [`LOAD_BY_KEY`] or [`LOAD_BY_LEASE`].

@@ -141,7 +141,7 @@ impl StateStore for PostgresBackend {
             .bind(ctx.principal.clone())
             .bind(ctx.request_id.clone());
         let events: Vec<HistoryRow> = rows.iter().map(|(_, e)| HistoryRow::from_event(e)).collect();
-        let query = HistoryRow::bind_pg_arrays(&events, query);
+        let query = HistoryRow::bind_pg_arrays(events.iter(), query);
         let row_values: Vec<KeyRow> = states().map(KeyRow::from_state).collect();
         let written = KeyRow::bind_pg_arrays(row_values.iter(), query)
             .fetch_all(&self.db)
