@@ -42,10 +42,12 @@ fn services() -> &'static Services {
             Store::new(Arc::new(backend), tidemark_core::LeasePolicy::default())
         });
         let timeout = Duration::from_secs(10);
+        // One application, as a server has: the handlers share its caches.
+        let app = tidemark_service::App::new(store.clone());
         Services {
-            coordinator: CoordinatorService::new(store.clone(), timeout),
-            retention: RetentionService::new(store.clone(), timeout),
-            admin: AdminService::new(store, timeout),
+            coordinator: CoordinatorService::new(app.clone(), timeout),
+            retention: RetentionService::new(store, timeout),
+            admin: AdminService::new(app, timeout),
             runtime,
             _dir: dir,
         }

@@ -17,6 +17,7 @@ on_both_backends!(
     existing_consumer_files_are_imported,
     registrations_are_validated_planned_and_listed,
     recovery_on_a_registered_table_reads_its_snapshot_range,
+    a_table_counts_as_registered_at_once_on_the_replica_that_registered_it,
     a_refused_commit_never_reaches_the_consumer_file,
 );
 
@@ -337,6 +338,57 @@ async fn recovery_on_a_registered_table_reads_its_snapshot_range(kind: Kind) {
     let answer = client.get_recovery_position(other).await.unwrap().into_inner();
     assert_eq!(answer.start.unwrap().snapshot_id, 5);
     assert!(answer.warnings.iter().all(|w| !w.starts_with("TABLE_RANGE")));
+}
+
+/// SPEC §9 on one replica: a recovery right after RegisterTable plans with
+/// the table's directory, even when a call just before had read the
+/// registrations (into the replica's short-lived cache) without it. Before
+/// one application owned the cache, the worker service kept its own copy
+/// and trusted the worker's range for up to five seconds.
+async fn a_table_counts_as_registered_at_once_on_the_replica_that_registered_it(kind: Kind) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 9);
+    let mut client = server.client().await;
+    let request = |table: &str| pb::GetRecoveryPositionRequest {
+        consumer: Some(key(table, "main", "fresh")),
+        startup: Some(pb::StartupOptions {
+            mode: pb::StartupMode::LatestFull.into(),
+            snapshot_id: 0,
+        }),
+        // What a worker with a stale view reports.
+        table: Some(pb::SnapshotRange {
+            earliest_snapshot: 1,
+            latest_snapshot: 5,
+            earliest_changelog: None,
+            changelog_decoupled: false,
+        }),
+        ..Default::default()
+    };
+    // Reads the registrations (none yet) into the cache.
+    let before = client
+        .get_recovery_position(request("db.orders"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        before.start.unwrap().snapshot_id,
+        5,
+        "not registered yet: the worker's range"
+    );
+    let mut admin = admin(&server).await;
+    register(&mut admin, "db.orders", dir.path()).await;
+    let after = client
+        .get_recovery_position(request("db.orders"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        after.start.unwrap().snapshot_id,
+        9,
+        "registered: the directory's range, at once ({:?})",
+        after.warnings
+    );
 }
 
 /// SPEC §9: the file never shows a position the database does not hold. A

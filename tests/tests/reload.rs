@@ -14,7 +14,8 @@ use tidemark_client::{ClientOptions, ClientTls, CoordinatorClient};
 use tidemark_e2e::credentials::entry;
 use tidemark_e2e::{Kind, TestServer, channel_with_token, key, range, recovery_request, test_policy};
 use tidemark_proto::v1 as pb;
-use tidemark_server::reload::{AuthSource, ReloadSettings, SharedAuth, TlsFiles};
+use tidemark_server::auth::SharedAuth;
+use tidemark_server::reload::{AuthSource, ReloadSettings, TlsFiles};
 use tidemark_server::{ServerConfig, TlsSettings};
 use tokio_rustls::rustls;
 

@@ -112,7 +112,7 @@ async fn a_principal_beyond_its_share_is_refused_while_others_go_through() {
     let config = ServerConfig {
         max_in_flight: 16,
         max_in_flight_per_principal: 1,
-        auth: tidemark_server::reload::SharedAuth::new(auth),
+        auth: tidemark_server::auth::SharedAuth::new(auth),
         ..ServerConfig::default()
     };
     let server = TestServer::start_with(Kind::Postgres, test_policy(), config).await;

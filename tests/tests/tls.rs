@@ -64,7 +64,7 @@ async fn server(pki: &Pki, mutual: bool) -> TestServer {
             key_pem: pki.server.1.clone().into_bytes(),
             client_ca_pem: mutual.then(|| pki.ca_pem.clone().into_bytes()),
         }),
-        auth: tidemark_server::reload::SharedAuth::new(auth),
+        auth: tidemark_server::auth::SharedAuth::new(auth),
         ..ServerConfig::default()
     };
     TestServer::start_full(Kind::Sqlite, test_policy(), config, true).await
@@ -240,7 +240,7 @@ async fn certificates_match_by_uri_then_dns_name_then_common_name() {
             key_pem: server_cert.1.into_bytes(),
             client_ca_pem: Some(ca_pem.clone().into_bytes()),
         }),
-        auth: tidemark_server::reload::SharedAuth::new(auth),
+        auth: tidemark_server::auth::SharedAuth::new(auth),
         ..ServerConfig::default()
     };
     let server = TestServer::start_full(Kind::Sqlite, test_policy(), config, false).await;

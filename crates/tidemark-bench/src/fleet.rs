@@ -23,8 +23,7 @@ use sqlx::PgPool;
 use tidemark_proto::v1 as pb;
 use tokio::sync::Semaphore;
 
-use crate::procs::{self, Tidemark};
-use crate::report::Watched;
+use crate::procs::{self, Tidemark, Watched};
 use crate::work::{self, Batches, Recorder, Window};
 
 /// The fleet's shape.

@@ -61,7 +61,7 @@ pub(crate) async fn run(
         &url,
         4,
         dir.path(),
-        "warn,tidemark=info,tidemark_server::mirror=debug",
+        "warn,tidemark=info,tidemark_service::mirror=debug",
         &["--mirror-refresh", &refresh_text],
     )?;
     let pool = PgPool::connect(&url).await?;

@@ -1,5 +1,6 @@
 //! The processes under test (tidemark, Postgres, etcd) and their CPU time.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -195,4 +196,42 @@ pub(crate) fn which(name: &str) -> Option<PathBuf> {
             .map(|p| p.join(name))
             .find(|p| p.is_file())
     })
+}
+
+/// The processes whose CPU is measured.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Watched {
+    pub(crate) tidemark: Option<u32>,
+    /// A second replica, counted with the first as `tidemark`.
+    pub(crate) tidemark_replica: Option<u32>,
+    pub(crate) postgres: Option<u32>,
+    pub(crate) etcd: Option<u32>,
+}
+
+impl Watched {
+    pub(crate) fn sample(&self) -> BTreeMap<String, f64> {
+        let mut cpu = BTreeMap::new();
+        let replicas: Vec<f64> = [self.tidemark, self.tidemark_replica]
+            .into_iter()
+            .flatten()
+            .filter_map(cpu_seconds)
+            .collect();
+        if !replicas.is_empty() {
+            cpu.insert("tidemark".to_owned(), replicas.iter().sum());
+        }
+        if let Some(pid) = self.postgres
+            && let Some(s) = cpu_seconds_with_children(pid)
+        {
+            cpu.insert("postgres".to_owned(), s);
+        }
+        if let Some(pid) = self.etcd
+            && let Some(s) = cpu_seconds(pid)
+        {
+            cpu.insert("etcd".to_owned(), s);
+        }
+        if let Some(s) = cpu_seconds(std::process::id()) {
+            cpu.insert("client".to_owned(), s);
+        }
+        cpu
+    }
 }

@@ -6,9 +6,10 @@ use std::future::Future;
 
 use serde::Serialize;
 
-use crate::procs;
+use crate::args::Scenario;
+use crate::keeper;
+use crate::procs::Watched;
 use crate::work::{Recorder, Window};
-use crate::{Scenario, keeper};
 
 /// One measured (scenario, system, concurrency).
 #[derive(Debug, Serialize)]
@@ -41,44 +42,6 @@ pub(crate) struct Memory {
     pub(crate) live_leases: usize,
     pub(crate) rss_mib: f64,
     pub(crate) peak_rss_mib: f64,
-}
-
-/// The processes whose CPU is measured.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Watched {
-    pub(crate) tidemark: Option<u32>,
-    /// A second replica, counted with the first as `tidemark`.
-    pub(crate) tidemark_replica: Option<u32>,
-    pub(crate) postgres: Option<u32>,
-    pub(crate) etcd: Option<u32>,
-}
-
-impl Watched {
-    pub(crate) fn sample(&self) -> BTreeMap<String, f64> {
-        let mut cpu = BTreeMap::new();
-        let replicas: Vec<f64> = [self.tidemark, self.tidemark_replica]
-            .into_iter()
-            .flatten()
-            .filter_map(procs::cpu_seconds)
-            .collect();
-        if !replicas.is_empty() {
-            cpu.insert("tidemark".to_owned(), replicas.iter().sum());
-        }
-        if let Some(pid) = self.postgres
-            && let Some(s) = procs::cpu_seconds_with_children(pid)
-        {
-            cpu.insert("postgres".to_owned(), s);
-        }
-        if let Some(pid) = self.etcd
-            && let Some(s) = procs::cpu_seconds(pid)
-        {
-            cpu.insert("etcd".to_owned(), s);
-        }
-        if let Some(s) = procs::cpu_seconds(std::process::id()) {
-            cpu.insert("client".to_owned(), s);
-        }
-        cpu
-    }
 }
 
 /// Runs the workers, samples CPU over the window, merges what they saw.

@@ -7,10 +7,12 @@ use sqlx::PgPool;
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::retention_client::RetentionClient;
 
-use crate::procs::{self, Etcd, Tidemark};
-use crate::report::{Memory, Row, Watched, measure};
+use crate::args::{Args, Scenario};
+use crate::etcd;
+use crate::procs::{self, Etcd, Tidemark, Watched};
+use crate::report::{Memory, Row, measure};
+use crate::work::closed_loop;
 use crate::work::{self, Batches, Window};
-use crate::{Args, Scenario, closed_loop, etcd};
 
 pub(crate) struct Bench {
     pub(crate) args: Args,

@@ -59,7 +59,6 @@ impl Recorder {
 /// Runs an operation back to back until the window closes; evaluates to the
 /// worker's [`Recorder`]. A macro, because the operation borrows the
 /// worker's own state (its client, lease and batch counter).
-#[macro_export]
 macro_rules! closed_loop {
     ($window:expr, $op:expr) => {{
         let window: $crate::work::Window = $window;
@@ -72,6 +71,7 @@ macro_rules! closed_loop {
         recorder
     }};
 }
+pub(crate) use closed_loop;
 
 /// Adds a bearer token (when there is one) to every call, as a production
 /// client does.

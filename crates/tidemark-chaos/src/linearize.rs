@@ -2,7 +2,7 @@
 //! of Wing & Gong and Lowe (the algorithm Porcupine and Knossos implement):
 //! a depth-first search for one order of each key's calls that respects
 //! real time and that the SPEC's sequential model accepts answer by answer.
-//! Unlike the invariant checks in `check.rs`, it trusts nothing the server
+//! Unlike the invariant checks in `check/mod.rs`, it trusts nothing the server
 //! wrote about itself: only requests, answers and the clients' clocks.
 //!
 //! The model is the SPEC's, not a register. Every call takes effect at one

@@ -9,13 +9,13 @@ use tonic::{Request, Response, Status};
 
 /// The metadata key a caller may set to correlate its requests; the server
 /// echoes it (or the id it generated) in every response.
-pub const REQUEST_ID_HEADER: &str = "x-request-id";
+pub(crate) const REQUEST_ID_HEADER: &str = "x-request-id";
 
 const MAX_REQUEST_ID: usize = 128;
 
 /// The call context of a request: the caller's request id when it is
 /// sensible (printable ASCII, at most 128 bytes), else a fresh UUIDv7.
-pub fn call_context<T>(request: &Request<T>) -> CallContext {
+pub(crate) fn call_context<T>(request: &Request<T>) -> CallContext {
     let request_id = request
         .metadata()
         .get(REQUEST_ID_HEADER)
@@ -35,7 +35,7 @@ pub fn call_context<T>(request: &Request<T>) -> CallContext {
 }
 
 /// A response carrying the request id.
-pub fn respond<T>(ctx: &CallContext, body: T) -> Response<T> {
+pub(crate) fn respond<T>(ctx: &CallContext, body: T) -> Response<T> {
     let mut response = Response::new(body);
     if let Ok(value) = MetadataValue::try_from(ctx.request_id.as_str()) {
         response.metadata_mut().insert(REQUEST_ID_HEADER, value);
@@ -44,7 +44,7 @@ pub fn respond<T>(ctx: &CallContext, body: T) -> Response<T> {
 }
 
 /// An error status carrying the request id.
-pub fn with_request_id(ctx: &CallContext, mut status: Status) -> Status {
+pub(crate) fn with_request_id(ctx: &CallContext, mut status: Status) -> Status {
     if let Ok(value) = MetadataValue::try_from(ctx.request_id.as_str()) {
         status.metadata_mut().insert(REQUEST_ID_HEADER, value);
     }

@@ -1,12 +1,14 @@
-//! Domain -> proto conversions: how answers are built (requests are parsed
-//! in the `request` module).
+//! Conversions between the domain and the protos: a few proto -> domain
+//! helpers the request parsers share (offsets), then how answers are built
+//! from the domain (requests themselves are parsed in the `request`
+//! module).
 
 use tidemark_core::{ConsumerKey, ConsumerRecord, Offset, RecoverySource, Timestamp};
 use tidemark_proto::v1 as pb;
 
 /// A proto offset as a domain offset (validated later, by the rule that
 /// uses it).
-pub fn offset(o: &pb::Offset) -> Offset {
+pub(crate) fn offset(o: &pb::Offset) -> Offset {
     Offset {
         snapshot_id: o.snapshot_id,
         index: o.index,
@@ -15,8 +17,18 @@ pub fn offset(o: &pb::Offset) -> Offset {
     }
 }
 
+/// An import's proto settings as the application layer's.
+pub(crate) fn import_settings(s: &pb::ImportSettings) -> tidemark_service::ImportSettings {
+    tidemark_service::ImportSettings {
+        replace_existing: s.replace_existing,
+        force: s.force,
+        skip_registrations: s.skip_registrations,
+        execute: s.execute,
+    }
+}
+
 /// A domain offset as a proto offset.
-pub fn offset_to_pb(o: &Offset) -> pb::Offset {
+pub(crate) fn offset_to_pb(o: &Offset) -> pb::Offset {
     pb::Offset {
         snapshot_id: o.snapshot_id,
         index: o.index,
@@ -26,7 +38,7 @@ pub fn offset_to_pb(o: &Offset) -> pb::Offset {
 }
 
 /// A domain timestamp as a proto timestamp.
-pub fn timestamp(t: Timestamp) -> prost_types::Timestamp {
+pub(crate) fn timestamp(t: Timestamp) -> prost_types::Timestamp {
     let micros = t.as_micros();
     prost_types::Timestamp {
         seconds: micros.div_euclid(1_000_000),
@@ -34,10 +46,10 @@ pub fn timestamp(t: Timestamp) -> prost_types::Timestamp {
     }
 }
 
-pub use tidemark_proto::duration::to_pb as duration_to_pb;
+pub(crate) use tidemark_proto::duration::to_pb as duration_to_pb;
 
 /// A domain key as a proto key.
-pub fn key_to_pb(key: &ConsumerKey) -> pb::ConsumerKey {
+pub(crate) fn key_to_pb(key: &ConsumerKey) -> pb::ConsumerKey {
     pb::ConsumerKey {
         table: key.table.as_str().to_owned(),
         branch: key.branch.as_str().to_owned(),
@@ -46,7 +58,7 @@ pub fn key_to_pb(key: &ConsumerKey) -> pb::ConsumerKey {
 }
 
 /// A consumer record as a proto consumer.
-pub fn consumer_to_pb(key: &ConsumerKey, c: &ConsumerRecord, latest_snapshot: Option<i64>) -> pb::Consumer {
+pub(crate) fn consumer_to_pb(key: &ConsumerKey, c: &ConsumerRecord, latest_snapshot: Option<i64>) -> pb::Consumer {
     pb::Consumer {
         key: Some(key_to_pb(key)),
         next_snapshot: c.next_snapshot,
@@ -58,7 +70,7 @@ pub fn consumer_to_pb(key: &ConsumerKey, c: &ConsumerRecord, latest_snapshot: Op
 }
 
 /// A recovery source as the proto enum.
-pub fn source_to_pb(source: RecoverySource) -> pb::RecoverySource {
+pub(crate) fn source_to_pb(source: RecoverySource) -> pb::RecoverySource {
     match source {
         RecoverySource::Checkpoint => pb::RecoverySource::Checkpoint,
         RecoverySource::Consumer => pb::RecoverySource::Consumer,
@@ -67,7 +79,7 @@ pub fn source_to_pb(source: RecoverySource) -> pb::RecoverySource {
 }
 
 /// A commit outcome as the proto enum.
-pub fn outcome_to_pb(outcome: tidemark_core::CommitOutcome) -> pb::CommitOutcome {
+pub(crate) fn outcome_to_pb(outcome: tidemark_core::CommitOutcome) -> pb::CommitOutcome {
     use tidemark_core::CommitOutcome as O;
     match outcome {
         O::Created => pb::CommitOutcome::Created,
@@ -81,7 +93,7 @@ pub fn outcome_to_pb(outcome: tidemark_core::CommitOutcome) -> pb::CommitOutcome
 }
 
 /// A lease as operators see it.
-pub fn lease_info(lease: &tidemark_core::LeaseRecord, now: Timestamp) -> pb::LeaseInfo {
+pub(crate) fn lease_info(lease: &tidemark_core::LeaseRecord, now: Timestamp) -> pb::LeaseInfo {
     use tidemark_core::LeaseStatus;
     let state = match lease.status {
         LeaseStatus::Active if lease.is_live(now) => "active",
@@ -104,26 +116,50 @@ pub fn lease_info(lease: &tidemark_core::LeaseRecord, now: Timestamp) -> pb::Lea
 }
 
 /// A key as operators see it.
-pub fn consumer_info(view: &tidemark_store::ConsumerView) -> pb::ConsumerInfo {
+pub(crate) fn consumer_info(
+    view: &tidemark_store::ConsumerView,
+    lag: Option<&tidemark_service::Lag>,
+) -> pb::ConsumerInfo {
     let state = &view.state;
+    let mut consumer = state
+        .consumer
+        .as_ref()
+        .map(|c| consumer_to_pb(&state.key, c, state.latest_snapshot));
+    // A registered table's lag counts to its directory's latest snapshot.
+    if let (Some(consumer), Some(lag)) = (consumer.as_mut(), lag) {
+        consumer.latest_snapshot = Some(lag.latest);
+        consumer.lag = lag.snapshots;
+    }
     pb::ConsumerInfo {
         key: Some(key_to_pb(&state.key)),
-        consumer: state
-            .consumer
-            .as_ref()
-            .map(|c| consumer_to_pb(&state.key, c, state.latest_snapshot)),
+        consumer,
         lease: state.lease.as_ref().map(|l| lease_info(l, view.now)),
         epoch: state.epoch,
         idle: view.liveness.map(|l| duration_to_pb(l.idle)),
         expired: view.liveness.is_some_and(|l| l.expired),
         expires_in: view.liveness.and_then(|l| l.expires_in).map(duration_to_pb),
-        // Filled in for registered tables (the table's directory knows).
-        lag_time: None,
+        lag_time: lag.and_then(|l| l.waited).map(duration_to_pb),
+    }
+}
+
+/// A consumer's Paimon file as DescribeConsumer shows it.
+pub(crate) fn mirror_info(file: &tidemark_service::MirrorFile) -> pb::MirrorInfo {
+    pb::MirrorInfo {
+        path: file.path.clone(),
+        mirrored_next_snapshot: file.mirrored_next_snapshot,
+        mirrored_at: file.mirrored_at.map(timestamp),
+        in_sync: file.in_sync,
+        failures: file.failures,
+        last_error: file.last_error.clone(),
+        file_state: file.file_state.to_owned(),
+        file_error: file.file_error.clone(),
+        file_next_snapshot: file.file_next_snapshot,
+        file_modified_at: file.file_modified_at.map(prost_types::Timestamp::from),
     }
 }
 
 /// A history row as a proto entry.
-pub fn history_entry(h: &tidemark_store::HistoryRecord) -> pb::HistoryEntry {
+pub(crate) fn history_entry(h: &tidemark_store::HistoryRecord) -> pb::HistoryEntry {
     pb::HistoryEntry {
         id: h.id,
         at: Some(timestamp(h.at)),
@@ -142,7 +178,7 @@ pub fn history_entry(h: &tidemark_store::HistoryRecord) -> pb::HistoryEntry {
 }
 
 /// An operator change to one key.
-pub fn consumer_change(key: &ConsumerKey, change: &tidemark_core::admin::AdminChange) -> pb::ConsumerChange {
+pub(crate) fn consumer_change(key: &ConsumerKey, change: &tidemark_core::admin::AdminChange) -> pb::ConsumerChange {
     pb::ConsumerChange {
         consumer: Some(key_to_pb(key)),
         old_next_snapshot: change.old_next,
@@ -157,7 +193,7 @@ pub fn consumer_change(key: &ConsumerKey, change: &tidemark_core::admin::AdminCh
 }
 
 /// Something holding retention back.
-pub fn retention_holder(h: &tidemark_store::Holder) -> pb::RetentionHolder {
+pub(crate) fn retention_holder(h: &tidemark_store::Holder) -> pb::RetentionHolder {
     let state = &h.view.state;
     let live = state.live_lease(h.view.now);
     pb::RetentionHolder {
@@ -189,7 +225,7 @@ pub fn retention_holder(h: &tidemark_store::Holder) -> pb::RetentionHolder {
 pub(crate) const TOKEN_SEPARATOR: char = '\u{1f}';
 
 /// An opaque page token for a consumer listing (hex of the last key).
-pub fn consumer_page_token(key: &ConsumerKey) -> String {
+pub(crate) fn consumer_page_token(key: &ConsumerKey) -> String {
     let raw = format!(
         "{}{TOKEN_SEPARATOR}{}{TOKEN_SEPARATOR}{}",
         key.table.as_str(),

@@ -17,10 +17,11 @@ use tonic_health::server::HealthReporter;
 use tower::limit::GlobalConcurrencyLimitLayer;
 
 use crate::admin::AdminService;
-use crate::auth::{AuthConfig, AuthLayer};
+use crate::auth::{AuthConfig, AuthLayer, SharedAuth};
 use crate::coordinator::CoordinatorService;
-use crate::reload::{ReloadSettings, SharedAuth, SharedTls};
+use crate::reload::ReloadSettings;
 use crate::retention::RetentionService;
+use crate::tls::{SharedTls, TlsSettings};
 
 /// The health service name whose status tracks the database: SERVING while
 /// the database answers. Kubernetes readiness probes ask for it; liveness
@@ -96,26 +97,6 @@ pub struct ServerConfig {
     pub tls: Option<TlsSettings>,
     /// Files to re-read for new credentials and certificates.
     pub reload: Option<ReloadSettings>,
-}
-
-/// The server's TLS material (PEM).
-#[derive(Clone)]
-pub struct TlsSettings {
-    /// The server's certificate chain.
-    pub cert_pem: Vec<u8>,
-    /// The server's private key.
-    pub key_pem: Vec<u8>,
-    /// With a client CA, clients must present a certificate it signed
-    /// (mutual TLS); the certificate's common name is their identity.
-    pub client_ca_pem: Option<Vec<u8>>,
-}
-
-impl std::fmt::Debug for TlsSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsSettings")
-            .field("mutual", &self.client_ca_pem.is_some())
-            .finish_non_exhaustive()
-    }
 }
 
 impl Default for ServerConfig {
@@ -203,17 +184,17 @@ pub async fn serve_with_health(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
 
-    let coordinator = CoordinatorServer::new(CoordinatorService::new(store.clone(), config.request_timeout))
+    // One application per replica: every service shares its registered tables.
+    let app = tidemark_service::App::new(store.clone())
+        .with_mirror_refresh(config.mirror_refresh)
+        .with_allowed_locations(config.allowed_table_locations.clone());
+    let coordinator = CoordinatorServer::new(CoordinatorService::new(app.clone(), config.request_timeout))
         .max_decoding_message_size(config.max_message_bytes);
     let retention = RetentionServer::new(RetentionService::new(store.clone(), config.request_timeout))
         .max_decoding_message_size(config.max_message_bytes);
-    let admin = AdminServer::new(
-        AdminService::new(store.clone(), config.request_timeout)
-            .with_mirror_refresh(config.mirror_refresh)
-            .with_allowed_locations(config.allowed_table_locations.clone())
-            .with_export_limits(config.exports),
-    )
-    .max_decoding_message_size(config.max_message_bytes);
+    let admin =
+        AdminServer::new(AdminService::new(app.clone(), config.request_timeout).with_export_limits(config.exports))
+            .max_decoding_message_size(config.max_message_bytes);
 
     let stop_accepting = CancellationToken::new();
     let readiness = tokio::spawn(track_readiness(
@@ -222,25 +203,28 @@ pub async fn serve_with_health(
         config.readiness_interval,
         stop_accepting.clone(),
     ));
-    // Each background task gets only its own settings.
-    let mirror = crate::mirror::MirrorSettings {
-        interval: config.mirror_interval,
-        refresh: config.mirror_refresh,
+    // Each background job gets only its own settings.
+    let background = tidemark_service::Background {
+        mirror: tidemark_service::MirrorSettings {
+            interval: config.mirror_interval,
+            refresh: config.mirror_refresh,
+        },
+        sweeper: tidemark_service::SweeperSettings {
+            interval: config.sweep_interval,
+            limit: config.sweep_limit,
+            history_retention: config.history_retention,
+        },
+        gauges: tidemark_service::GaugeSettings {
+            interval: config.gauge_interval,
+            per_consumer: config.per_consumer_metrics,
+            history_retention: config.history_retention,
+            sweep_interval: config.sweep_interval,
+        },
     };
-    let mirror = tokio::spawn(crate::mirror::run(store.clone(), mirror, stop_accepting.clone()));
-    let sweeper = crate::sweeper::SweeperSettings {
-        interval: config.sweep_interval,
-        limit: config.sweep_limit,
-        history_retention: config.history_retention,
-    };
-    let gauges = crate::gauges::GaugeSettings {
-        interval: config.gauge_interval,
-        per_consumer: config.per_consumer_metrics,
-        history_retention: config.history_retention,
-        sweep_interval: config.sweep_interval,
-    };
-    let gauges = tokio::spawn(crate::gauges::run(store.clone(), gauges, stop_accepting.clone()));
-    let sweeper = tokio::spawn(crate::sweeper::run(store, sweeper, stop_accepting.clone()));
+    let background = tokio::spawn({
+        let (app, stop) = (app.clone(), stop_accepting.clone());
+        async move { app.run_background(background, stop).await }
+    });
 
     let tls = config
         .tls
@@ -338,9 +322,7 @@ pub async fn serve_with_health(
         result = &mut server => {
             stop_accepting.cancel();
             let _ = readiness.await;
-            let _ = sweeper.await;
-            let _ = mirror.await;
-            let _ = gauges.await;
+            let _ = background.await;
             if let Some(task) = reload {
                 let _ = task.await;
             }
@@ -358,9 +340,7 @@ pub async fn serve_with_health(
     tracing::info!("no longer accepting calls; waiting for in-flight RPCs");
     stop_accepting.cancel();
     let _ = readiness.await;
-    let _ = sweeper.await;
-    let _ = mirror.await;
-    let _ = gauges.await;
+    let _ = background.await;
     if let Some(task) = reload {
         let _ = task.await;
     }

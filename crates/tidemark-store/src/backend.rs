@@ -13,6 +13,9 @@ use uuid::Uuid;
 
 use crate::error::StoreError;
 
+/// Most rows one listing or explanation returns.
+pub const MAX_PAGE: i64 = 1000;
+
 /// Who asked for a change: for the audit trail and for authorization.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallContext {
@@ -467,6 +470,21 @@ pub enum ExportPart {
     },
     /// Then every key row, in key order, a page at a time.
     Keys(Vec<KeyState>),
+}
+
+/// Sends one page of an export's keys; the key the next page starts after,
+/// or `None` when this page was the last (or nobody listens any more).
+pub(crate) async fn send_key_page(
+    out: &tokio::sync::mpsc::Sender<ExportPart>,
+    keys: Vec<KeyState>,
+    page: i64,
+) -> Option<ConsumerKey> {
+    let last_page = i64::try_from(keys.len()).unwrap_or(0) < page;
+    let after = keys.last().map(|s| s.key.clone());
+    if !keys.is_empty() && out.send(ExportPart::Keys(keys)).await.is_err() {
+        return None;
+    }
+    if last_page { None } else { after }
 }
 
 /// Backups and moves between clusters (SPEC §11 A7).

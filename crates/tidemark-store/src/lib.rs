@@ -9,6 +9,7 @@
 mod admin;
 pub mod audit;
 mod backend;
+mod backup;
 mod cache;
 mod clock;
 mod decode;
@@ -20,7 +21,6 @@ pub mod postgres;
 mod row;
 pub mod sqlite;
 mod stamp;
-mod state;
 mod stats;
 mod store;
 
@@ -28,14 +28,18 @@ use std::sync::Arc;
 
 pub use admin::{
     BulkChange, ConsumerPage, ConsumerView, Expired, ExpiryRun, Explanation, FenceReport, Holder, HolderKind,
-    MAX_BATCH, MAX_PAGE, OptionsChange, Planned,
+    MAX_BATCH, OptionsChange, Planned,
 };
 pub use backend::{
     Backend, BranchView, CallContext, Change, ESTIMATED_NOW_TOLERANCE, FindKey, HistoryFilter, HistoryRecord,
     HistoryStore, KeyFilter, KeyStore, Listed, Loaded, MirrorEntry, MirrorState, MirrorTask, OptionsStore, PaimonStore,
     PruneRun, Pruned, RegisteredTable, StoredOptions,
 };
-pub use backend::{ExportPart, StateStore};
+pub use backend::{ExportPart, MAX_PAGE, StateStore};
+pub use backup::{
+    EXPORT_PAGE, ExportedRegistration, ImportReport, KeyOutcome, OptionsImport, RegistrationImport, SettingOutcome,
+    StateFile,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
 pub use paimon::PaimonRegistry;
@@ -43,10 +47,6 @@ pub use postgres::group_commit::{GroupCommitStats, metric_names as group_commit_
 pub use postgres::group_read::{GroupReadStats, metric_names as group_read_metrics};
 pub use postgres::{DbPooler, MIGRATIONS_NEED_A_SESSION, PostgresBackend, PostgresOptions};
 pub use sqlite::SqliteBackend;
-pub use state::{
-    EXPORT_PAGE, ExportedRegistration, ImportReport, KeyOutcome, OptionsImport, RegistrationImport, SettingOutcome,
-    StateFile,
-};
 pub use stats::{BranchStats, ConsumerLagRow, FleetStats, PoolStats, StatsStore};
 pub use store::{Store, UnavailableSignal};
 pub use tidemark_core::Timestamp;

@@ -8,7 +8,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 use tidemark_core::LeasePolicy;
 use tidemark_server::ServerConfig;
-use tidemark_server::reload::{AuthSource, ReloadSettings, SharedAuth, TlsFiles};
+use tidemark_server::auth::SharedAuth;
+use tidemark_server::reload::{AuthSource, ReloadSettings, TlsFiles};
 use tidemark_store::{Store, redact};
 
 use crate::database::DatabaseArgs;
@@ -192,7 +193,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     if let Some(tls) = &tls {
         // Refuse unusable material now, before migrations, with its reason.
-        tidemark_server::reload::rustls_config(tls).map_err(anyhow::Error::msg)?;
+        tidemark_server::tls::rustls_config(tls).map_err(anyhow::Error::msg)?;
     }
     if !auth.is_enabled() {
         if !args.listen.ip().is_loopback() && !args.insecure_no_auth {
@@ -431,18 +432,21 @@ async fn shutdown_signal() {
 mod tests {
     use clap::Parser;
 
-    use super::{MetricsListen, lease_policy, server_config};
-    use crate::{Cli, Command};
+    use super::{MetricsListen, ServeArgs, lease_policy, server_config};
+
+    /// `tidemark serve`'s flags alone, as the command line parses them.
+    #[derive(Debug, Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
 
     /// The defaults users get from the command line are the ones
     /// `ServerConfig::default()` gives the tests and embedders: one set of
     /// defaults, checked here so the two cannot drift apart again.
     #[test]
     fn command_line_defaults_are_the_server_defaults() {
-        let cli = Cli::try_parse_from(["tidemark", "serve"]).unwrap();
-        let Command::Serve(args) = cli.command else {
-            panic!("serve parses as serve");
-        };
+        let args = Serve::try_parse_from(["serve"]).unwrap().args;
         let from_cli = format!("{:?}", server_config(&args));
         let defaults = format!("{:?}", tidemark_server::ServerConfig::default());
         assert_eq!(from_cli, defaults);
@@ -466,7 +470,7 @@ mod tests {
             Ok(MetricsListen(Some(address)))
         );
         assert!("localhost".parse::<MetricsListen>().is_err());
-        let refused = Cli::try_parse_from(["tidemark", "serve", "--metrics-listen", "nowhere"]).unwrap_err();
+        let refused = Serve::try_parse_from(["serve", "--metrics-listen", "nowhere"]).unwrap_err();
         assert_eq!(refused.kind(), clap::error::ErrorKind::ValueValidation, "{refused}");
     }
 }

@@ -567,8 +567,8 @@ pub(crate) struct ImportUpload {
 }
 
 pub(crate) struct ImportState {
-    pub parsed: crate::state::Parsed,
-    pub settings: pb::ImportSettings,
+    pub parsed: tidemark_service::backup::Parsed,
+    pub settings: tidemark_service::ImportSettings,
 }
 
 impl Parse for ImportUpload {
@@ -579,8 +579,8 @@ impl Parse for ImportUpload {
         let lines = self.lines.map_err(|e| v.extend(vec![e])).ok();
         let parsed = match (settings, lines) {
             (Some(settings), Some(lines)) if v.is_empty() => Some(ImportState {
-                parsed: crate::state::parse(&lines)?,
-                settings,
+                parsed: tidemark_service::backup::parse(&lines)?,
+                settings: crate::convert::import_settings(&settings),
             }),
             _ => None,
         };

@@ -17,7 +17,7 @@ use tidemark_core::{BranchName, ConsumerKey, TableName, Timestamp};
 use super::group_commit::{self, OneEventWrite};
 use super::update::{LOCK_THEN_CLOCK, bind_checks, update_key_row};
 use super::{LIVE_LEASE, OPTION_COLUMNS, PostgresBackend, UNEXPIRED, from_ts, ts};
-use crate::admin::MAX_PAGE;
+use crate::backend::MAX_PAGE;
 use crate::backend::{BranchView, Change, FindKey, HistoryRecord, KeyFilter, KeyStore, Listed, Loaded};
 use crate::decode;
 use crate::error::StoreError;

@@ -8,6 +8,7 @@
 //! that arrive together share one (see the `group_commit` module). Times come
 //! from the database clock.
 
+mod backup;
 pub(crate) mod batch;
 mod db;
 pub(crate) mod group_commit;
@@ -16,7 +17,6 @@ mod history;
 mod keys;
 mod options;
 mod paimon;
-mod state;
 mod stats;
 mod update;
 

@@ -8,11 +8,11 @@
 //!
 //! By concern, as on Postgres: `keys`, `history`, `options`, `paimon`.
 
+mod backup;
 mod history;
 mod keys;
 mod options;
 mod paimon;
-mod state;
 mod stats;
 
 use std::fs::File;

@@ -1,125 +1,19 @@
-//! The consumer mirror (SPEC §9): for registered Paimon tables, writes each
-//! consumer's position into the table's own consumer file, deletes the
-//! files of deleted consumers, and rewrites files whose consumer was
-//! refreshed, so the file's modification time tracks `updated_at` (Paimon
-//! expires consumer files by modification time).
-//!
-//! The database stays the source of truth. The mirror only ever writes what
-//! it read from committed rows, so a file never shows a position before it
-//! is durable in the database, and a mirror failure never fails a worker's
-//! commit: it is retried every round and reported per consumer
-//! (DescribeConsumer) and in the metrics. Every replica runs the mirror;
-//! each re-reads a consumer right before writing its file. On object stores
-//! every write puts content, so each one is compared: the object's version
-//! is read first, then the database, and the put replaces only that version
-//! (or creates the object only if it is still absent). A write racing
-//! another replica's later write or delete fails its condition and is read
-//! again next time; it never lands stale. Whatever a stale round leaves
-//! behind on a local disk is corrected by the next one.
-//!
-//! The mirror is also a keeper (SPEC §9): every few rounds it compares the
-//! files with the database. A file deleted, overwritten or torn from
-//! outside is written back (counted, logged and recorded in history); on
-//! tables whose schema sets Paimon's `consumer.expiration-time`, the file of
-//! every consumer tidemark keeps is rewritten before it is half a refresh
-//! interval old, whatever the commit rate, so Paimon never expires it; live
-//! full-scan pins get files of their own (`consumer-tidemark~pin~<lease>`),
-//! and pin files without a live pin are deleted. It never writes into a
-//! branch whose directory is gone.
+//! The keeper (SPEC §9): every few rounds, compares the files with the
+//! database and repairs what was changed from outside, keeps files alive
+//! on tables with Paimon's `consumer.expiration-time`, and keeps pin files.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use tidemark_core::{ConsumerKey, EventKind, HistoryEvent, KeyState, TableName};
+use tidemark_core::{ConsumerKey, EventKind, HistoryEvent, TableName};
 use tidemark_paimon::{FileState, ListedConsumer, ObjectVersion, PaimonTable, Written};
 use tidemark_store::{CallContext, MirrorEntry, MirrorTask, Store};
-use tokio_util::sync::CancellationToken;
 
+use super::files::{FileTurns, Rewritten, concurrently, delete_dropped, undo_if_dropped};
 use crate::metrics;
 
-/// The mirror's own settings (from `ServerConfig`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct MirrorSettings {
-    /// How often stale files are brought up to date; zero turns it off.
-    pub(crate) interval: Duration,
-    /// The keeper's interval (see [`Keeper`]).
-    pub(crate) refresh: Duration,
-}
-
-/// Most files one round writes.
-const ROUND_LIMIT: i64 = 500;
-
-/// One replica's writers of a consumer file (the rounds and the keeper)
-/// take turns: each reads the database inside its turn and writes what it
-/// read, so the file follows the order of the database's positions. On a
-/// local disk a write is a plain rename, so without turns a writer that read
-/// an older position could land after one that read a newer position (a
-/// file moving backwards); the keeper would also take the round's write,
-/// made between its listing and its look, for an outside change.
-#[derive(Clone)]
-pub(crate) struct FileTurns(Arc<[tokio::sync::Mutex<()>]>);
-
-impl FileTurns {
-    /// Turns are shared by files hashed to the same stripe: a few writers
-    /// of different files may wait on each other, never two of one file at once.
-    const STRIPES: usize = 64;
-
-    pub(crate) fn new() -> Self {
-        Self((0..Self::STRIPES).map(|_| tokio::sync::Mutex::new(())).collect())
-    }
-
-    async fn take(&self, location: &str, key: &ConsumerKey) -> tokio::sync::MutexGuard<'_, ()> {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (location, key.branch.as_str(), key.consumer_id.as_str()).hash(&mut hasher);
-        self.0[(hasher.finish() % Self::STRIPES as u64) as usize].lock().await
-    }
-}
-
-/// Mirrors every `settings.interval` until `stop`.
-pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: CancellationToken) {
-    if settings.interval.is_zero() {
-        tracing::info!("consumer mirror disabled");
-        return;
-    }
-    // The rounds and the keeper run side by side: a keeper pass over many
-    // files on a slow store never holds up the rounds, which bring moved
-    // and dropped consumers' files up to date within an interval.
-    let turns = FileTurns::new();
-    let rounds = async {
-        let mut tables: HashMap<String, PaimonTable> = HashMap::new();
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(settings.interval) => {}
-            }
-            // A full round goes again at once: a backlog drains quickly.
-            while let Ok(done) = round(&store, settings.refresh, &mut tables, &turns).await {
-                if done < ROUND_LIMIT as usize || stop.is_cancelled() {
-                    break;
-                }
-            }
-        }
-    };
-    let keeping = async {
-        let mut tables: HashMap<String, PaimonTable> = HashMap::new();
-        let mut keeper = Keeper::new(settings.interval, settings.refresh, turns.clone());
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(settings.interval) => {}
-            }
-            if keeper.due() {
-                keeper.pass(&store, &mut tables).await;
-            }
-        }
-    };
-    tokio::join!(rounds, keeping);
-}
-
 /// The keeper's memory between passes.
-pub(crate) struct Keeper {
+pub(super) struct Keeper {
     /// How often a pass runs.
     period: Duration,
     /// Files older than this are rewritten on keep-alive tables.
@@ -149,7 +43,7 @@ struct Tally {
 }
 
 impl Keeper {
-    pub(crate) fn new(interval: Duration, refresh: Duration, turns: FileTurns) -> Self {
+    pub(super) fn new(interval: Duration, refresh: Duration, turns: FileTurns) -> Self {
         // A pass every eighth of the refresh interval (at most every round),
         // and rewrites due by the pass that would otherwise leave a file
         // older than half the refresh interval.
@@ -166,13 +60,13 @@ impl Keeper {
         }
     }
 
-    fn due(&self) -> bool {
+    pub(super) fn due(&self) -> bool {
         self.last.is_none_or(|at| at.elapsed() >= self.period)
     }
 
     /// One pass over every registered table. Failures are logged and
     /// retried next pass.
-    pub(crate) async fn pass(&mut self, store: &Store, tables: &mut HashMap<String, PaimonTable>) {
+    pub(super) async fn pass(&mut self, store: &Store, tables: &mut HashMap<String, PaimonTable>) {
         let started = Instant::now();
         self.last = Some(started);
         self.tally = Tally::default();
@@ -636,230 +530,4 @@ impl Keeper {
             tracing::warn!(error = %e, "mirror keeper: cannot record a repair in history");
         }
     }
-}
-
-/// Files one keeper pass reads or writes at once.
-const KEEPER_CONCURRENCY: usize = 32;
-
-/// Runs `work` on every item, [`KEEPER_CONCURRENCY`] at a time; the
-/// results in the items' order.
-async fn concurrently<T, F, Fut>(items: Vec<T>, work: F) -> Vec<Fut::Output>
-where
-    F: Fn(T) -> Fut,
-    Fut: Future + Send + 'static,
-    Fut::Output: Send + 'static,
-{
-    let mut results: Vec<Option<Fut::Output>> = Vec::with_capacity(items.len());
-    results.resize_with(items.len(), || None);
-    let mut items = items.into_iter().enumerate();
-    let mut running = tokio::task::JoinSet::new();
-    loop {
-        while running.len() < KEEPER_CONCURRENCY {
-            let Some((i, item)) = items.next() else { break };
-            let future = work(item);
-            running.spawn(async move { (i, future.await) });
-        }
-        let Some(done) = running.join_next().await else { break };
-        if let Ok((i, output)) = done {
-            results[i] = Some(output);
-        }
-    }
-    results.into_iter().flatten().collect()
-}
-
-/// One round: every stale file, up to the limit. Returns how many tasks it
-/// handled.
-pub(crate) async fn round(
-    store: &Store,
-    refresh: Duration,
-    tables: &mut HashMap<String, PaimonTable>,
-    turns: &FileTurns,
-) -> Result<usize, ()> {
-    let tasks = match store.paimon().mirror_tasks(refresh, ROUND_LIMIT).await {
-        Ok(tasks) => tasks,
-        Err(e) => {
-            tracing::warn!(error = %e, "mirror: cannot read what to mirror; retrying next interval");
-            return Err(());
-        }
-    };
-    metrics::mirror_backlog(tasks.len());
-    let mut work = Vec::with_capacity(tasks.len());
-    for task in &tasks {
-        let table = match tables.get(&task.location) {
-            Some(table) => Ok(table.clone()),
-            None => PaimonTable::open(&task.location)
-                .map(|table| tables.entry(task.location.clone()).or_insert(table).clone())
-                .map_err(|e| e.to_string()),
-        };
-        work.push((task.clone(), table));
-    }
-    // Many files at once (object stores answer each put in tens of
-    // milliseconds); a round holds each key once, so no two writes of one
-    // file race inside a replica.
-    let outcomes = concurrently(work, {
-        let (store, turns) = (store.clone(), turns.clone());
-        move |(task, table): (MirrorTask, Result<PaimonTable, String>)| {
-            let (store, turns) = (store.clone(), turns.clone());
-            async move {
-                // Re-read, written and recorded in this file's turn.
-                let _turn = turns.take(&task.location, &task.key).await;
-                mirror_one(&store, &task, table).await
-            }
-        }
-    })
-    .await;
-    if outcomes.iter().any(Result::is_err) {
-        return Err(());
-    }
-    Ok(tasks.len())
-}
-
-/// Brings one consumer's file up to date. `Err` when the database cannot
-/// be read or written (the round stops; retried next interval).
-async fn mirror_one(store: &Store, task: &MirrorTask, table: Result<PaimonTable, String>) -> Result<(), ()> {
-    let table = match table {
-        Ok(table) => table,
-        Err(e) => return record(store, task, Err(e)).await,
-    };
-    // The object's version before the database: a put over it lands only
-    // if no one wrote since the position below was read.
-    let (branch, id) = (task.key.branch.as_str(), task.key.consumer_id.as_str());
-    let seen = match task.next_snapshot {
-        Some(_) => match table.consumer_version(branch, id).await {
-            Ok(seen) => seen,
-            Err(e) => return record(store, task, Err(e.to_string())).await,
-        },
-        None => None,
-    };
-    // Re-read the consumer just before touching its file: a task read at
-    // the start of a slow round may be stale by now (another replica, a
-    // commit, an operator's rewind), and a stale write could show a
-    // position the database no longer holds. Stale tasks come back next
-    // round with the current position.
-    if !still_current(store, task).await? {
-        return Ok(());
-    }
-    let outcome = match task.next_snapshot {
-        Some(next) => table.write_consumer_if(branch, id, next, seen.as_ref()).await,
-        // Came back and written again: that write recorded itself, and
-        // recording "no file" now would hide the file from every round.
-        None => match delete_dropped(store, &table, task).await {
-            Ok(Rewritten::Yes) => return Ok(()),
-            Ok(Rewritten::No) => Ok(Written::Written),
-            Err(e) => Err(e),
-        },
-    };
-    let recorded = match outcome {
-        Ok(Written::Written) => record(store, task, Ok(())).await,
-        // Another writer was first: the task, if still due, comes back.
-        Ok(Written::Conflict) => {
-            metrics::mirror_write_conflict();
-            Ok(())
-        }
-        Err(e) => record(store, task, Err(e.to_string())).await,
-    };
-    if seen == Some(ObjectVersion::Missing) {
-        undo_if_dropped(store, &table, task).await;
-    }
-    recorded
-}
-
-/// Whether the database still holds what `task` was read with.
-async fn still_current(store: &Store, task: &MirrorTask) -> Result<bool, ()> {
-    match store.key_state(&task.key).await {
-        Ok(state) => Ok(state.as_ref().and_then(KeyState::next_snapshot) == task.next_snapshot),
-        Err(e) => {
-            tracing::warn!(error = %e, "mirror: cannot re-read a consumer; retrying next interval");
-            Err(())
-        }
-    }
-}
-
-/// Records a task's outcome (written, or why not).
-async fn record(store: &Store, task: &MirrorTask, outcome: Result<(), String>) -> Result<(), ()> {
-    if let Err(e) = &outcome {
-        tracing::warn!(consumer = %task.key, location = %task.location, error = %e, "mirror: write failed; retrying");
-    }
-    metrics::mirror_write(outcome.is_ok());
-    if let Err(e) = store.paimon().mirror_done(task, outcome.err().as_deref()).await {
-        tracing::warn!(error = %e, "mirror: cannot record progress; retrying next interval");
-        return Err(());
-    }
-    Ok(())
-}
-
-/// A put that creates an object may land late, after a replica that saw
-/// the consumer dropped deleted the (then absent) object, or after the
-/// branch's objects were all deleted: a missing object compares equal before
-/// and after. So a creation is checked against the database and the branch
-/// once it has landed, and undone if the consumer or the branch is gone.
-/// Checked whatever the put answered: a creation that landed can still be
-/// heard as a failed condition (its answer lost, the client's retry met the
-/// object it had just written) or as an error, and no other writer would
-/// ever look at it again.
-async fn undo_if_dropped(store: &Store, table: &PaimonTable, task: &MirrorTask) {
-    let (branch, id) = (task.key.branch.as_str(), task.key.consumer_id.as_str());
-    let branch_gone = matches!(table.branch_exists(branch).await, Ok(false));
-    match store.key_state(&task.key).await {
-        _ if branch_gone => {}
-        Ok(state) if state.as_ref().and_then(KeyState::next_snapshot).is_none() => {}
-        // Still there (or unknown: a later round's deletion task finds it).
-        _ => return,
-    }
-    match table.delete_consumer(branch, id).await {
-        Ok(()) => {
-            let dropped = MirrorTask {
-                next_snapshot: None,
-                updated_at: None,
-                ..task.clone()
-            };
-            let _ = store.paimon().mirror_done(&dropped, None).await;
-            tracing::debug!(consumer = %task.key, "mirror: a file created for a consumer dropped meanwhile was deleted");
-        }
-        Err(e) => {
-            tracing::warn!(consumer = %task.key, error = %e, "mirror: cannot delete a file created for a dropped consumer")
-        }
-    }
-}
-
-/// Deletes a dropped consumer's file. Object stores have no conditional
-/// delete: if the consumer came back between the read and the delete (so
-/// the object deleted may have been its new one), it is written again, by
-/// the same read-version-then-database rule.
-/// Whether [`delete_dropped`] found the consumer back and wrote it again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Rewritten {
-    Yes,
-    No,
-}
-
-async fn delete_dropped(
-    store: &Store,
-    table: &PaimonTable,
-    task: &MirrorTask,
-) -> Result<Rewritten, tidemark_paimon::PaimonError> {
-    let (branch, id) = (task.key.branch.as_str(), task.key.consumer_id.as_str());
-    table.delete_consumer(branch, id).await?;
-    if !table.is_object_store() {
-        return Ok(Rewritten::No);
-    }
-    let seen = table.consumer_version(branch, id).await?;
-    if let Ok(Some(state)) = store.key_state(&task.key).await
-        && let Some(next) = state.next_snapshot()
-    {
-        let written = table.write_consumer_if(branch, id, next, seen.as_ref()).await;
-        let task = MirrorTask {
-            next_snapshot: Some(next),
-            updated_at: state.consumer.map(|c| c.updated_at),
-            ..task.clone()
-        };
-        if matches!(written, Ok(Written::Written)) {
-            let _ = store.paimon().mirror_done(&task, None).await;
-        }
-        if seen == Some(ObjectVersion::Missing) {
-            undo_if_dropped(store, table, &task).await; // whatever the answer: see there
-        }
-        return Ok(Rewritten::Yes);
-    }
-    Ok(Rewritten::No)
 }

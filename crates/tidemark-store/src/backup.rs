@@ -410,21 +410,6 @@ impl Store {
     }
 }
 
-/// Sends one page of an export's keys; the key the next page starts after,
-/// or `None` when this page was the last (or nobody listens any more).
-pub(crate) async fn send_key_page(
-    out: &mpsc::Sender<ExportPart>,
-    keys: Vec<KeyState>,
-    page: i64,
-) -> Option<ConsumerKey> {
-    let last_page = i64::try_from(keys.len()).unwrap_or(0) < page;
-    let after = keys.last().map(|s| s.key.clone());
-    if !keys.is_empty() && out.send(ExportPart::Keys(keys)).await.is_err() {
-        return None;
-    }
-    if last_page { None } else { after }
-}
-
 /// The target's state of the tables an import touches.
 #[derive(Debug, Default)]
 struct Target {

@@ -110,7 +110,7 @@ impl StateStore for PostgresBackend {
                 .iter()
                 .map(|row| decode_pg(row).map(|(state, _)| state))
                 .collect::<Result<_, _>>()?;
-            match crate::state::send_key_page(&out, keys, page).await {
+            match crate::backend::send_key_page(&out, keys, page).await {
                 Some(last) => after = Some(last),
                 None => break,
             }

@@ -78,7 +78,7 @@ impl StateStore for SqliteBackend {
                 .iter()
                 .map(|row| decode_sqlite(row).map(|(state, _)| state))
                 .collect::<Result<_, _>>()?;
-            match crate::state::send_key_page(&out, keys, page).await {
+            match crate::backend::send_key_page(&out, keys, page).await {
                 Some(last) => after = Some(last),
                 None => break,
             }

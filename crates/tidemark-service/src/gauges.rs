@@ -16,29 +16,28 @@ use tidemark_store::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics;
-use crate::tables::{Registrations, waited_since};
+use crate::tables::{Tables, waited_since};
 
 /// Most branches reported per round.
 const BRANCH_LIMIT: i64 = 1000;
 
 /// The collector's settings.
 #[derive(Debug, Clone)]
-pub(crate) struct GaugeSettings {
+pub struct GaugeSettings {
     /// How often gauges are computed; zero turns the collector off.
-    pub(crate) interval: Duration,
+    pub interval: Duration,
     /// Per-consumer lag series for this many most lagging consumers.
-    pub(crate) per_consumer: i64,
+    pub per_consumer: i64,
     /// History retention (the oldest row is looked for around it).
-    pub(crate) history_retention: Option<Duration>,
+    pub history_retention: Option<Duration>,
     /// The sweeper's interval (pruning reads about that much history).
-    pub(crate) sweep_interval: Duration,
+    pub sweep_interval: Duration,
 }
 
-pub(crate) async fn run(store: Store, settings: GaugeSettings, stop: CancellationToken) {
+pub(crate) async fn run(store: Store, tables: Arc<Tables>, settings: GaugeSettings, stop: CancellationToken) {
     if settings.interval.is_zero() {
         return;
     }
-    let tables = Arc::new(Registrations::new(store.clone()));
     loop {
         let collecting = match store.claim_collector().await {
             Ok(claimed) => claimed,
@@ -60,7 +59,7 @@ pub(crate) async fn run(store: Store, settings: GaugeSettings, stop: Cancellatio
 
 async fn collect(
     store: &Store,
-    tables: &Arc<Registrations>,
+    tables: &Arc<Tables>,
     settings: &GaugeSettings,
 ) -> Result<(), tidemark_store::StoreError> {
     let window = (settings.sweep_interval * 2).max(Duration::from_secs(60));

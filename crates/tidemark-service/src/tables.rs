@@ -1,13 +1,14 @@
-//! Registered Paimon tables as the worker protocol sees them (SPEC §9): a
-//! short-lived cache of registrations, so a recovery on a registered table
-//! reads the snapshot range from the table's own directory without an
-//! extra database round trip on every call.
+//! Registered Paimon tables (SPEC §9): a short-lived cache of
+//! registrations, so a recovery on a registered table reads the snapshot
+//! range from the table's own directory without an extra database round
+//! trip on every call; the latest snapshot and commit times behind the lag
+//! of their consumers; and the range a recovery or a bulk reset plans with.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tidemark_core::{CoreError, SnapshotRange, TableName};
+use tidemark_core::{ConsumerKey, CoreError, SnapshotRange, TableName};
 use tidemark_paimon::PaimonTable;
 use tidemark_store::{RegisteredTable, Store, StoreError};
 
@@ -16,32 +17,47 @@ const FRESHNESS: Duration = Duration::from_secs(5);
 
 /// A registered table: its registration and its opened directory.
 #[derive(Debug, Clone)]
-pub(crate) struct Registered {
-    pub(crate) registration: RegisteredTable,
-    pub(crate) directory: PaimonTable,
+pub struct Registered {
+    /// What the database holds.
+    pub registration: RegisteredTable,
+    /// The table's directory.
+    pub directory: PaimonTable,
 }
 
 /// Each registered table, opened, or its location and why it cannot be.
-type Tables = Arc<HashMap<String, Result<Registered, (String, String)>>>;
+type Opened = Arc<HashMap<String, Result<Registered, (String, String)>>>;
 /// The latest snapshot per (table, branch), and when it was read.
 type LatestSnapshots = HashMap<(String, String), (Instant, Option<i64>)>;
 
 /// The registered tables, refreshed at most every few seconds, and the
-/// latest snapshot of their branches as last read from storage.
+/// latest snapshot of their branches as last read from storage. One per
+/// process, shared by every handler and the gauge collector.
 #[derive(Debug)]
-pub(crate) struct Registrations {
+pub struct Tables {
     store: Store,
-    cached: Mutex<Option<(Instant, Tables)>>,
+    cached: Mutex<Option<(Instant, Opened)>>,
     latest: Mutex<LatestSnapshots>,
     /// Commit times of snapshots (they never change), per (table, branch,
     /// id); cleared when it grows past [`MAX_SNAPSHOT_TIMES`].
     snapshot_times: Mutex<HashMap<(String, String, i64), i64>>,
 }
 
+/// A consumer's lag on a registered table (SPEC §11 A8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lag {
+    /// The branch's latest snapshot in the table's directory.
+    pub latest: i64,
+    /// Snapshots not read yet.
+    pub snapshots: Option<i64>,
+    /// How long the consumer's next snapshot has waited (zero when it is
+    /// not committed yet); `None` when its commit time cannot be read.
+    pub waited: Option<Duration>,
+}
+
 /// Most snapshot commit times kept.
 const MAX_SNAPSHOT_TIMES: usize = 100_000;
 
-impl Registrations {
+impl Tables {
     pub(crate) fn new(store: Store) -> Self {
         Self {
             store,
@@ -76,46 +92,45 @@ impl Registrations {
         Some(millis)
     }
 
-    /// A8: fills in a consumer's lag from its registered table's directory:
-    /// the latest snapshot, the lag in snapshots, and the lag in time (how
-    /// long its next snapshot has waited). Leaves unregistered tables alone.
-    pub(crate) async fn fill_lag(
+    /// A8: a consumer's lag on its registered table, from the table's
+    /// directory: the latest snapshot, the lag in snapshots, and the lag in
+    /// time (how long its next snapshot has waited). `None` for
+    /// unregistered tables, or when nothing could be read.
+    pub(crate) async fn lag(
         self: &Arc<Self>,
-        info: &mut tidemark_proto::v1::ConsumerInfo,
+        key: &ConsumerKey,
+        next_snapshot: i64,
         directory_latest: Option<i64>,
         now: tidemark_core::Timestamp,
-    ) {
-        let Some(key) = info.key.clone() else { return };
-        let Ok(table) = TableName::parse(&key.table, "table") else {
-            return;
-        };
-        let mut latest = directory_latest.or_else(|| self.last_known_latest(&table, &key.branch));
+    ) -> Option<Lag> {
+        let (table, branch) = (&key.table, key.branch.as_str());
+        let mut latest = directory_latest.or_else(|| self.last_known_latest(table, branch));
         if latest.is_none() {
             // Nothing read yet for this branch (the background read has just
             // started): read it now, so the first listing shows the lag too.
-            if let Some(registered) = self.table_if_readable(&table).await {
+            if let Some(registered) = self.table_if_readable(table).await {
                 latest = registered
                     .directory
-                    .snapshot_range(&key.branch)
+                    .snapshot_range(branch)
                     .await
                     .ok()
                     .flatten()
                     .map(|range| range.latest);
             }
         }
-        let (Some(consumer), Some(latest)) = (info.consumer.as_mut(), latest) else {
-            return;
-        };
-        consumer.latest_snapshot = Some(latest);
-        consumer.lag = registered_lag(consumer.next_snapshot, latest, None);
-        let next = consumer.next_snapshot;
-        info.lag_time = if next > latest {
-            Some(prost_types::Duration::default())
+        let latest = latest?;
+        let waited = if next_snapshot > latest {
+            Some(Duration::ZERO)
         } else {
-            self.snapshot_millis(&table, &key.branch, next)
+            self.snapshot_millis(table, branch, next_snapshot)
                 .await
-                .map(|millis| crate::convert::duration_to_pb(waited_since(millis, now)))
+                .map(|millis| waited_since(millis, now))
         };
+        Some(Lag {
+            latest,
+            snapshots: registered_lag(next_snapshot, latest, None),
+            waited,
+        })
     }
 
     /// The branch's latest snapshot as last read from the table's
@@ -163,8 +178,15 @@ impl Registrations {
         value
     }
 
+    /// Drops the registrations read so far: this replica's next look reads
+    /// them again, so a table it registers or unregisters counts at once
+    /// (other replicas see it within [`FRESHNESS`]).
+    pub(crate) fn forget_registrations(&self) {
+        *self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+
     /// The registrations, if read within [`FRESHNESS`].
-    fn fresh_tables(&self) -> Option<Tables> {
+    fn fresh_tables(&self) -> Option<Opened> {
         let cached = self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         cached
             .as_ref()
@@ -185,7 +207,7 @@ impl Registrations {
                     tracing::warn!(error = %e, "cannot read the table registrations");
                     StoreError::Unavailable(format!("cannot read the table registrations: {e}"))
                 })?;
-                let tables: Tables = Arc::new(
+                let tables: Opened = Arc::new(
                     registered
                         .into_iter()
                         .map(|r| {

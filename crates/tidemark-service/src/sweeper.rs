@@ -11,13 +11,13 @@ use crate::metrics;
 
 /// The sweeper's own settings (from `ServerConfig`).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct SweeperSettings {
+pub struct SweeperSettings {
     /// How often it sweeps; zero turns it off.
-    pub(crate) interval: Duration,
+    pub interval: Duration,
     /// Most consumers one sweep expires.
-    pub(crate) limit: i64,
+    pub limit: i64,
     /// Prune history older than this (`None`: keep it).
-    pub(crate) history_retention: Option<Duration>,
+    pub history_retention: Option<Duration>,
 }
 
 /// History rows one prune statement deletes: each batch is a short

@@ -1,17 +1,13 @@
 //! The Paimon side of the operator API (SPEC §9): what a registered table's
 //! directory says about a consumer, the checks a registration makes, and
-//! importing the consumer files a table already has. The Admin handlers
-//! call these; they hold no orchestration themselves.
+//! importing the consumer files a table already has.
 
 use std::time::Duration;
 
 use tidemark_core::admin::Imported;
-use tidemark_core::{ConsumerKey, TableName};
+use tidemark_core::{ConsumerKey, TableName, Timestamp};
 use tidemark_paimon::{FileState, FoundConsumer, PaimonTable, SnapshotRange};
-use tidemark_proto::v1 as pb;
 use tidemark_store::{CallContext, RegisteredTable, Store, StoreError};
-
-use crate::convert;
 
 /// The registration of `table`, if any.
 pub(crate) async fn registration(store: &Store, table: &TableName) -> Result<Option<RegisteredTable>, StoreError> {
@@ -19,10 +15,38 @@ pub(crate) async fn registration(store: &Store, table: &TableName) -> Result<Opt
     Ok(tables.into_iter().find(|t| &t.table == table))
 }
 
-/// A consumer's Paimon file as read from storage now, what the mirror last
-/// wrote there, and the branch's latest snapshot in the directory.
+/// A consumer's Paimon file as read from storage now, and what the mirror
+/// last wrote there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MirrorFile {
+    /// The file's path.
+    pub path: String,
+    /// The position the mirror last wrote.
+    pub mirrored_next_snapshot: Option<i64>,
+    /// When the mirror last wrote it.
+    pub mirrored_at: Option<Timestamp>,
+    /// Whether the file shows tidemark's position (or is absent for a
+    /// consumer tidemark does not have).
+    pub in_sync: bool,
+    /// Failed writes in a row.
+    pub failures: i32,
+    /// The last failed write's error.
+    pub last_error: String,
+    /// PRESENT, MISSING, UNREADABLE, BRANCH_MISSING or STORAGE_ERROR, and
+    /// why for the last two.
+    pub file_state: &'static str,
+    /// Why the file cannot be read.
+    pub file_error: String,
+    /// The position the file shows.
+    pub file_next_snapshot: Option<i64>,
+    /// When the file was last written.
+    pub file_modified_at: Option<std::time::SystemTime>,
+}
+
+/// A consumer's Paimon file, and the branch's latest snapshot in the
+/// directory.
 pub(crate) struct MirrorView {
-    pub info: pb::MirrorInfo,
+    pub file: MirrorFile,
     pub directory_latest: Option<i64>,
 }
 
@@ -35,7 +59,7 @@ pub(crate) async fn mirror_view(
     next: Option<i64>,
 ) -> Result<MirrorView, StoreError> {
     let table = PaimonTable::open(&registered.location).ok();
-    let info = mirror_info(store, key, table.as_ref(), next).await?;
+    let file = mirror_file(store, key, table.as_ref(), next).await?;
     let directory_latest = match &table {
         Some(table) => table
             .snapshot_range(key.branch.as_str())
@@ -45,39 +69,39 @@ pub(crate) async fn mirror_view(
             .map(|range| range.latest),
         None => None,
     };
-    Ok(MirrorView { info, directory_latest })
+    Ok(MirrorView { file, directory_latest })
 }
 
-async fn mirror_info(
+async fn mirror_file(
     store: &Store,
     key: &ConsumerKey,
     table: Option<&PaimonTable>,
     next: Option<i64>,
-) -> Result<pb::MirrorInfo, StoreError> {
+) -> Result<MirrorFile, StoreError> {
     let (branch, id) = (key.branch.as_str(), key.consumer_id.as_str());
     let path = table.map(|t| t.consumer_location(branch, id)).unwrap_or_default();
     let state = store.paimon().mirror_state(key).await?.unwrap_or_default();
-    let mut info = pb::MirrorInfo {
+    let mut info = MirrorFile {
         path,
         mirrored_next_snapshot: state.mirrored_next,
-        mirrored_at: state.mirrored_at.map(convert::timestamp),
+        mirrored_at: state.mirrored_at,
         in_sync: false,
         failures: state.failures,
         last_error: state.last_error.unwrap_or_default(),
         ..Default::default()
     };
     let Some(table) = table else {
-        info.file_state = "STORAGE_ERROR".into();
+        info.file_state = "STORAGE_ERROR";
         info.file_error = "the registered location cannot be opened".into();
         return Ok(info);
     };
     match table.branch_exists(branch).await {
         Ok(false) => {
-            info.file_state = "BRANCH_MISSING".into();
+            info.file_state = "BRANCH_MISSING";
             return Ok(info);
         }
         Err(e) => {
-            info.file_state = "STORAGE_ERROR".into();
+            info.file_state = "STORAGE_ERROR";
             info.file_error = e.to_string();
             return Ok(info);
         }
@@ -85,26 +109,21 @@ async fn mirror_info(
     }
     match table.consumer_file(branch, id).await {
         Ok(FileState::Position(n)) => {
-            info.file_state = "PRESENT".into();
+            info.file_state = "PRESENT";
             info.file_next_snapshot = Some(n);
             info.in_sync = Some(n) == next;
-            info.file_modified_at = table
-                .stat_consumer(branch, id)
-                .await
-                .ok()
-                .flatten()
-                .map(|f| prost_types::Timestamp::from(f.modified));
+            info.file_modified_at = table.stat_consumer(branch, id).await.ok().flatten().map(|f| f.modified);
         }
         Ok(FileState::Missing) => {
-            info.file_state = "MISSING".into();
+            info.file_state = "MISSING";
             info.in_sync = next.is_none();
         }
         Ok(FileState::Unreadable(why)) => {
-            info.file_state = "UNREADABLE".into();
+            info.file_state = "UNREADABLE";
             info.file_error = why;
         }
         Err(e) => {
-            info.file_state = "STORAGE_ERROR".into();
+            info.file_state = "STORAGE_ERROR";
             info.file_error = e.to_string();
         }
     }
@@ -159,11 +178,30 @@ pub(crate) async fn probe(table: &TableName, location: &PaimonTable, mirror_refr
 }
 
 /// The outcome of importing one consumer file.
-pub(crate) enum ImportOutcome {
+#[derive(Debug, Clone)]
+pub enum ImportOutcome {
     /// Imported (or, in a plan, would be).
-    Imported { key: ConsumerKey, next_snapshot: i64 },
+    Imported {
+        /// The consumer.
+        key: ConsumerKey,
+        /// Its position, from the file.
+        next_snapshot: i64,
+    },
     /// Left alone, and why.
-    Skipped(pb::ImportSkipped),
+    Skipped(ImportSkipped),
+}
+
+/// A consumer file an import left alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportSkipped {
+    /// The file's branch.
+    pub branch: String,
+    /// The file's consumer id.
+    pub consumer_id: String,
+    /// PIN_FILE, UNREADABLE, INVALID_ID, EXISTS or a rule's reason.
+    pub reason: String,
+    /// Why, in words.
+    pub message: String,
 }
 
 /// Imports the consumer files a registered table already has: each file a
@@ -199,7 +237,7 @@ async fn import_one(
     execute: bool,
 ) -> Result<ImportOutcome, StoreError> {
     let skip = |reason: &str, message: String| {
-        ImportOutcome::Skipped(pb::ImportSkipped {
+        ImportOutcome::Skipped(ImportSkipped {
             branch: file.branch.clone(),
             consumer_id: file.consumer_id.clone(),
             reason: reason.to_owned(),

@@ -1,34 +1,15 @@
-//! Authentication and authorization (SPEC §7): bearer tokens and client
-//! certificates, with roles and table scopes.
-//!
-//! - `worker`: the Coordinator (leases, commits, recovery);
-//! - `maintainer`: Retention (fences);
-//! - `viewer`: the read-only Admin calls and the Retention reads;
-//! - `operator`: everything.
-//!
-//! Tokens are configured by their SHA-256 only and compared in constant time.
-//! A missing or unknown credential is UNAUTHENTICATED; a known one calling
-//! outside its roles is PERMISSION_DENIED — decided here, in a tower layer,
-//! before any handler or database work. Table scopes and lease ownership are
-//! checked where the table is known (the handlers and the store).
-//! Health (and, unless told otherwise, reflection) stays open: Kubernetes
-//! probes cannot send credentials.
+//! The credential file's format (tokens by SHA-256, certificate rules),
+//! roles and table scopes, and the credentials in force ([`SharedAuth`]).
 
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
+use arc_swap::ArcSwap;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tidemark_core::{TablePattern, TableScope};
-use tonic::Status;
-use tonic::body::Body;
-use tonic_types::{ErrorDetails, StatusExt};
-
-use crate::reload::SharedAuth;
-use crate::status::ERROR_DOMAIN;
 
 /// A role a credential carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
@@ -73,7 +54,7 @@ impl Grant {
     }
 }
 
-/// The caller of a request, as established by [`AuthLayer`]; handlers read
+/// The caller of a request, as established by [`super::AuthLayer`]; handlers read
 /// it from the request extensions.
 #[derive(Debug, Clone)]
 pub struct Authenticated(pub Arc<Grant>);
@@ -362,287 +343,31 @@ fn parse_hash(text: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// Who may call a gRPC path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Access {
-    /// Anyone (health).
-    Open,
-    /// Any authenticated caller.
-    Authenticated,
-    /// Callers with one of these roles.
-    Roles(&'static [Role]),
-}
-
-const READ_ONLY_ADMIN: [&str; 5] = [
-    "ListConsumers",
-    "DescribeConsumer",
-    "ListHistory",
-    "GetTableOptions",
-    "ListTables",
-];
-
-fn access(path: &str, reflection_requires_auth: bool) -> Access {
-    let mut parts = path.trim_start_matches('/').splitn(2, '/');
-    let service = parts.next().unwrap_or_default();
-    let method = parts.next().unwrap_or_default();
-    match service {
-        "grpc.health.v1.Health" => Access::Open,
-        "grpc.reflection.v1.ServerReflection" | "grpc.reflection.v1alpha.ServerReflection" => {
-            if reflection_requires_auth {
-                Access::Authenticated
-            } else {
-                Access::Open
-            }
-        }
-        "tidemark.v1.Coordinator" => Access::Roles(&[Role::Worker, Role::Operator]),
-        // Every Retention call is a read (fences and their explanations);
-        // SPEC §7 lets viewers make them.
-        "tidemark.v1.Retention" => Access::Roles(&[Role::Maintainer, Role::Viewer, Role::Operator]),
-        "tidemark.v1.Admin" if READ_ONLY_ADMIN.contains(&method) => Access::Roles(&[Role::Viewer, Role::Operator]),
-        "tidemark.v1.Admin" => Access::Roles(&[Role::Operator]),
-        _ => Access::Authenticated,
-    }
-}
-
-/// Why a call was refused before its handler.
-#[derive(Debug)]
-struct Denial {
-    code: tonic::Code,
-    reason: &'static str,
-    message: String,
-}
-
-fn denial(code: tonic::Code, reason: &'static str, message: String) -> Denial {
-    Denial { code, reason, message }
-}
-
-impl Denial {
-    fn into_response(self) -> http::Response<Body> {
-        let mut details = ErrorDetails::new();
-        details.set_error_info(self.reason, ERROR_DOMAIN, std::collections::HashMap::new());
-        Status::with_error_details(self.code, self.message, details).into_http()
-    }
-}
-
-/// Decides who is calling and whether their roles allow the method.
-fn authorize<B>(config: &AuthConfig, request: &http::Request<B>) -> Result<Option<Arc<Grant>>, Denial> {
-    let access = access(request.uri().path(), config.reflection_requires_auth);
-    if access == Access::Open {
-        return Ok(None);
-    }
-    let bearer = request
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .map(|v| v.to_str().unwrap_or_default())
-        .map(|v| match v.split_once(' ') {
-            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
-            _ => "",
-        });
-    let grant = match bearer {
-        Some(token) => config.authenticate_token(token).ok_or_else(|| {
-            denial(
-                tonic::Code::Unauthenticated,
-                "UNKNOWN_CREDENTIALS",
-                "the bearer token is not known to this server".into(),
-            )
-        })?,
-        None => peer_certificate(request)
-            .and_then(|der| config.authenticate_certificate(&der))
-            .ok_or_else(|| {
-                denial(
-                    tonic::Code::Unauthenticated,
-                    "MISSING_CREDENTIALS",
-                    "credentials required: send the metadata 'authorization: Bearer <token>' (or a client \
-                     certificate the server knows)"
-                        .into(),
-                )
-            })?,
-    };
-    if let Access::Roles(roles) = access
-        && !grant.has_any(roles)
-    {
-        let mut have: Vec<String> = grant.roles.iter().map(ToString::to_string).collect();
-        have.sort();
-        let need: Vec<String> = roles.iter().map(ToString::to_string).collect();
-        return Err(denial(
-            tonic::Code::PermissionDenied,
-            "ROLE_NOT_ALLOWED",
-            format!(
-                "{} (roles: {}) may not call {}; it needs one of: {}",
-                grant.principal,
-                have.join(", "),
-                request.uri().path(),
-                need.join(", ")
-            ),
-        ));
-    }
-    Ok(Some(grant))
-}
-
-fn peer_certificate<B>(request: &http::Request<B>) -> Option<Vec<u8>> {
-    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
-    let info = request.extensions().get::<TlsConnectInfo<TcpConnectInfo>>()?;
-    let certs = info.peer_certs()?;
-    certs.first().map(|c| c.as_ref().to_vec())
-}
-
-/// The tower layer that authenticates every call and checks its role,
-/// against the credentials in force at the call (they can be reloaded), and
-/// holds each principal to its share of concurrent calls.
+/// The credentials in force; cheap to read on every call, replaced whole by
+/// a reload (`crate::reload`).
 #[derive(Debug, Clone)]
-pub struct AuthLayer {
-    config: SharedAuth,
-    limits: Option<PrincipalLimits>,
-}
+pub struct SharedAuth(Arc<ArcSwap<AuthConfig>>);
 
-impl AuthLayer {
-    /// A layer enforcing `config` (a no-op while it has no credentials).
-    pub fn new(config: SharedAuth) -> Self {
-        Self { config, limits: None }
+impl SharedAuth {
+    /// Credentials that start as `config`.
+    pub fn new(config: AuthConfig) -> Self {
+        Self(Arc::new(ArcSwap::from_pointee(config)))
     }
 
-    /// At most `per_principal` calls of one principal in flight at once; more
-    /// are refused at once with RESOURCE_EXHAUSTED (reason
-    /// `PRINCIPAL_LIMIT`), so one runaway credential cannot take every slot
-    /// (and the database pool) from the others. Zero: no limit.
-    pub fn with_principal_limit(mut self, per_principal: usize) -> Self {
-        self.limits = (per_principal > 0).then(|| PrincipalLimits {
-            per_principal,
-            slots: Arc::default(),
-        });
-        self
+    /// The credentials in force now.
+    pub fn current(&self) -> Arc<AuthConfig> {
+        self.0.load_full()
+    }
+
+    /// Puts `config` in force for the next call.
+    pub fn replace(&self, config: AuthConfig) {
+        self.0.store(Arc::new(config));
     }
 }
 
-/// Each principal's in-flight calls.
-#[derive(Debug, Clone)]
-struct PrincipalLimits {
-    per_principal: usize,
-    slots: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>>,
-}
-
-impl PrincipalLimits {
-    fn try_acquire(&self, principal: &str) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let semaphore = {
-            let mut slots = self.slots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            Arc::clone(
-                slots
-                    .entry(principal.to_owned())
-                    .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.per_principal))),
-            )
-        };
-        semaphore.try_acquire_owned().ok()
-    }
-}
-
-impl<S> tower::Layer<S> for AuthLayer {
-    type Service = AuthService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        AuthService {
-            inner,
-            config: self.config.clone(),
-            limits: self.limits.clone(),
-        }
-    }
-}
-
-/// See [`AuthLayer`].
-#[derive(Debug, Clone)]
-pub struct AuthService<S> {
-    inner: S,
-    config: SharedAuth,
-    limits: Option<PrincipalLimits>,
-}
-
-/// Denials are logged at most once a second per reason, with how many were
-/// left out since, so a client hammering with a bad token cannot flood the
-/// log (every one is still counted in `tidemark_errors_total`).
-fn log_denial(path: &str, denial: &Denial) {
-    use std::collections::HashMap;
-    use std::sync::{LazyLock, Mutex};
-    use std::time::{Duration, Instant};
-    static LAST: LazyLock<Mutex<HashMap<&'static str, (Instant, u64)>>> = LazyLock::new(Mutex::default);
-    let suppressed = {
-        let mut last = LAST.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = Instant::now();
-        let entry = last.entry(denial.reason).or_insert((now - Duration::from_secs(2), 0));
-        if now.duration_since(entry.0) < Duration::from_secs(1) {
-            entry.1 += 1;
-            return;
-        }
-        let suppressed = entry.1;
-        *entry = (now, 0);
-        suppressed
-    };
-    tracing::info!(
-        path,
-        reason = denial.reason,
-        suppressed_since_last = suppressed,
-        "refused before the handler: {}",
-        denial.message
-    );
-}
-
-impl<S, B> tower::Service<http::Request<B>> for AuthService<S>
-where
-    S: tower::Service<http::Request<B>, Response = http::Response<Body>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    B: Send + 'static,
-{
-    type Response = http::Response<Body>;
-    type Error = S::Error;
-    type Future = std::pin::Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
-        let config = self.config.current();
-        if !config.is_enabled() {
-            return Box::pin(self.inner.call(request));
-        }
-        let authorized = authorize(&config, &request).and_then(|grant| {
-            // Authenticated first, then held to the principal's share.
-            let permit = match (&grant, &self.limits) {
-                (Some(grant), Some(limits)) => Some(limits.try_acquire(&grant.principal).ok_or_else(|| {
-                    denial(
-                        tonic::Code::ResourceExhausted,
-                        "PRINCIPAL_LIMIT",
-                        format!(
-                            "{} already has {} calls in flight, its limit; retry with backoff",
-                            grant.principal, limits.per_principal
-                        ),
-                    )
-                })?),
-                _ => None,
-            };
-            Ok((grant, permit))
-        });
-        match authorized {
-            Ok((grant, permit)) => {
-                if let Some(grant) = grant {
-                    request.extensions_mut().insert(Authenticated(grant));
-                }
-                let call = self.inner.call(request);
-                Box::pin(async move {
-                    let response = call.await;
-                    drop(permit);
-                    response
-                })
-            }
-            Err(denial) => {
-                let path = request.uri().path();
-                log_denial(path, &denial);
-                if denial.reason != "PRINCIPAL_LIMIT" {
-                    crate::metrics::auth_denied();
-                }
-                crate::metrics::error(crate::metrics::method_of(path), denial.code, denial.reason);
-                let response = denial.into_response();
-                Box::pin(async move { Ok(response) })
-            }
-        }
+impl From<Arc<AuthConfig>> for SharedAuth {
+    fn from(config: Arc<AuthConfig>) -> Self {
+        Self(Arc::new(ArcSwap::new(config)))
     }
 }
 
@@ -698,36 +423,6 @@ mod tests {
         assert!(AuthConfig::parse(&twice, "f").unwrap_err().contains("twice"));
         let err = AuthConfig::parse("[[tokens]]\nname='a'", "f").unwrap_err();
         assert!(err.contains("unknown field"), "{err}");
-    }
-
-    #[test]
-    fn roles_per_method() {
-        use Access::*;
-        assert_eq!(access("/grpc.health.v1.Health/Check", false), Open);
-        assert_eq!(
-            access("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", false),
-            Open
-        );
-        assert_eq!(
-            access("/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", true),
-            Authenticated
-        );
-        assert_eq!(
-            access("/tidemark.v1.Coordinator/CommitBatch", false),
-            Roles(&[Role::Worker, Role::Operator])
-        );
-        assert_eq!(
-            access("/tidemark.v1.Admin/ListConsumers", false),
-            Roles(&[Role::Viewer, Role::Operator])
-        );
-        assert_eq!(
-            access("/tidemark.v1.Admin/ResetConsumer", false),
-            Roles(&[Role::Operator])
-        );
-        assert_eq!(
-            access("/tidemark.v1.Retention/GetRetentionFence", false),
-            Roles(&[Role::Maintainer, Role::Viewer, Role::Operator])
-        );
     }
 
     #[test]

@@ -1,0 +1,99 @@
+//! The application: the store, the registered tables, and the policy a
+//! replica is configured with.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidemark_paimon::LocationAllowList;
+use tidemark_store::Store;
+use tokio_util::sync::CancellationToken;
+
+use crate::gauges::{self, GaugeSettings};
+use crate::mirror::{self, MirrorSettings};
+use crate::sweeper::{self, SweeperSettings};
+use crate::tables::Tables;
+
+/// What every handler of a replica shares: cheap to clone.
+#[derive(Debug, Clone)]
+pub struct App {
+    pub(crate) store: Store,
+    pub(crate) tables: Arc<Tables>,
+    /// Where registrations may point; `None`: anywhere the server can reach.
+    pub(crate) allowed_locations: Option<Arc<LocationAllowList>>,
+    /// The mirror's refresh interval, which a registration checks against a
+    /// table's own `consumer.expiration-time`.
+    pub(crate) mirror_refresh: Duration,
+}
+
+/// The background jobs' settings.
+#[derive(Debug, Clone)]
+pub struct Background {
+    /// The consumer mirror and its keeper.
+    pub mirror: MirrorSettings,
+    /// The sweeper.
+    pub sweeper: SweeperSettings,
+    /// The gauge collector.
+    pub gauges: GaugeSettings,
+}
+
+impl App {
+    /// The application over `store`: any location may be registered, and
+    /// the mirror refreshes files every minute.
+    pub fn new(store: Store) -> Self {
+        Self {
+            tables: Arc::new(Tables::new(store.clone())),
+            store,
+            allowed_locations: None,
+            mirror_refresh: Duration::from_secs(60),
+        }
+    }
+
+    /// Only registrations (RegisterTable, ImportState) under these locations
+    /// are accepted: the server writes consumer files wherever a
+    /// registration points. `None`: any.
+    pub fn with_allowed_locations(mut self, allowed: Option<LocationAllowList>) -> Self {
+        self.allowed_locations = allowed.map(Arc::new);
+        self
+    }
+
+    /// The mirror's refresh interval (see [`MirrorSettings::refresh`]).
+    pub fn with_mirror_refresh(mut self, mirror_refresh: Duration) -> Self {
+        self.mirror_refresh = mirror_refresh;
+        self
+    }
+
+    /// The store, for calls that are one store operation.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The registered tables.
+    pub fn tables(&self) -> &Arc<Tables> {
+        &self.tables
+    }
+
+    /// `LOCATION_NOT_ALLOWED` unless the allow-list (if any) takes
+    /// `location`: the one check before anything reads or records a
+    /// location (SPEC §9).
+    pub(crate) fn check_location(&self, principal: &str, location: &str) -> Result<(), tidemark_store::StoreError> {
+        match &self.allowed_locations {
+            Some(allowed) if !allowed.allows(location) => Err(tidemark_core::access::Denied::LocationNotAllowed {
+                principal: principal.to_owned(),
+                location: location.to_owned(),
+                allowed: allowed.describe(),
+            }
+            .into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs the mirror (and its keeper), the sweeper and the gauge
+    /// collector until `stop`.
+    pub async fn run_background(&self, settings: Background, stop: CancellationToken) {
+        tokio::join!(
+            mirror::run(self.store.clone(), settings.mirror, stop.clone()),
+            sweeper::run(self.store.clone(), settings.sweeper, stop.clone()),
+            gauges::run(self.store.clone(), Arc::clone(&self.tables), settings.gauges, stop),
+        );
+    }
+}

@@ -1,0 +1,136 @@
+//! The rounds: every interval, the files whose consumer moved, was
+//! dropped or is due a refresh, brought up to date.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tidemark_core::KeyState;
+use tidemark_paimon::{ObjectVersion, PaimonTable, Written};
+use tidemark_store::{MirrorTask, Store};
+
+use super::files::{FileTurns, Rewritten, concurrently, delete_dropped, undo_if_dropped};
+use crate::metrics;
+
+/// Most files one round writes.
+pub(super) const ROUND_LIMIT: i64 = 500;
+
+/// One round: every stale file, up to the limit. Returns how many tasks it
+/// handled.
+pub(super) async fn round(
+    store: &Store,
+    refresh: Duration,
+    tables: &mut HashMap<String, PaimonTable>,
+    turns: &FileTurns,
+) -> Result<usize, ()> {
+    let tasks = match store.paimon().mirror_tasks(refresh, ROUND_LIMIT).await {
+        Ok(tasks) => tasks,
+        Err(e) => {
+            tracing::warn!(error = %e, "mirror: cannot read what to mirror; retrying next interval");
+            return Err(());
+        }
+    };
+    metrics::mirror_backlog(tasks.len());
+    let mut work = Vec::with_capacity(tasks.len());
+    for task in &tasks {
+        let table = match tables.get(&task.location) {
+            Some(table) => Ok(table.clone()),
+            None => PaimonTable::open(&task.location)
+                .map(|table| tables.entry(task.location.clone()).or_insert(table).clone())
+                .map_err(|e| e.to_string()),
+        };
+        work.push((task.clone(), table));
+    }
+    // Many files at once (object stores answer each put in tens of
+    // milliseconds); a round holds each key once, so no two writes of one
+    // file race inside a replica.
+    let outcomes = concurrently(work, {
+        let (store, turns) = (store.clone(), turns.clone());
+        move |(task, table): (MirrorTask, Result<PaimonTable, String>)| {
+            let (store, turns) = (store.clone(), turns.clone());
+            async move {
+                // Re-read, written and recorded in this file's turn.
+                let _turn = turns.take(&task.location, &task.key).await;
+                mirror_one(&store, &task, table).await
+            }
+        }
+    })
+    .await;
+    if outcomes.iter().any(Result::is_err) {
+        return Err(());
+    }
+    Ok(tasks.len())
+}
+
+/// Brings one consumer's file up to date. `Err` when the database cannot
+/// be read or written (the round stops; retried next interval).
+async fn mirror_one(store: &Store, task: &MirrorTask, table: Result<PaimonTable, String>) -> Result<(), ()> {
+    let table = match table {
+        Ok(table) => table,
+        Err(e) => return record(store, task, Err(e)).await,
+    };
+    // The object's version before the database: a put over it lands only
+    // if no one wrote since the position below was read.
+    let (branch, id) = (task.key.branch.as_str(), task.key.consumer_id.as_str());
+    let seen = match task.next_snapshot {
+        Some(_) => match table.consumer_version(branch, id).await {
+            Ok(seen) => seen,
+            Err(e) => return record(store, task, Err(e.to_string())).await,
+        },
+        None => None,
+    };
+    // Re-read the consumer just before touching its file: a task read at
+    // the start of a slow round may be stale by now (another replica, a
+    // commit, an operator's rewind), and a stale write could show a
+    // position the database no longer holds. Stale tasks come back next
+    // round with the current position.
+    if !still_current(store, task).await? {
+        return Ok(());
+    }
+    let outcome = match task.next_snapshot {
+        Some(next) => table.write_consumer_if(branch, id, next, seen.as_ref()).await,
+        // Came back and written again: that write recorded itself, and
+        // recording "no file" now would hide the file from every round.
+        None => match delete_dropped(store, &table, task).await {
+            Ok(Rewritten::Yes) => return Ok(()),
+            Ok(Rewritten::No) => Ok(Written::Written),
+            Err(e) => Err(e),
+        },
+    };
+    let recorded = match outcome {
+        Ok(Written::Written) => record(store, task, Ok(())).await,
+        // Another writer was first: the task, if still due, comes back.
+        Ok(Written::Conflict) => {
+            metrics::mirror_write_conflict();
+            Ok(())
+        }
+        Err(e) => record(store, task, Err(e.to_string())).await,
+    };
+    if seen == Some(ObjectVersion::Missing) {
+        undo_if_dropped(store, &table, task).await;
+    }
+    recorded
+}
+
+/// Whether the database still holds what `task` was read with.
+async fn still_current(store: &Store, task: &MirrorTask) -> Result<bool, ()> {
+    match store.key_state(&task.key).await {
+        Ok(state) => Ok(state.as_ref().and_then(KeyState::next_snapshot) == task.next_snapshot),
+        Err(e) => {
+            tracing::warn!(error = %e, "mirror: cannot re-read a consumer; retrying next interval");
+            Err(())
+        }
+    }
+}
+
+/// Records a task's outcome (written, or why not).
+async fn record(store: &Store, task: &MirrorTask, outcome: Result<(), String>) -> Result<(), ()> {
+    if let Err(e) = &outcome {
+        tracing::warn!(consumer = %task.key, location = %task.location, error = %e, "mirror: write failed; retrying");
+    }
+    metrics::mirror_write(outcome.is_ok());
+    if let Err(e) = store.paimon().mirror_done(task, outcome.err().as_deref()).await {
+        tracing::warn!(error = %e, "mirror: cannot record progress; retrying next interval");
+        return Err(());
+    }
+    Ok(())
+}

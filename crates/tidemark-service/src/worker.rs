@@ -1,0 +1,107 @@
+//! The worker protocol's two calls with more than the store in them: a
+//! recovery on a registered table plans with the table's own directory and
+//! writes the full-scan pin file; a commit's lag counts to the directory's
+//! latest snapshot.
+
+use tidemark_core::{CommitBatch, Committed, ConsumerKey, CoreError, Recovered, RecoveryRequest};
+use tidemark_store::{CallContext, StoreError};
+use uuid::Uuid;
+
+use crate::app::App;
+use crate::tables::{Registered, recovery_range, registered_lag};
+
+/// A recovery's answer.
+#[derive(Debug, Clone)]
+pub struct RecoveryDone {
+    /// The plan, the consumer, and whether a full-scan pin was placed.
+    pub recovered: Recovered,
+    /// The latest snapshot planned with (a registered table's directory's).
+    pub latest_snapshot: i64,
+    /// Where the range planned with differs from the worker's, why; then
+    /// the plan's own warnings.
+    pub warnings: Vec<String>,
+}
+
+impl App {
+    /// GetRecoveryPosition (SPEC §4, §9): a registered table's range comes
+    /// from its own directory (after checking the table there is the one
+    /// registered); the plan from the store; and a full-scan pin is
+    /// promised only once its file is in the table's directory, since
+    /// Paimon's own expiration honours only what it can see.
+    pub async fn recover(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        mut request: RecoveryRequest,
+        lease_id: Option<Uuid>,
+    ) -> Result<RecoveryDone, StoreError> {
+        let mut warnings = Vec::new();
+        let registered = self.tables.table(&key.table).await?;
+        let directory = registered.as_ref().map(|r| r.directory.clone());
+        request.range = recovery_range(
+            &self.store,
+            registered,
+            key.branch.as_str(),
+            request.range,
+            &mut warnings,
+        )
+        .await?;
+        let recovered = self.store.recovery_position(ctx, key, &request, lease_id).await?;
+        if let (true, Some(directory), Some(lease_id)) = (recovered.pinned, &directory, lease_id) {
+            let id = tidemark_paimon::pin_consumer_id(&lease_id);
+            directory
+                .write_consumer(key.branch.as_str(), &id, recovered.plan.start.snapshot_id)
+                .await
+                .map_err(|e| CoreError::TableLocationUnreadable {
+                    table: key.table.as_str().to_owned(),
+                    location: directory.location().to_owned(),
+                    why: format!(
+                        "cannot write the full-scan pin file {}: {e}",
+                        directory.consumer_location(key.branch.as_str(), &id)
+                    ),
+                })?;
+        }
+        warnings.extend(recovered.plan.warnings.iter().cloned());
+        Ok(RecoveryDone {
+            latest_snapshot: request.range.latest_snapshot,
+            recovered,
+            warnings,
+        })
+    }
+
+    /// CommitBatch (SPEC §3): the store's commit; for a registered table the
+    /// lag counts up to the latest snapshot in its directory (read in the
+    /// background, never waited for), not only to what the worker reported.
+    pub async fn commit(&self, ctx: &CallContext, commit: &CommitBatch) -> Result<Committed, StoreError> {
+        if tidemark_core::mutant!("mirror_before_durable") {
+            self.mirror_before_durable(commit).await;
+        }
+        let mut done = self.store.commit_batch(ctx, commit).await?;
+        let directory_latest = self.tables.last_known_latest(&done.key.table, done.key.branch.as_str());
+        if let (Some(next), Some(latest)) = (done.next_snapshot, directory_latest) {
+            done.lag = registered_lag(next, latest, commit.latest_snapshot);
+        }
+        Ok(done)
+    }
+
+    /// Mutant: writes the position a commit asks for into the table's
+    /// consumer file before the database has it (or has refused it), as an
+    /// eager mirror would. SPEC §9: a file never shows a position before it
+    /// is durable.
+    async fn mirror_before_durable(&self, commit: &CommitBatch) {
+        let (Ok(Some(state)), Some(end)) = (self.store.lease_key_state(commit.lease_id).await, commit.end) else {
+            return;
+        };
+        let Some(Registered { directory, .. }) = self.tables.table_if_readable(&state.key.table).await else {
+            return;
+        };
+        let target = if end.is_complete() {
+            end.snapshot_id + 1
+        } else {
+            end.snapshot_id
+        };
+        let _ = directory
+            .write_consumer(state.key.branch.as_str(), state.key.consumer_id.as_str(), target)
+            .await;
+    }
+}

@@ -1,0 +1,251 @@
+//! `consumers reset`, `delete`, `clear`, `revoke`, `revoke-leases` and
+//! `expire`: changes, each a plan unless `--execute`.
+
+use tidemark_client::{AdminClient, AuthChannel};
+use tidemark_proto::v1 as pb;
+
+use super::{BulkTarget, ChangeArgs};
+use crate::cli::render::{Table, duration, opt, plan_banner, show};
+use crate::cli::{Output, call_error};
+
+fn change_row(c: &pb::ConsumerChange) -> Vec<String> {
+    let key = c.consumer.clone().unwrap_or_default();
+    vec![
+        key.consumer_id,
+        opt(c.old_next_snapshot),
+        opt(c.new_next_snapshot),
+        c.revoked_lease
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |l| format!("{} (epoch {})", l.holder, l.epoch)),
+    ]
+}
+
+/// The plan banner and the consumers a change touched.
+pub(super) fn print_changes(executed: bool, changes: &[pb::ConsumerChange]) {
+    plan_banner(executed);
+    let mut t = Table::new(vec!["CONSUMER", "OLD", "NEW", "REVOKED LEASE"]);
+    for c in changes {
+        t.row(change_row(c));
+    }
+    t.print();
+}
+
+fn print_cleared(response: &pb::ClearConsumersResponse) {
+    print_changes(response.executed, &response.cleared);
+    print_skipped(&response.skipped);
+}
+
+fn print_skipped(skipped: &[pb::SkippedConsumer]) {
+    if !skipped.is_empty() {
+        println!();
+        let mut s = Table::new(vec!["SKIPPED", "REASON", "WHY"]);
+        for k in skipped {
+            s.row(vec![k.consumer_id.clone(), k.reason.clone(), k.message.clone()]);
+        }
+        s.print();
+    }
+}
+
+fn print_expired(response: &pb::ExpireConsumersResponse) {
+    plan_banner(response.executed);
+    let mut t = Table::new(vec!["TABLE", "BRANCH", "CONSUMER", "LAST NEXT", "IDLE"]);
+    for e in &response.expired {
+        let k = e.consumer.clone().unwrap_or_default();
+        t.row(vec![
+            k.table,
+            k.branch,
+            k.consumer_id,
+            e.next_snapshot.to_string(),
+            duration(e.idle.as_ref()),
+        ]);
+    }
+    t.print();
+}
+
+/// `consumers reset`: one consumer to a position, or a bulk reset planned
+/// first and applied exactly as planned (`key`: the table and branch).
+pub(super) async fn reset(
+    admin: &mut AdminClient<AuthChannel>,
+    output: Output,
+    key: pb::ConsumerKey,
+    consumer_id: Option<String>,
+    next_snapshot: Option<i64>,
+    bulk: &BulkTarget,
+    change: &ChangeArgs,
+) -> anyhow::Result<()> {
+    let target = bulk.target()?;
+    match (next_snapshot, target) {
+        (Some(next_snapshot), None) if bulk.including.is_none() && bulk.excluding.is_none() => {
+            let consumer_id = consumer_id.expect("clap: the id comes before the position");
+            let request = pb::ResetConsumerRequest {
+                consumer: Some(pb::ConsumerKey { consumer_id, ..key }),
+                next_snapshot,
+                expected_next_snapshot: change.expected,
+                force: change.force,
+                execute: change.execute,
+            };
+            let response = admin.reset_consumer(request).await.map_err(call_error)?.into_inner();
+            show(output, &response, "tidemark.v1.ResetConsumerResponse", |r| {
+                print_changes(r.executed, &[r.change.clone().unwrap_or_default()]);
+            })
+        }
+        (None, Some(target)) => {
+            if change.expected.is_some() {
+                return Err(crate::cli::UsageError(
+                    "--expected is for one consumer; a bulk reset takes its preconditions from its plan".into(),
+                )
+                .into());
+            }
+            // One consumer named: exactly that id.
+            let including = match (&consumer_id, &bulk.including) {
+                (Some(_), Some(_)) => {
+                    return Err(crate::cli::UsageError("give a consumer id or --including, not both".into()).into());
+                }
+                (Some(id), None) => regex::escape(id),
+                (None, including) => including.clone().unwrap_or_default(),
+            };
+            let mut request = pb::ResetConsumersRequest {
+                table: key.table,
+                branch: key.branch,
+                including,
+                excluding: bulk.excluding.clone().unwrap_or_default(),
+                target: Some(pb::ResetTarget { target: Some(target) }),
+                force: change.force,
+                execute: false,
+                expected_next_snapshots: Default::default(),
+            };
+            let mut response = admin
+                .reset_consumers(request.clone())
+                .await
+                .map_err(call_error)?
+                .into_inner();
+            if change.execute {
+                // Apply exactly the plan: each consumer only if it is
+                // still where the plan saw it.
+                request.execute = true;
+                request.expected_next_snapshots = response
+                    .reset
+                    .iter()
+                    .filter_map(|c| Some((c.consumer.as_ref()?.consumer_id.clone(), c.old_next_snapshot?)))
+                    .collect();
+                if request.expected_next_snapshots.is_empty() {
+                    response.executed = true;
+                } else {
+                    response = admin.reset_consumers(request).await.map_err(call_error)?.into_inner();
+                }
+            }
+            show(output, &response, "tidemark.v1.ResetConsumersResponse", |r| {
+                print_changes(r.executed, &r.reset);
+                print_skipped(&r.skipped);
+            })
+        }
+        _ => Err(crate::cli::UsageError(
+            "give either <consumer_id> <next_snapshot> (one consumer), or one target: --to-snapshot, \
+             --to-earliest, --to-latest, --to-datetime or --shift-by (with --including/--excluding or a \
+             consumer id)"
+                .into(),
+        )
+        .into()),
+    }
+}
+
+/// What `consumers revoke-leases` revoked.
+fn print_revoked_leases(r: &pb::RevokeLeasesResponse) {
+    plan_banner(r.executed);
+    let mut t = Table::new(vec![
+        "TABLE",
+        "BRANCH",
+        "CONSUMER",
+        "HOLDER",
+        "LEASE EPOCH",
+        "KEY EPOCH NOW",
+    ]);
+    for e in &r.revoked {
+        let k = e.consumer.clone().unwrap_or_default();
+        let lease = e.lease.clone().unwrap_or_default();
+        t.row(vec![
+            k.table,
+            k.branch,
+            k.consumer_id,
+            lease.holder,
+            lease.epoch.to_string(),
+            e.epoch.to_string(),
+        ]);
+    }
+    t.print();
+    if !r.not_reached.is_empty() {
+        println!(
+            "{} leased consumers not reached before the call's time ran out (left alone): run again",
+            r.not_reached.len()
+        );
+    }
+}
+
+/// What `consumers revoke` revoked.
+fn print_revoked(r: &pb::RevokeLeaseResponse) {
+    plan_banner(r.executed);
+    match &r.lease {
+        Some(l) => println!(
+            "revoked lease of {} (epoch {}); the key's epoch is now {}",
+            l.holder, l.epoch, r.epoch
+        ),
+        None => println!("no live lease to revoke (epoch {})", r.epoch),
+    }
+}
+
+/// `consumers delete`: one consumer (a plan unless `execute`).
+pub(super) async fn delete(
+    admin: &mut AdminClient<AuthChannel>,
+    output: Output,
+    request: pb::DeleteConsumerRequest,
+) -> anyhow::Result<()> {
+    let response = admin.delete_consumer(request).await.map_err(call_error)?.into_inner();
+    show(output, &response, "tidemark.v1.DeleteConsumerResponse", |r| {
+        print_changes(r.executed, &[r.change.clone().unwrap_or_default()]);
+    })
+}
+
+/// `consumers clear`: the consumers of a branch a pattern selects.
+pub(super) async fn clear(
+    admin: &mut AdminClient<AuthChannel>,
+    output: Output,
+    request: pb::ClearConsumersRequest,
+) -> anyhow::Result<()> {
+    let response = admin.clear_consumers(request).await.map_err(call_error)?.into_inner();
+    show(output, &response, "tidemark.v1.ClearConsumersResponse", print_cleared)
+}
+
+/// `consumers revoke-leases`: every live lease a pattern selects.
+pub(super) async fn revoke_leases(
+    admin: &mut AdminClient<AuthChannel>,
+    output: Output,
+    request: pb::RevokeLeasesRequest,
+) -> anyhow::Result<()> {
+    let response = admin.revoke_leases(request).await.map_err(call_error)?.into_inner();
+    show(
+        output,
+        &response,
+        "tidemark.v1.RevokeLeasesResponse",
+        print_revoked_leases,
+    )
+}
+
+/// `consumers revoke`: one consumer's live lease.
+pub(super) async fn revoke(
+    admin: &mut AdminClient<AuthChannel>,
+    output: Output,
+    request: pb::RevokeLeaseRequest,
+) -> anyhow::Result<()> {
+    let response = admin.revoke_lease(request).await.map_err(call_error)?.into_inner();
+    show(output, &response, "tidemark.v1.RevokeLeaseResponse", print_revoked)
+}
+
+/// `consumers expire`: the consumers idle past their expiration.
+pub(super) async fn expire(
+    admin: &mut AdminClient<AuthChannel>,
+    output: Output,
+    request: pb::ExpireConsumersRequest,
+) -> anyhow::Result<()> {
+    let response = admin.expire_consumers(request).await.map_err(call_error)?.into_inner();
+    show(output, &response, "tidemark.v1.ExpireConsumersResponse", print_expired)
+}
