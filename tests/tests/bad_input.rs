@@ -258,6 +258,17 @@ async fn commit_batch_bad_fields(kind: Kind) {
             },
             "latest_snapshot",
         ),
+        (
+            // Issue 34: an end at snapshot 30 reported with 5 as the latest
+            // answered CREATED with lag 0.
+            "an end past the latest snapshot it reports",
+            pb::CommitBatchRequest {
+                end: Some(offset(30, 0, false, Some(1))),
+                latest_snapshot: Some(5),
+                ..base.clone()
+            },
+            "latest_snapshot",
+        ),
         ("missing end", with_end(None), "end"),
         (
             "zero snapshot id",

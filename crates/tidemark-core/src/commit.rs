@@ -124,6 +124,31 @@ pub fn target(end: &Offset) -> Target {
     }
 }
 
+/// A batch cannot end past the latest snapshot its own request reports: a
+/// snapshot read (even partway, or a full scan of it) exists, so it is at
+/// most `latest_snapshot`; only the start of a delta snapshot nothing of
+/// which was read (where a `latest` startup begins) may be the next one,
+/// `latest_snapshot + 1`. A pair beyond that contradicts itself, and the
+/// lag it would report (zero) would hide the worker's bug.
+fn check_end_within_latest(end: &Offset, latest_snapshot: Option<i64>) -> Result<(), CoreError> {
+    let Some(latest) = latest_snapshot else {
+        return Ok(());
+    };
+    let nothing_read = end.index == crate::offset::BEFORE_FIRST_SPLIT && !end.scan_snapshot;
+    let highest = if nothing_read { latest.saturating_add(1) } else { latest };
+    if end.snapshot_id > highest {
+        return Err(CoreError::invalid(
+            "latest_snapshot",
+            format!(
+                "is {latest}, before the batch's end at snapshot {} (a batch cannot end past the latest snapshot it \
+                 reports; send the table's latest snapshot as read after the batch)",
+                end.snapshot_id
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// C1–C7: applies a committed micro-batch end to the key's state.
 ///
 /// `state` is the state of the key the lease was granted on (`None` when the
@@ -161,6 +186,7 @@ pub fn commit_with(
         return Err(CoreError::invalid("end", "the batch's end offset is required"));
     };
     end.validate("end")?;
+    check_end_within_latest(&end, req.latest_snapshot)?;
 
     let state = state.expect("check_lease found the state");
     let mut next = state.clone();

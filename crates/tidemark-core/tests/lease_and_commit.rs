@@ -443,6 +443,49 @@ fn c2_invalid_offsets_are_invalid_argument_naming_the_field() {
     ));
 }
 
+/// A batch cannot end past the latest snapshot its own request reports:
+/// the pair contradicts itself (issue 34), so it is refused naming
+/// `latest_snapshot` and changes nothing. An end at the start of the next
+/// snapshot (nothing of it read, as a `latest` startup begins) is latest + 1
+/// and stands.
+#[test]
+fn c2_an_end_past_the_reported_latest_snapshot_is_invalid_argument() {
+    let state = leased();
+    let contradicting = [
+        (off(30, 0, false, Some(1)), 5),  // snapshot 30 read whole, 5 the latest
+        (off(30, 0, false, Some(4)), 29), // partway through 30, 29 the latest
+        (off(7, -1, true, None), 6),      // a full scan of 7, 6 the latest
+        (off(8, -1, false, None), 6),     // the start of 8, 6 the latest
+    ];
+    for (end, latest) in contradicting {
+        let mut request = req(&state, 0, end);
+        request.latest_snapshot = Some(latest);
+        match commit::commit(Some(&state), &request, at(1)) {
+            Err(CoreError::InvalidArgument(v)) => {
+                assert_eq!(v[0].field, "latest_snapshot", "{end:?}");
+                assert!(
+                    v[0].description.contains(&end.snapshot_id.to_string()),
+                    "{}",
+                    v[0].description
+                );
+            }
+            other => panic!("expected InvalidArgument for {end:?} with latest {latest}, got {other:?}"),
+        }
+    }
+    let consistent = [
+        (off(5, 0, false, Some(1)), 5),
+        (off(6, -1, false, None), 5),
+        (off(5, -1, true, None), 5),
+        (off(3, 1, false, Some(4)), 5),
+    ];
+    for (end, latest) in consistent {
+        let mut request = req(&state, 0, end);
+        request.latest_snapshot = Some(latest);
+        let t = commit::commit(Some(&state), &request, at(1));
+        assert!(t.is_ok(), "{end:?} with latest {latest}: {t:?}");
+    }
+}
+
 // ---------------------------------------------------------------- C3 table
 
 #[test]
