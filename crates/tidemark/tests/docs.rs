@@ -1,4 +1,5 @@
-//! Executes every command of `docs/operations.md` against a live `tidemark
+//! Executes every command of `docs/operations.md` (and of the runbook, the
+//! security guide and README's inline ones) against a live `tidemark
 //! serve` (real binary, real grpcurl, the real CLI), on SQLite and on
 //! Postgres, and checks each block's output against the example shown under
 //! it. Volatile values (ids, times, durations) are compared by shape.
@@ -11,7 +12,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use support::Served;
+use support::{BIN, Served};
 use tidemark_testkit::postgres::FreshDatabase;
 
 /// A runnable block of the document and the output shown under it.
@@ -200,7 +201,7 @@ fn run_doc(name: &str, min_steps: usize, cwd: &Path, env: &[(&str, String)]) {
         let Some((kind, expected)) = &step.expected else {
             if !output.status.success() {
                 failures.push(format!(
-                    "line {}: failed without an expected output:\n{actual}",
+                    "docs/{name} line {}: failed without an expected output:\n{actual}",
                     step.line
                 ));
             }
@@ -217,10 +218,7 @@ fn run_doc(name: &str, min_steps: usize, cwd: &Path, env: &[(&str, String)]) {
             _ => text_matches(expected, &actual),
         };
         if let Err(why) = verdict {
-            failures.push(format!(
-                "docs/operations.md line {}: {why}\n--- actual:\n{actual}",
-                step.line
-            ));
+            failures.push(format!("docs/{name} line {}: {why}\n--- actual:\n{actual}", step.line));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
@@ -364,6 +362,126 @@ async fn security_doc_runs_with_tokens_and_tls() {
     drop((tls, mtls));
 }
 
+/// The block of `docs/<doc>` under the heading `heading`: the state the
+/// operator docs start from, made by their own commands.
+fn block_under(doc: &str, heading: &str) -> String {
+    let text = std::fs::read_to_string(repository().join("docs").join(doc)).expect("doc");
+    let at = text
+        .find(heading)
+        .unwrap_or_else(|| panic!("docs/{doc} has no {heading:?}"));
+    steps(&text[at..])
+        .into_iter()
+        .next()
+        .expect("a block under the heading")
+        .script
+}
+
+/// Every inline command (`` `tidemark …` ``) of a document, as written.
+fn inline_commands(doc: &str) -> Vec<(usize, String)> {
+    let command = regex::Regex::new(r"`(tidemark [^`]+)`").unwrap();
+    doc.lines()
+        .enumerate()
+        .flat_map(|(n, line)| {
+            command
+                .captures_iter(line)
+                .map(move |c| (n + 1, c[1].to_owned()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// An inline command with its placeholders filled in for the docs' example
+/// state (table `db.orders`, consumer `orders-audit`, the served SQLite
+/// database in the working directory).
+fn runnable(command: &str) -> String {
+    let replacements = [
+        ("postgres://…", "sqlite://runbook-second.db"),
+        ("--listen …", "--listen 127.0.0.1:0 --metrics-listen off"),
+        ("--table T ", "--table db.orders "),
+        ("<table>", "db.orders"),
+        ("<t>", "db.orders"),
+        ("<id>", "orders-audit"),
+        ("<branch>", "main"),
+        ("<snapshot>", "44"),
+        ("<location>", "\"$PWD/warehouse/db.db/orders\""),
+        ("--database-url …", "--database-url sqlite://tidemark.db"),
+        ("…", "*"),
+    ];
+    let mut runnable = command.to_owned();
+    if runnable == "tidemark serve" {
+        // As written it takes the default ports, which parallel tests share.
+        runnable.push_str(" --listen 127.0.0.1:0 --metrics-listen off");
+    }
+    for (placeholder, value) in replacements {
+        runnable = runnable.replace(placeholder, value);
+    }
+    runnable
+}
+
+/// docs/runbook.md, as an operator paged at 3 a.m. follows it, and every
+/// `tidemark …` command README and the runbook name inline: each runs
+/// against a live server holding the docs' example state and succeeds
+/// (`tidemark serve` is still serving after three seconds), so a command
+/// the CLI no longer takes as written fails here (issue 34: the runbook's
+/// `consumers list <table>` exited 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runbook_and_readme_commands_run_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("warehouse/db.db/orders")).unwrap();
+    let served = Served::start(&["--sweep-interval", "0s"], dir.path());
+    let env = [("T", served.addr.to_string()), ("TIDEMARK_SERVER", served.url())];
+    let cwd = dir.path().to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let path = format!(
+            "{}:{}:{}",
+            grpcurl_dir().display(),
+            Path::new(BIN).parent().unwrap().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let sh = |script: &str| {
+            Command::new("bash")
+                .args(["-c", &format!("exec 2>&1\n{script}")])
+                .current_dir(&cwd)
+                .env("PATH", &path)
+                .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+                .env_remove("RUST_BACKTRACE")
+                .env_remove("TIDEMARK_TOKEN")
+                .env_remove("TIDEMARK_DATABASE_URL")
+                .output()
+                .expect("bash")
+        };
+        let seeded = sh(&block_under("operations.md", "## Some state to look at"));
+        assert!(seeded.status.success(), "{}", String::from_utf8_lossy(&seeded.stdout));
+        run_doc("runbook.md", 2, &cwd, &env);
+        let mut failures = Vec::new();
+        let mut ran = 0;
+        for doc in ["docs/runbook.md", "README.md"] {
+            let text = std::fs::read_to_string(repository().join(doc)).unwrap();
+            for (line, command) in inline_commands(&text) {
+                let script = runnable(&command);
+                let serving = (command == "tidemark serve" || command.starts_with("tidemark serve "))
+                    && !command.contains("--help");
+                let script = if serving { format!("timeout 3 {script}") } else { script };
+                let output = sh(&script);
+                let code = output.status.code();
+                let ok = if serving { code == Some(124) } else { code == Some(0) };
+                ran += 1;
+                if !ok {
+                    failures.push(format!(
+                        "{doc} line {line}: `{command}` (run as `{script}`) exited {code:?}:\n{}",
+                        String::from_utf8_lossy(&output.stdout)
+                    ));
+                }
+            }
+        }
+        assert!(ran >= 15, "the documents name their commands ({ran} found)");
+        assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    })
+    .await
+    .unwrap();
+    drop(served);
+}
+
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -392,7 +510,7 @@ fn readme_is_short_on_top_lists_every_flag_and_links_only_inside_the_repository(
     assert_eq!(lines[commands[1] + 1], "scripts/test.sh");
     assert!(commands[1] < 20, "the two commands come first, before the what and why");
 
-    let help = Command::new(support::BIN).args(["serve", "--help"]).output().unwrap();
+    let help = Command::new(BIN).args(["serve", "--help"]).output().unwrap();
     let help = String::from_utf8(help.stdout).unwrap();
     let flags: Vec<&str> = help
         .lines()
