@@ -83,6 +83,7 @@ pub(crate) fn clear_live_lease(
             holder: live.holder.clone(),
             epoch: live.epoch,
             remaining: live.remaining(now),
+            claimant: crate::error::Claimant::Operator,
         });
     }
     let revoked = lease::revoke(Some(next), now, why)?;

@@ -48,6 +48,28 @@ impl fmt::Display for LeaseLoss {
     }
 }
 
+/// Who a live lease refused (`LEASE_HELD`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claimant {
+    /// A query acquiring the consumer: one query owns a consumer.
+    Query,
+    /// An operator's change (reset, delete, clear, import) without force.
+    Operator,
+}
+
+impl Claimant {
+    /// What the refused caller can do.
+    pub fn way_out(self) -> &'static str {
+        match self {
+            Claimant::Query => "concurrent queries sharing one consumer are not allowed",
+            Claimant::Operator => {
+                "the change would race the running query: force it (the CLI's --force, the request's force: true), \
+                 which revokes the lease and fences the query, or revoke the lease first"
+            }
+        }
+    }
+}
+
 /// A broken rule. Nothing was changed when one of these is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CoreError {
@@ -57,8 +79,9 @@ pub enum CoreError {
 
     /// L2: another holder's lease on the key is live.
     #[error(
-        "consumer {key} is leased by holder {holder:?} (epoch {epoch}) for another {}ms; concurrent queries sharing one consumer are not allowed",
-        duration_millis(*remaining)
+        "consumer {key} is leased by holder {holder:?} (epoch {epoch}) for another {}ms; {}",
+        duration_millis(*remaining),
+        claimant.way_out()
     )]
     LeaseHeld {
         /// The key.
@@ -69,6 +92,8 @@ pub enum CoreError {
         epoch: i64,
         /// Time left on the live lease.
         remaining: Duration,
+        /// Who was refused: the message tells each its way out.
+        claimant: Claimant,
     },
 
     /// L5/C1: the presented lease is not the key's live lease.
@@ -292,6 +317,7 @@ impl CoreError {
                 holder,
                 epoch,
                 remaining,
+                ..
             } => {
                 let mut m = key_metadata(key);
                 m.extend([

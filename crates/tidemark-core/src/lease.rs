@@ -138,6 +138,7 @@ pub fn acquire(
             holder: live.holder.clone(),
             epoch: live.epoch,
             remaining: live.remaining(now),
+            claimant: crate::error::Claimant::Query,
         });
     }
     let mut events = Vec::new();

@@ -24,7 +24,7 @@ pub mod time;
 pub mod validate;
 
 pub use commit::{CommitBatch, CommitOutcome, Committed, RefreshHistory};
-pub use error::{CoreError, LeaseLoss};
+pub use error::{Claimant, CoreError, LeaseLoss};
 pub use ids::{BranchName, ConsumerId, ConsumerKey, TableName};
 pub use lease::{Acquired, LeasePolicy, Revoked};
 pub use offset::{MAX_SNAPSHOT_ID, Offset};

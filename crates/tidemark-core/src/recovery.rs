@@ -268,7 +268,7 @@ fn resume_incrementally(req: &RecoveryRequest, next: i64, source: RecoverySource
                 start: Offset::start_of(earliest, false),
                 warnings: vec![format!(
                     "POSITION_CLAMPED: snapshot {next} is no longer readable; starting at the earliest readable \
-                     snapshot {earliest} and skipping snapshots {next}..={}",
+                     snapshot {earliest} and skipping snapshots {next}–{}",
                     earliest - 1
                 )],
                 skipped: Some((next, earliest - 1)),

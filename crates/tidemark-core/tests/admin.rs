@@ -131,6 +131,10 @@ fn a2_a_live_lease_blocks_unless_forced_and_force_revokes_it() {
         admin::delete(Some(&state), None, false, at(5), EventKind::Delete).unwrap_err(),
     ] {
         assert!(matches!(err, CoreError::LeaseHeld { epoch: 1, .. }), "{err:?}");
+        // An operator is told the way out, not the worker's rule (issue 34).
+        let message = err.to_string();
+        assert!(message.contains("force") && message.contains("revoke"), "{message}");
+        assert!(!message.contains("concurrent queries"), "{message}");
     }
     let t = admin::reset(Some(&state), &key(), 4, None, true, at(5)).unwrap();
     let revoked = t.output.revoked.clone().expect("the live lease is revoked");

@@ -110,6 +110,8 @@ fn r2_expired_position_is_data_loss_unless_clamping_is_requested() {
     assert_eq!((p.source, p.start), (RecoverySource::Consumer, start(5, false)));
     assert_eq!(p.skipped, Some((3, 4)));
     assert!(p.warnings[0].starts_with("POSITION_CLAMPED:"));
+    // Ranges read as prose, not Rust (issue 34: `3..=4`).
+    assert!(p.warnings[0].ends_with("skipping snapshots 3–4"), "{}", p.warnings[0]);
 }
 
 #[test]

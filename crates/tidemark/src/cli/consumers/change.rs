@@ -158,7 +158,7 @@ fn print_revoked_leases(r: &pb::RevokeLeasesResponse) {
         "CONSUMER",
         "HOLDER",
         "LEASE EPOCH",
-        "KEY EPOCH NOW",
+        if r.executed { "KEY EPOCH NOW" } else { "KEY EPOCH AFTER" },
     ]);
     for e in &r.revoked {
         let k = e.consumer.clone().unwrap_or_default();
@@ -184,12 +184,17 @@ fn print_revoked_leases(r: &pb::RevokeLeasesResponse) {
 /// What `consumers revoke` revoked.
 fn print_revoked(r: &pb::RevokeLeaseResponse) {
     plan_banner(r.executed);
-    match &r.lease {
-        Some(l) => println!(
-            "revoked lease of {} (epoch {}); the key's epoch is now {}",
+    // A plan speaks of what would happen (issue 34: it said "revoked").
+    match (&r.lease, r.executed) {
+        (Some(l), true) => println!(
+            "revoked the lease of {} (epoch {}); the key's epoch is now {}",
             l.holder, l.epoch, r.epoch
         ),
-        None => println!("no live lease to revoke (epoch {})", r.epoch),
+        (Some(l), false) => println!(
+            "would revoke the lease of {} (epoch {}); the key's epoch would become {}",
+            l.holder, l.epoch, r.epoch
+        ),
+        (None, _) => println!("no live lease to revoke (the key's epoch is {})", r.epoch),
     }
 }
 
