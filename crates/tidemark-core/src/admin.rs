@@ -79,7 +79,7 @@ pub(crate) fn clear_live_lease(
     };
     if !forced {
         return Err(CoreError::LeaseHeld {
-            key: next.key.clone(),
+            key: Box::new(next.key.clone()),
             holder: live.holder.clone(),
             epoch: live.epoch,
             remaining: live.remaining(now),

@@ -84,8 +84,8 @@ pub enum CoreError {
         claimant.way_out()
     )]
     LeaseHeld {
-        /// The key.
-        key: ConsumerKey,
+        /// The key (boxed: it keeps every `Result` of the crate small).
+        key: Box<ConsumerKey>,
         /// Who holds it.
         holder: String,
         /// The live lease's epoch.

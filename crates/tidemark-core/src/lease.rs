@@ -134,7 +134,7 @@ pub fn acquire(
         && (live.holder != holder || live.principal != principal)
     {
         return Err(CoreError::LeaseHeld {
-            key: key.clone(),
+            key: Box::new(key.clone()),
             holder: live.holder.clone(),
             epoch: live.epoch,
             remaining: live.remaining(now),
