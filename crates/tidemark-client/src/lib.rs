@@ -31,8 +31,12 @@ use tonic_types::StatusExt;
 /// Connects a Coordinator client to `endpoint` (e.g. `http://127.0.0.1:50051`)
 /// without credentials.
 pub async fn connect_coordinator(endpoint: impl Into<String>) -> Result<CoordinatorClient<Channel>, ConnectError> {
-    let endpoint = Endpoint::from_shared(endpoint.into()).map_err(|e| ConnectError(e.to_string()))?;
-    let channel = endpoint.connect().await.map_err(|e| ConnectError(e.to_string()))?;
+    let endpoint: String = endpoint.into();
+    let channel = Endpoint::from_shared(endpoint.clone())
+        .map_err(|e| ConnectError::configuration(e.to_string()))?
+        .connect()
+        .await
+        .map_err(|e| ConnectError::transport(&endpoint, &e))?;
     Ok(CoordinatorClient::new(channel))
 }
 
@@ -103,7 +107,7 @@ impl Credentials {
             .map(|t| {
                 format!("Bearer {t}")
                     .parse::<MetadataValue<Ascii>>()
-                    .map_err(|_| ConnectError("the token must be printable ASCII".into()))
+                    .map_err(|_| ConnectError::configuration("the token must be printable ASCII".into()))
             })
             .transpose()?;
         Ok(Self { authorization })
@@ -126,7 +130,7 @@ pub type AuthChannel = InterceptedService<Channel, Credentials>;
 /// on the result: `CoordinatorClient::new(channel)`.
 pub async fn connect(options: &ClientOptions) -> Result<AuthChannel, ConnectError> {
     let mut endpoint = Endpoint::from_shared(options.endpoint.clone())
-        .map_err(|e| ConnectError(format!("invalid endpoint {:?}: {e}", options.endpoint)))?
+        .map_err(|e| ConnectError::configuration(format!("invalid endpoint {:?}: {e}", options.endpoint)))?
         .connect_timeout(options.connect_timeout.unwrap_or(Duration::from_secs(5)));
     if let Some(timeout) = options.request_timeout {
         endpoint = endpoint.timeout(timeout);
@@ -144,7 +148,7 @@ pub async fn connect(options: &ClientOptions) -> Result<AuthChannel, ConnectErro
         }
         endpoint = endpoint
             .tls_config(config)
-            .map_err(|e| ConnectError(format!("TLS configuration: {e}")))?;
+            .map_err(|e| ConnectError::configuration(format!("TLS configuration: {e}")))?;
     }
     let resolve = options.resolve.clone().unwrap_or_else(connector::system_resolver);
     let channel = endpoint
@@ -152,17 +156,86 @@ pub async fn connect(options: &ClientOptions) -> Result<AuthChannel, ConnectErro
             connector::connect(Arc::clone(&resolve), uri)
         }))
         .await
-        .map_err(|e| ConnectError(format!("{}: {e}", options.endpoint)))?;
+        .map_err(|e| ConnectError::transport(&options.endpoint, &e))?;
     Ok(InterceptedService::new(
         channel,
         Credentials::new(options.token.as_deref())?,
     ))
 }
 
-/// The server could not be reached (or the options are invalid).
+/// The server could not be reached (or the options are invalid): what
+/// failed, with every cause the transport gave, and which kind of failure
+/// it was.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot connect to tidemark: {0}")]
-pub struct ConnectError(String);
+#[error("cannot connect to tidemark: {message}")]
+pub struct ConnectError {
+    message: String,
+    kind: ConnectFailure,
+}
+
+/// Why a connection failed, for a caller that says what to do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectFailure {
+    /// The options are wrong (an endpoint that is no URL, a bad token, TLS
+    /// material that does not load).
+    Configuration,
+    /// Nothing listens at the address.
+    Refused,
+    /// The host name does not resolve.
+    NameResolution,
+    /// The TLS handshake failed (an unknown CA, a name mismatch, plaintext
+    /// on one side).
+    Tls,
+    /// No answer in time.
+    Timeout,
+    /// Anything else the transport reported.
+    Other,
+}
+
+impl ConnectError {
+    fn configuration(message: String) -> Self {
+        Self {
+            message,
+            kind: ConnectFailure::Configuration,
+        }
+    }
+
+    /// A transport failure reaching `endpoint`, with its causes.
+    fn transport(endpoint: &str, error: &(dyn std::error::Error + 'static)) -> Self {
+        let mut message = format!("{endpoint}: {error}");
+        let mut source = error.source();
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !message.contains(&text) {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
+            source = cause.source();
+        }
+        let lower = message.to_lowercase();
+        let kind = if lower.contains("connection refused") {
+            ConnectFailure::Refused
+        } else if lower.contains("resolves to no address")
+            || lower.contains("failed to lookup address")
+            || lower.contains("name or service not known")
+            || lower.contains("name resolution")
+        {
+            ConnectFailure::NameResolution
+        } else if lower.contains("tls") || lower.contains("certificate") || lower.contains("handshake") {
+            ConnectFailure::Tls
+        } else if lower.contains("timed out") || lower.contains("timeout") {
+            ConnectFailure::Timeout
+        } else {
+            ConnectFailure::Other
+        };
+        Self { message, kind }
+    }
+
+    /// Which kind of failure it was.
+    pub fn kind(&self) -> ConnectFailure {
+        self.kind
+    }
+}
 
 /// A failed call, with tidemark's error details decoded.
 #[derive(Debug, Clone, thiserror::Error)]

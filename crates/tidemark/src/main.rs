@@ -115,6 +115,10 @@ struct LogArgs {
     /// tidemark::audit.
     #[arg(long, env = "TIDEMARK_AUDIT_LOG", global = true)]
     audit_log: Option<std::path::PathBuf>,
+    /// On an error, print every cause and, with RUST_BACKTRACE=1, where it
+    /// happened (for a bug report); without it, one line and a hint.
+    #[arg(long, env = "TIDEMARK_DEBUG", global = true)]
+    debug: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -162,14 +166,15 @@ fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    let debug = cli.log.debug;
     if let Err(e) = init_logging(&cli.log) {
-        eprintln!("Error: {e:?}");
+        eprintln!("{}", cli::explain(&e, debug));
         return std::process::ExitCode::from(cli::exit::USAGE);
     }
     match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("Error: {e:?}");
+            eprintln!("{}", cli::explain(&e, debug));
             std::process::ExitCode::from(cli::exit::code_of(&e))
         }
     }

@@ -239,6 +239,13 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(list)
     };
 
+    // Before the database: a busy port stops the start before migrations
+    // run, not after.
+    if let MetricsListen(Some(address)) = args.metrics_listen {
+        install_metrics(address, gauge_idle_timeout(&args))?;
+        tracing::info!("metrics on http://{address}/metrics");
+    }
+
     // Behind a transaction pooler the gauge collector's claim is a row
     // lease renewed every round: three rounds without one hand it over.
     let backend = args
@@ -261,14 +268,12 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let store = Store::new(backend.clone(), policy).with_refresh_history(refreshes);
 
-    if let MetricsListen(Some(address)) = args.metrics_listen {
-        install_metrics(address, gauge_idle_timeout(&args))?;
-        tracing::info!("metrics on http://{address}/metrics");
-    }
-
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let listener = tokio::net::TcpListener::bind(args.listen).await.with_context(|| {
+        format!(
+            "cannot listen on {} (choose another address with --listen)",
+            args.listen
+        )
+    })?;
     let health_listener = match args.health_listen {
         Some(address) => Some(
             tokio::net::TcpListener::bind(address)
@@ -385,7 +390,12 @@ fn install_metrics(address: SocketAddr, idle: Duration) -> anyhow::Result<()> {
         )?
         .idle_timeout(MetricKindMask::GAUGE, Some(idle))
         .install()
-        .with_context(|| format!("cannot serve metrics on {address}"))
+        .with_context(|| {
+            format!(
+                "cannot serve metrics on {address} (is another process on that port? choose another with \
+                 --metrics-listen ADDR, or --metrics-listen off)"
+            )
+        })
 }
 
 /// Asks for a reload of credentials and certificates on every SIGHUP.

@@ -328,3 +328,65 @@ async fn consumers_lag_lists_the_worst_first_and_the_metric_follows() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// A failing command says what failed, why and what to do, once, on one
+/// screen (issue 34): the cause of a failed connection and the flag that
+/// fixes it, no backtrace even with `RUST_BACKTRACE=1` (common on Rust
+/// machines) unless `--debug`, and a refused field named once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_say_the_cause_and_the_fix_once_without_a_backtrace() {
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("RUST_BACKTRACE", "1")
+            .env_remove("TIDEMARK_SERVER")
+            .env_remove("TIDEMARK_TOKEN")
+            .output()
+            .unwrap()
+    };
+    // Nothing listens: the cause (refused) and the fix (--server).
+    let refused = run(&["consumers", "list", "--server", "127.0.0.1:1"]);
+    assert_eq!(code(&refused), 5, "{}", text(&refused));
+    let said = text(&refused);
+    assert!(said.to_lowercase().contains("connection refused"), "{said}");
+    assert!(said.contains("--server") && said.contains("TIDEMARK_SERVER"), "{said}");
+    assert!(!said.contains("backtrace"), "{said}");
+    assert!(said.lines().count() <= 3, "{said}");
+    // A name that does not resolve says so.
+    let unknown = run(&["consumers", "list", "--server", "no-such-host.invalid:50051"]);
+    assert_eq!(code(&unknown), 5, "{}", text(&unknown));
+    assert!(text(&unknown).contains("does not resolve"), "{}", text(&unknown));
+    // --debug shows the whole chain (and a backtrace when asked for).
+    let debug = run(&["consumers", "list", "--server", "127.0.0.1:1", "--debug"]);
+    assert_eq!(code(&debug), 5, "{}", text(&debug));
+    assert!(text(&debug).contains("backtrace"), "{}", text(&debug));
+
+    // A busy metrics port stops `serve` before the database is touched,
+    // naming the flag (it stopped after migrations, without a hint).
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy_address = busy.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", &busy_address])
+        .current_dir(dir.path())
+        .env_remove("TIDEMARK_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert_ne!(code(&serve), 0, "{}", text(&serve));
+    assert!(text(&serve).contains("--metrics-listen"), "{}", text(&serve));
+    assert!(
+        !dir.path().join("tidemark.db").exists(),
+        "the database was created before the port was found busy"
+    );
+    drop(busy);
+
+    // A refused field: its text once.
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(&[], dir.path());
+    let server = served.url().trim_start_matches("http://").to_owned();
+    let invalid = run(&["consumers", "describe", "no table", "c1", "--server", &server]);
+    assert_eq!(code(&invalid), 2, "{}", text(&invalid));
+    let said = text(&invalid);
+    let problem = "must be \"database.table\"";
+    assert_eq!(said.matches(problem).count(), 1, "{said}");
+}

@@ -205,6 +205,41 @@ pub(crate) mod exit {
     }
 }
 
+/// An error as the CLI prints it: `Error:` and what failed with its causes
+/// on one line, then what to do about it when that is known. With `debug`,
+/// anyhow's full report instead (every cause on its own line, and a
+/// backtrace when RUST_BACKTRACE asks for one).
+pub(crate) fn explain(error: &anyhow::Error, debug: bool) -> String {
+    if debug {
+        return format!("Error: {error:?}");
+    }
+    let mut text = format!("Error: {error:#}");
+    if let Some(failed) = error.downcast_ref::<tidemark_client::ConnectError>() {
+        use tidemark_client::ConnectFailure;
+        let hint = match failed.kind() {
+            ConnectFailure::Refused => Some(
+                "nothing listens at that address: give the server with --server HOST:PORT or TIDEMARK_SERVER \
+                 (the default is 127.0.0.1:50051)",
+            ),
+            ConnectFailure::NameResolution => Some("the host name does not resolve: check --server / TIDEMARK_SERVER"),
+            ConnectFailure::Tls => Some(
+                "the TLS handshake failed: check --tls-ca (the CA that signed the server's certificate), \
+                 --tls-domain, and that both sides use TLS (https:// or a CA means TLS)",
+            ),
+            ConnectFailure::Timeout => Some(
+                "no answer in time: check --server / TIDEMARK_SERVER and that this machine can reach it \
+                 (from a laptop: kubectl port-forward, see docs/deploy.md)",
+            ),
+            ConnectFailure::Configuration | ConnectFailure::Other => None,
+        };
+        if let Some(hint) = hint {
+            text.push_str("\nhint: ");
+            text.push_str(hint);
+        }
+    }
+    text
+}
+
 /// A call the server refused or could not answer, with its gRPC code (for
 /// the exit code) and the readable text.
 #[derive(Debug, thiserror::Error)]
@@ -228,8 +263,11 @@ pub(crate) fn call_error(status: tonic::Status) -> anyhow::Error {
         let _ = write!(text, " {}", err.reason);
     }
     let _ = write!(text, ": {}", err.message);
+    // Each bad field on its own line, unless the message already says it.
     for (field, why) in &err.field_violations {
-        let _ = write!(text, "\n  {field}: {why}");
+        if !err.message.contains(&format!("{field}: {why}")) {
+            let _ = write!(text, "\n  {field}: {why}");
+        }
     }
     match err.reason.as_str() {
         "LEASE_HELD" => text.push_str(
