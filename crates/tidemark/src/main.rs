@@ -104,20 +104,33 @@ enum Command {
 #[derive(Debug, Args)]
 struct LogArgs {
     /// Log format.
-    #[arg(long, env = "TIDEMARK_LOG_FORMAT", value_enum, default_value = "text", global = true)]
+    #[arg(
+        long,
+        env = "TIDEMARK_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        global = true,
+        help_heading = "Global"
+    )]
     log_format: LogFormat,
     /// Log filter (tracing env-filter syntax, e.g. "info" or "tidemark=debug").
-    #[arg(long, env = "TIDEMARK_LOG", default_value = "info", global = true)]
+    #[arg(
+        long,
+        env = "TIDEMARK_LOG",
+        default_value = "info",
+        global = true,
+        help_heading = "Global"
+    )]
     log: String,
     /// Also append every executed operator change (principal, request id,
     /// what changed from what to what) to this file, one JSON object per
     /// line, for a SIEM; they are in the log too, under the target
     /// tidemark::audit.
-    #[arg(long, env = "TIDEMARK_AUDIT_LOG", global = true)]
+    #[arg(long, env = "TIDEMARK_AUDIT_LOG", global = true, help_heading = "Global")]
     audit_log: Option<std::path::PathBuf>,
     /// On an error, print every cause and, with RUST_BACKTRACE=1, where it
     /// happened (for a bug report); without it, one line and a hint.
-    #[arg(long, env = "TIDEMARK_DEBUG", global = true)]
+    #[arg(long, env = "TIDEMARK_DEBUG", global = true, help_heading = "Global")]
     debug: bool,
 }
 
@@ -163,9 +176,19 @@ fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The command line, with the exit-code table under every command's help.
+fn parse_command_line() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    fn with_exit_codes(command: clap::Command) -> clap::Command {
+        command.after_help(cli::exit::TABLE).mut_subcommands(with_exit_codes)
+    }
+    let matches = with_exit_codes(Cli::command()).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_command_line();
     let debug = cli.log.debug;
     if let Err(e) = init_logging(&cli.log) {
         eprintln!("{}", cli::explain(&e, debug));

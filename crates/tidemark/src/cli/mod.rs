@@ -34,7 +34,8 @@ pub(crate) struct Connection {
         long,
         env = "TIDEMARK_SERVER",
         default_value = "http://127.0.0.1:50051",
-        global = true
+        global = true,
+        help_heading = "Connection"
     )]
     server: String,
     /// Bearer token.
@@ -43,31 +44,57 @@ pub(crate) struct Connection {
         env = "TIDEMARK_TOKEN",
         hide_env_values = true,
         global = true,
+        help_heading = "Connection",
         conflicts_with = "token_file"
     )]
     token: Option<String>,
     /// A file holding the bearer token (e.g. a mounted Secret), so it stays
     /// out of the shell's history and the process list.
-    #[arg(long, env = "TIDEMARK_TOKEN_FILE", global = true)]
+    #[arg(long, env = "TIDEMARK_TOKEN_FILE", global = true, help_heading = "Connection")]
     token_file: Option<std::path::PathBuf>,
     /// Longest time one call may take (the server's own limit still
     /// applies).
-    #[arg(long, env = "TIDEMARK_TIMEOUT", default_value = "30s", global = true)]
+    #[arg(
+        long,
+        env = "TIDEMARK_TIMEOUT",
+        default_value = "30s",
+        global = true,
+        help_heading = "Connection"
+    )]
     timeout: crate::flags::HumanDuration,
     /// CA certificate (PEM) that signed the server's certificate.
-    #[arg(long, env = "TIDEMARK_TLS_CA", global = true)]
+    #[arg(long, env = "TIDEMARK_TLS_CA", global = true, help_heading = "Connection")]
     tls_ca: Option<std::path::PathBuf>,
     /// Client certificate (PEM), for mutual TLS.
-    #[arg(long, env = "TIDEMARK_CLIENT_CERT", global = true, requires = "tls_key")]
+    #[arg(
+        long,
+        env = "TIDEMARK_CLIENT_CERT",
+        global = true,
+        help_heading = "Connection",
+        requires = "tls_key"
+    )]
     tls_cert: Option<std::path::PathBuf>,
     /// Client private key (PEM), for mutual TLS.
-    #[arg(long, env = "TIDEMARK_CLIENT_KEY", global = true, requires = "tls_cert")]
+    #[arg(
+        long,
+        env = "TIDEMARK_CLIENT_KEY",
+        global = true,
+        help_heading = "Connection",
+        requires = "tls_cert"
+    )]
     tls_key: Option<std::path::PathBuf>,
     /// Name to verify in the server's certificate (default: the server's host).
-    #[arg(long, env = "TIDEMARK_TLS_DOMAIN", global = true)]
+    #[arg(long, env = "TIDEMARK_TLS_DOMAIN", global = true, help_heading = "Connection")]
     tls_domain: Option<String>,
     /// Output format.
-    #[arg(long, short = 'o', value_enum, default_value = "table", global = true)]
+    #[arg(
+        long,
+        short = 'o',
+        value_enum,
+        default_value = "table",
+        global = true,
+        help_heading = "Output"
+    )]
     pub(crate) output: Output,
 }
 
@@ -161,6 +188,17 @@ pub(crate) async fn version(connection: &Connection) -> anyhow::Result<()> {
 
 /// The exit codes of SPEC §11.
 pub(crate) mod exit {
+    /// The table `--help` prints under every command.
+    pub(crate) const TABLE: &str = "\
+Exit codes:
+  0  success (a plan is a success too)
+  1  any other error
+  2  bad usage, or INVALID_ARGUMENT
+  3  NOT_FOUND
+  4  refused by a precondition (FAILED_PRECONDITION: a live lease, an expected position that differs)
+  5  UNAVAILABLE or DEADLINE_EXCEEDED (the server could not be reached included)
+  6  PERMISSION_DENIED or UNAUTHENTICATED";
+
     /// Bad usage or INVALID_ARGUMENT.
     pub(crate) const USAGE: u8 = 2;
     /// NOT_FOUND.
