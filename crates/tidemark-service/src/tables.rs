@@ -278,8 +278,8 @@ pub(crate) async fn recovery_range(
     let found = checked_range(store, &registration, &directory, branch).await?;
     if (found.earliest, found.latest) != (reported.earliest(), reported.latest_snapshot) {
         warnings.push(format!(
-            "TABLE_RANGE_FROM_STORAGE: the table's directory holds snapshots {}..={}; the worker reported \
-             {}..={}; planned with the directory's",
+            "TABLE_RANGE_FROM_STORAGE: the table's directory holds snapshots {}\u{2013}{}; the worker reported \
+             {}\u{2013}{}; planned with the directory's",
             found.earliest,
             found.latest,
             reported.earliest(),

@@ -93,6 +93,15 @@ impl Parse for pb::ResetConsumerRequest {
         let key = fields::consumer_key(&mut v, self.consumer.as_ref(), "consumer");
         if self.next_snapshot < 1 {
             v.add("next_snapshot", format!("must be >= 1 (got {})", self.next_snapshot));
+        } else if self.next_snapshot > tidemark_core::MAX_SNAPSHOT_ID {
+            v.add(
+                "next_snapshot",
+                format!(
+                    "must be <= {} (got {})",
+                    tidemark_core::MAX_SNAPSHOT_ID,
+                    self.next_snapshot
+                ),
+            );
         }
         expected_snapshot(&mut v, self.expected_next_snapshot);
         let parsed = key.map(|key| ChangeConsumer {

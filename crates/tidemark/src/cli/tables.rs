@@ -88,7 +88,7 @@ pub(crate) async fn tables(conn: &Connection, command: TablesCommand) -> anyhow:
                     println!("moved from {}", response.previous_location);
                 }
                 match (response.earliest_snapshot, response.latest_snapshot) {
-                    (Some(earliest), Some(latest)) => println!("snapshots {earliest}..={latest}"),
+                    (Some(earliest), Some(latest)) => println!("snapshots {earliest}\u{2013}{latest}"),
                     _ if response.probe_error.is_empty() => println!("no snapshot yet"),
                     _ => println!("cannot read the table now: {}", response.probe_error),
                 }
