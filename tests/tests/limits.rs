@@ -70,8 +70,18 @@ async fn an_oversized_message_is_refused_without_database_work() {
         })
         .await
         .unwrap_err();
-    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
-    assert!(status.message().contains("too large"), "{}", status.message());
+    // Issue 34: tonic's own OUT_OF_RANGE carried no ErrorInfo and no hint;
+    // the answer names the limit, the size received and the flag.
+    let error = tidemark_client::ApiError::from(status);
+    assert_eq!(error.code, Code::ResourceExhausted, "{error:?}");
+    assert_eq!(error.reason, "MESSAGE_TOO_LARGE", "{error:?}");
+    assert_eq!(
+        error.metadata.get("limit_bytes").map(String::as_str),
+        Some("8192"),
+        "{error:?}"
+    );
+    assert!(error.metadata.contains_key("received_bytes"), "{error:?}");
+    assert!(error.message.contains("--max-message-bytes"), "{}", error.message);
 }
 
 #[tokio::test]

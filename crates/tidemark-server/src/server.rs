@@ -245,7 +245,9 @@ pub async fn serve_with_health(
     // authentication and each principal's share of calls, so unknown
     // callers and a runaway credential are turned away before they take
     // slots; then the global limit, shedding what is over it.
-    let version = tower::ServiceBuilder::new().map_response(|mut response: http::Response<tonic::body::Body>| {
+    let max_message_bytes = config.max_message_bytes;
+    let version = tower::ServiceBuilder::new().map_response(move |response: http::Response<tonic::body::Body>| {
+        let mut response = crate::status::explain_oversized(response, max_message_bytes);
         response.headers_mut().insert(
             VERSION_HEADER,
             http::HeaderValue::from_static(env!("CARGO_PKG_VERSION")),

@@ -33,6 +33,8 @@ pub mod reason {
     pub const EXPORT_STALLED: &str = "EXPORT_STALLED";
     /// This replica already runs as many exports as it allows.
     pub const TOO_MANY_EXPORTS: &str = "TOO_MANY_EXPORTS";
+    /// A request larger than the server's --max-message-bytes.
+    pub const MESSAGE_TOO_LARGE: &str = "MESSAGE_TOO_LARGE";
     /// Too many concurrent writers on one key; retry.
     pub const CONTENTION: &str = "CONTENTION";
     /// A bug; see the server log for the request id.
@@ -272,6 +274,53 @@ pub fn too_many_exports(limit: usize) -> Status {
         format!("this replica already runs {limit} exports (--max-concurrent-exports); retry when one has finished"),
         details,
     )
+}
+
+/// tonic refuses a request over the decoding limit before any handler, as
+/// OUT_OF_RANGE with only a text; this answers it as tidemark answers
+/// every refusal: RESOURCE_EXHAUSTED with an `ErrorInfo` naming the limit,
+/// the size received and the flag that sets it. Other answers pass as they
+/// are.
+pub(crate) fn explain_oversized(
+    response: http::Response<tonic::body::Body>,
+    limit: usize,
+) -> http::Response<tonic::body::Body> {
+    let Some(status) = Status::from_header_map(response.headers()) else {
+        return response;
+    };
+    const TONIC: &str = "decoded message length too large: found ";
+    if status.code() != Code::OutOfRange || !status.message().contains(TONIC) {
+        return response;
+    }
+    let received = status
+        .message()
+        .split(TONIC)
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or("?")
+        .to_owned();
+    let mut details = ErrorDetails::new();
+    error_info(
+        &mut details,
+        reason::MESSAGE_TOO_LARGE,
+        vec![("limit_bytes", limit.to_string()), ("received_bytes", received.clone())],
+    );
+    let mut answer = Status::with_error_details(
+        Code::ResourceExhausted,
+        format!(
+            "the request is {received} bytes, over this server's limit of {limit} bytes (--max-message-bytes, \
+             TIDEMARK_MAX_MESSAGE_BYTES); send less per call (split a batch or an import by table) or raise the limit"
+        ),
+        details,
+    )
+    .into_http::<tonic::body::Body>();
+    // Keep what the server adds to every answer (the version header).
+    for (name, value) in response.headers() {
+        if !name.as_str().starts_with("grpc-") && !answer.headers().contains_key(name) {
+            answer.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    answer
 }
 
 /// A call that exceeded the server's request timeout. Whether a write landed
