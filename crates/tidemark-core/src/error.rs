@@ -29,6 +29,16 @@ pub enum LeaseLoss {
 }
 
 impl LeaseLoss {
+    /// Every state, for documents and tests that list them.
+    pub const ALL: [LeaseLoss; 6] = [
+        LeaseLoss::Expired,
+        LeaseLoss::Released,
+        LeaseLoss::Revoked,
+        LeaseLoss::Superseded,
+        LeaseLoss::EpochMismatch,
+        LeaseLoss::Unknown,
+    ];
+
     /// Stable lower-case name, for error metadata and logs.
     pub fn as_str(self) -> &'static str {
         match self {

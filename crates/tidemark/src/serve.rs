@@ -30,7 +30,9 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "TIDEMARK_INSECURE_NO_AUTH")]
     insecure_no_auth: bool,
     /// Credentials file (TOML: [[token]] and [[certificate]] entries with
-    /// roles and table scopes; tokens as SHA-256). See docs/security.md.
+    /// roles and table scopes; tokens as SHA-256). The environment variable
+    /// TIDEMARK_AUTH may hold the same TOML inline (e.g. from a Kubernetes
+    /// Secret), alone or added to the file. See docs/security.md.
     #[arg(long, env = "TIDEMARK_AUTH_FILE")]
     auth_file: Option<std::path::PathBuf>,
     /// Require credentials for server reflection too (health stays open).

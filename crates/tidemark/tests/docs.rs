@@ -482,6 +482,22 @@ async fn runbook_and_readme_commands_run_as_written() {
     drop(served);
 }
 
+/// The operator documents list every state a lost lease can be in
+/// (issue 34: `epoch_mismatch` was missing from both).
+#[test]
+fn docs_list_every_lease_loss_state() {
+    for doc in ["docs/grpcurl.md", "docs/runbook.md"] {
+        let text = std::fs::read_to_string(repository().join(doc)).unwrap();
+        for state in tidemark_core::LeaseLoss::ALL {
+            assert!(
+                text.contains(&format!("`{}`", state.as_str())),
+                "{doc} does not list the lease state `{}`",
+                state.as_str()
+            );
+        }
+    }
+}
+
 fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
