@@ -72,7 +72,7 @@ async fn an_oversized_message_is_refused_without_database_work() {
         .unwrap_err();
     // Issue 34: tonic's own OUT_OF_RANGE carried no ErrorInfo and no hint;
     // the answer names the limit, the size received and the flag.
-    let error = tidemark_client::ApiError::from(status);
+    let error = ApiError::from(status);
     assert_eq!(error.code, Code::ResourceExhausted, "{error:?}");
     assert_eq!(error.reason, "MESSAGE_TOO_LARGE", "{error:?}");
     assert_eq!(

@@ -91,18 +91,7 @@ impl Parse for pb::ResetConsumerRequest {
     fn parse(self) -> Result<ChangeConsumer, StoreError> {
         let mut v = Violations::new();
         let key = fields::consumer_key(&mut v, self.consumer.as_ref(), "consumer");
-        if self.next_snapshot < 1 {
-            v.add("next_snapshot", format!("must be >= 1 (got {})", self.next_snapshot));
-        } else if self.next_snapshot > tidemark_core::MAX_SNAPSHOT_ID {
-            v.add(
-                "next_snapshot",
-                format!(
-                    "must be <= {} (got {})",
-                    tidemark_core::MAX_SNAPSHOT_ID,
-                    self.next_snapshot
-                ),
-            );
-        }
+        fields::position(&mut v, self.next_snapshot, "next_snapshot");
         expected_snapshot(&mut v, self.expected_next_snapshot);
         let parsed = key.map(|key| ChangeConsumer {
             key,
@@ -204,11 +193,7 @@ impl Parse for pb::ResetConsumersRequest {
         let branch = fields::branch_name(&mut v, &self.branch, "branch");
         let selector = v.check(ConsumerSelector::parse(&self.including, &self.excluding));
         let target = match self.target.and_then(|t| t.target) {
-            Some(Target::Snapshot(id)) if id >= 1 => Some(ResetTarget::Snapshot(id)),
-            Some(Target::Snapshot(_)) => {
-                v.add("target.snapshot", "must be >= 1");
-                None
-            }
+            Some(Target::Snapshot(id)) => fields::position(&mut v, id, "target.snapshot").map(ResetTarget::Snapshot),
             Some(Target::Earliest(true)) => Some(ResetTarget::Earliest),
             Some(Target::Latest(true)) => Some(ResetTarget::Latest),
             Some(Target::Earliest(false) | Target::Latest(false)) => {

@@ -57,6 +57,17 @@ pub(crate) fn epoch(v: &mut Violations, value: i64, field: &str) -> Option<i64> 
     Some(value)
 }
 
+/// Checks a position an operator sets: a snapshot id, 1 up to the id
+/// ceiling.
+pub(crate) fn position(v: &mut Violations, value: i64, field: &str) -> Option<i64> {
+    let ceiling = tidemark_core::MAX_SNAPSHOT_ID;
+    if !(1..=ceiling).contains(&value) {
+        v.add(field, format!("must be between 1 and {ceiling} (got {value})"));
+        return None;
+    }
+    Some(value)
+}
+
 /// Parses an optional, non-negative duration; zero counts as absent.
 pub(crate) fn duration(v: &mut Violations, value: Option<&prost_types::Duration>, field: &str) -> Option<Duration> {
     let d = value?;
