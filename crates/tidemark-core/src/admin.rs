@@ -189,16 +189,23 @@ pub fn import(
 }
 
 /// A2: deletes the consumer record (Paimon's `reset_consumer` without a
-/// snapshot). The key keeps its epoch high-water mark. Deleting a consumer
-/// that does not exist changes nothing.
+/// snapshot). The key keeps its epoch high-water mark. A key tidemark has
+/// never seen is `CONSUMER_NOT_FOUND` (a typo must not look like a delete,
+/// as Kafka's tool says a group does not exist); deleting a consumer that
+/// is gone from a known key (deleted already, or never created under a
+/// lease) changes nothing.
 pub fn delete(
     state: Option<&KeyState>,
+    key: &ConsumerKey,
     expected: Option<i64>,
     force: bool,
     now: Timestamp,
     kind: EventKind,
 ) -> Result<Transition<AdminChange>, CoreError> {
     check_expected(state, expected)?;
+    if state.is_none() {
+        return Err(CoreError::ConsumerNotFound { key: key.clone() });
+    }
     let Some(state) = state.filter(|s| s.consumer.is_some()) else {
         return Ok(Transition::read_only(AdminChange {
             old_next: None,

@@ -115,12 +115,12 @@ fn a2_expectations_are_compared_and_set() {
         "{err:?}"
     );
     assert!(admin::reset(Some(&state), &key(), 4, Some(10), false, at(5)).is_ok());
-    let err = admin::delete(None, Some(3), false, at(5), EventKind::Delete).unwrap_err();
+    let err = admin::delete(None, &key(), Some(3), false, at(5), EventKind::Delete).unwrap_err();
     assert!(
         matches!(err, CoreError::NextSnapshotMismatch { actual: None, .. }),
         "{err:?}"
     );
-    assert!(admin::delete(Some(&state), Some(10), false, at(5), EventKind::Delete).is_ok());
+    assert!(admin::delete(Some(&state), &key(), Some(10), false, at(5), EventKind::Delete).is_ok());
 }
 
 #[test]
@@ -128,7 +128,7 @@ fn a2_a_live_lease_blocks_unless_forced_and_force_revokes_it() {
     let state = leased(10);
     for err in [
         admin::reset(Some(&state), &key(), 4, None, false, at(5)).unwrap_err(),
-        admin::delete(Some(&state), None, false, at(5), EventKind::Delete).unwrap_err(),
+        admin::delete(Some(&state), &key(), None, false, at(5), EventKind::Delete).unwrap_err(),
     ] {
         assert!(matches!(err, CoreError::LeaseHeld { epoch: 1, .. }), "{err:?}");
         // An operator is told the way out, not the worker's rule (issue 34).
@@ -157,7 +157,7 @@ fn a2_a_live_lease_blocks_unless_forced_and_force_revokes_it() {
 
 #[test]
 fn a2_delete_removes_the_consumer_and_keeps_the_epoch() {
-    let t = admin::delete(Some(&leased(10)), None, true, at(5), EventKind::Delete).unwrap();
+    let t = admin::delete(Some(&leased(10)), &key(), None, true, at(5), EventKind::Delete).unwrap();
     assert_eq!(t.output.old_next, Some(10));
     assert_eq!(t.output.new_next, None);
     assert!(t.output.changes_anything());
@@ -167,11 +167,21 @@ fn a2_delete_removes_the_consumer_and_keeps_the_epoch() {
     assert_eq!(kinds(&t.events), [EventKind::LeaseRevoke, EventKind::Delete]);
 
     // Nothing to delete: nothing written, nothing changed.
-    let t = admin::delete(Some(&KeyState::new(key())), None, false, at(5), EventKind::Delete).unwrap();
+    let t = admin::delete(
+        Some(&KeyState::new(key())),
+        &key(),
+        None,
+        false,
+        at(5),
+        EventKind::Delete,
+    )
+    .unwrap();
     assert!(t.write.is_none());
     assert!(!t.output.changes_anything());
-    let t = admin::delete(None, None, false, at(5), EventKind::Delete).unwrap();
-    assert!(t.write.is_none());
+    // A key never seen: NOT_FOUND, so a typo does not look like a delete
+    // (issue 34: it answered "executed": true).
+    let err = admin::delete(None, &key(), None, false, at(5), EventKind::Delete).unwrap_err();
+    assert_eq!(err.reason(), "CONSUMER_NOT_FOUND", "{err:?}");
 }
 
 #[test]

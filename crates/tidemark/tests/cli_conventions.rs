@@ -389,6 +389,18 @@ async fn errors_say_the_cause_and_the_fix_once_without_a_backtrace() {
     let said = text(&invalid);
     let problem = "must be \"database.table\"";
     assert_eq!(said.matches(problem).count(), 1, "{said}");
+
+    // A consumer never seen: NOT_FOUND (exit 3) for delete and history, as
+    // for describe; they answered "executed": true and "(none)".
+    for command in [
+        &["consumers", "delete", "db.orders", "ghost", "--execute"][..],
+        &["consumers", "describe", "db.orders", "ghost"],
+        &["history", "db.orders", "ghost"],
+    ] {
+        let missing = run(&[command, &["--server", &server][..]].concat());
+        assert_eq!(code(&missing), 3, "{command:?}: {}", text(&missing));
+        assert!(text(&missing).contains("CONSUMER_NOT_FOUND"), "{}", text(&missing));
+    }
 }
 
 /// A command's help leads with its own flags; the connection and global

@@ -101,7 +101,14 @@ impl Store {
         execute: bool,
     ) -> Result<Planned<AdminChange>, StoreError> {
         self.plan_or_apply(execute, FindKey::Key(key), ctx, |loaded| {
-            admin::delete(loaded.state.as_ref(), expected, force, loaded.now, EventKind::Delete)
+            admin::delete(
+                loaded.state.as_ref(),
+                key,
+                expected,
+                force,
+                loaded.now,
+                EventKind::Delete,
+            )
         })
         .await
     }

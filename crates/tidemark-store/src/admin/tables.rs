@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use tidemark_core::{CoreError, TableName, TableOptions};
+use tidemark_core::{ConsumerKey, CoreError, TableName, TableOptions};
 
 use super::Planned;
-use crate::backend::{CallContext, HistoryFilter, HistoryRecord, MAX_PAGE, PruneRun, Pruned, StoredOptions};
+use crate::backend::{CallContext, FindKey, HistoryFilter, HistoryRecord, MAX_PAGE, PruneRun, Pruned, StoredOptions};
 use crate::error::StoreError;
 use crate::store::Store;
 
@@ -60,9 +60,25 @@ impl Store {
         before_id: Option<i64>,
         page_size: i64,
     ) -> Result<Vec<HistoryRecord>, StoreError> {
-        self.backend()
+        let page = self
+            .backend()
             .history_page(filter, before_id, page_size.clamp(1, MAX_PAGE))
-            .await
+            .await?;
+        // An empty first page of one consumer: a key tidemark has never
+        // seen is NOT_FOUND (a typo must not read as "no history").
+        if let (true, None, Some(branch), Some(consumer_id)) =
+            (page.is_empty(), before_id, &filter.branch, &filter.consumer_id)
+        {
+            let key = ConsumerKey {
+                table: filter.table.clone(),
+                branch: branch.clone(),
+                consumer_id: consumer_id.clone(),
+            };
+            if self.backend().load(FindKey::Key(&key)).await?.state.is_none() {
+                return Err(CoreError::ConsumerNotFound { key }.into());
+            }
+        }
+        Ok(page)
     }
 
     /// E1/A4: a table's options.

@@ -674,6 +674,14 @@ pub(crate) async fn every_change_leaves_history_with_principal_and_request_id(ki
     let second = store.list_history(&filter, Some(first[2].id), 3).await.unwrap();
     assert_eq!(first.len(), 3);
     assert!(second[0].id < first[2].id);
+    // The history of a consumer tidemark has never seen is NOT_FOUND, not an
+    // empty page a typo hides behind (issue 34); a known key with no rows in
+    // the page asked for is an empty page.
+    let never_seen = HistoryFilter::key(&key("nobody"));
+    let err = rule(store.list_history(&never_seen, None, 10).await.unwrap_err());
+    assert_eq!(err.reason(), "CONSUMER_NOT_FOUND", "{err:?}");
+    let known = HistoryFilter::key(&key("h"));
+    assert!(store.list_history(&known, Some(1), 10).await.unwrap().is_empty());
 }
 
 pub(crate) async fn list_consumers_pages_and_filters(kind: Kind) {

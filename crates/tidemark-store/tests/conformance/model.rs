@@ -448,7 +448,9 @@ async fn run_case(
                 let got =
                     rule(store.delete_consumer(&ctx, k, None, *force, *execute).await)?.map(|p| (p.change, p.applied));
                 let want = model
-                    .apply(k, *execute, |s| admin::delete(s, None, *force, now, EventKind::Delete))
+                    .apply(k, *execute, |s| {
+                        admin::delete(s, k, None, *force, now, EventKind::Delete)
+                    })
                     .map(|c| (c, *execute));
                 same(step, op, got, want)?;
             }
