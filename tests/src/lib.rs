@@ -117,6 +117,38 @@ impl TestServer {
         }
     }
 
+    /// Waits until the server reports itself ready (the `readiness` health
+    /// service turns SERVING once its first database ping answered), as a
+    /// deployment's readiness probe would, before a test that expects a
+    /// ready server (plaintext servers only).
+    pub async fn wait_until_ready(&self) {
+        use tonic_health::pb::health_check_response::ServingStatus;
+        use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(channel) = tonic::transport::Endpoint::from_shared(self.url())
+                .expect("a URL")
+                .connect()
+                .await
+            {
+                let mut client = HealthClient::new(channel);
+                let request = HealthCheckRequest {
+                    service: tidemark_server::READINESS_SERVICE.to_owned(),
+                };
+                if let Ok(answer) = client.check(request).await
+                    && answer.into_inner().status() == ServingStatus::Serving
+                {
+                    return;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server did not become ready in 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The server's URL (`https://localhost:port` with TLS, so the name
     /// matches test certificates).
     pub fn url(&self) -> String {

@@ -126,6 +126,10 @@ async fn errors_carry_readable_error_info_and_bad_request(kind: Kind) {
 
 async fn readme_walkthrough_runs_verbatim(kind: Kind) {
     let server = TestServer::start(kind).await;
+    // "With the server from the first command running": started and ready.
+    // Its readiness turns SERVING after the first database ping, which a
+    // loaded machine can take longer to answer than the script to start.
+    server.wait_until_ready().await;
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).expect("README");
     let begin = readme
         .find("<!-- walkthrough:begin -->")

@@ -401,6 +401,44 @@ async fn errors_say_the_cause_and_the_fix_once_without_a_backtrace() {
         assert_eq!(code(&missing), 3, "{command:?}: {}", text(&missing));
         assert!(text(&missing).contains("CONSUMER_NOT_FOUND"), "{}", text(&missing));
     }
+
+    // A fence of a table tidemark has no consumer of: still "no fence"
+    // (expiration jobs ask for every table), but said plainly, with the
+    // known table spelled nearly the same (it printed `-` and `(none)`).
+    let created = run(&[
+        "consumers",
+        "reset",
+        "db.orders",
+        "etl",
+        "5",
+        "--execute",
+        "--server",
+        &server,
+    ]);
+    assert_eq!(code(&created), 0, "{}", text(&created));
+    for (table, said) in [
+        ("db.nope", "tidemark has no consumer of db.nope (check the name"),
+        (
+            "DB.Orders",
+            "tidemark has no consumer of DB.Orders; did you mean db.orders?",
+        ),
+        (
+            "db.ordrs",
+            "tidemark has no consumer of db.ordrs; did you mean db.orders?",
+        ),
+    ] {
+        for explain in [&["--explain"][..], &[]] {
+            let fence = run(&[&["fence", table, "--server", &server][..], explain].concat());
+            assert_eq!(code(&fence), 0, "{}", text(&fence));
+            assert!(
+                String::from_utf8_lossy(&fence.stderr).contains(said),
+                "{table}: {}",
+                text(&fence)
+            );
+        }
+    }
+    let known = run(&["fence", "db.orders", "--explain", "--server", &server]);
+    assert!(!text(&known).contains("no consumer of"), "{}", text(&known));
 }
 
 /// A command's help leads with its own flags; the connection and global
