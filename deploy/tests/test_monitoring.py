@@ -38,7 +38,13 @@ def exported_metrics() -> set:
     """Every metric name the server defines (crates/*/src), with a
     histogram's series suffixes."""
     names = set()
-    for source in [REPO / "crates/tidemark-server/src/metrics.rs", REPO / "crates/tidemark-store/src/postgres/group_commit.rs"]:
+    sources = [
+        REPO / "crates/tidemark-server/src/metrics.rs",
+        REPO / "crates/tidemark-service/src/metrics.rs",
+        REPO / "crates/tidemark-store/src/postgres/group_commit.rs",
+        REPO / "crates/tidemark-store/src/postgres/group_read.rs",
+    ]
+    for source in sources:
         names |= set(re.findall(r'"(tidemark_[a-z_]+)"', source.read_text()))
     names |= {f"tidemark_rpc_duration_seconds{suffix}" for suffix in ("_bucket", "_sum", "_count")}
     return names

@@ -274,6 +274,19 @@ async fn admin_and_retention_bad_fields(kind: Kind) {
         "table",
         "fence table",
     );
+    // Issue 34: a position past the snapshot-id ceiling was planned.
+    check(
+        admin
+            .reset_consumer(pb::ResetConsumerRequest {
+                consumer: Some(key("db.t", "main", "x")),
+                next_snapshot: i64::MAX,
+                ..Default::default()
+            })
+            .await
+            .map(drop),
+        "next_snapshot",
+        "a position past the id ceiling",
+    );
     check(
         retention
             .explain_retention(pb::ExplainRetentionRequest {

@@ -19,7 +19,6 @@ on_both_backends!(
     recovery_on_a_registered_table_reads_its_snapshot_range,
     a_table_counts_as_registered_at_once_on_the_replica_that_registered_it,
     a_refused_commit_never_reaches_the_consumer_file,
-    a_reset_ahead_of_a_registered_table_or_the_id_ceiling_is_refused,
 );
 
 async fn server(kind: Kind) -> TestServer {
@@ -496,47 +495,4 @@ async fn a_registration_outside_the_allowed_locations_is_refused() {
         })
         .await
         .expect("the same place spelled as a file:// URL is inside too");
-}
-
-/// Issue 34: ResetConsumer planned any position. Past a registered table's
-/// latest snapshot + 1 it is POSITION_AHEAD_OF_TABLE (as recovery would
-/// refuse it later), plan and execute alike, and nothing changes; latest + 1
-/// (skip everything) stands. Past the snapshot-id ceiling it is
-/// INVALID_ARGUMENT on any table.
-async fn a_reset_ahead_of_a_registered_table_or_the_id_ceiling_is_refused(kind: Kind) {
-    let (server, _dir, mut admin) = registered_table(kind).await;
-    let reset = |table: &str, next_snapshot: i64, execute: bool| pb::ResetConsumerRequest {
-        consumer: Some(key(table, "main", "audit")),
-        next_snapshot,
-        execute,
-        ..Default::default()
-    };
-    let before = server.fingerprint().await;
-    for execute in [false, true] {
-        let ahead = api_error(admin.reset_consumer(reset("db.orders", 11, execute)).await);
-        assert_eq!(
-            (ahead.code, ahead.reason.as_str()),
-            (Code::FailedPrecondition, "POSITION_AHEAD_OF_TABLE"),
-            "{ahead:?}"
-        );
-        assert!(ahead.message.contains("latest snapshot 9"), "{}", ahead.message);
-    }
-    assert_eq!(server.fingerprint().await, before, "a refused reset changed nothing");
-    let skip_all = admin
-        .reset_consumer(reset("db.orders", 10, true))
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(skip_all.change.unwrap().new_next_snapshot, Some(10));
-    for table in ["db.orders", "db.unregistered"] {
-        let ceiling = api_error(admin.reset_consumer(reset(table, i64::MAX, false)).await);
-        assert_eq!(ceiling.code, Code::InvalidArgument, "{ceiling:?}");
-        assert!(
-            ceiling
-                .field_violations
-                .iter()
-                .any(|(field, _)| field == "next_snapshot"),
-            "{ceiling:?}"
-        );
-    }
 }

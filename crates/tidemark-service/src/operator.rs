@@ -62,45 +62,6 @@ pub struct Registration {
 }
 
 impl App {
-    /// A2: moves one consumer to `next_snapshot` (a plan unless `execute`).
-    /// On a registered table a position past the latest snapshot + 1 in its
-    /// directory is refused as recovery would refuse it later
-    /// (`POSITION_AHEAD_OF_TABLE`); where the directory gives no bound (no
-    /// snapshot yet, unreadable, another table there) the reset goes ahead.
-    pub async fn reset_consumer(
-        &self,
-        ctx: &CallContext,
-        key: &ConsumerKey,
-        next_snapshot: i64,
-        expected: Option<i64>,
-        force: bool,
-        execute: bool,
-    ) -> Result<tidemark_store::Planned<tidemark_core::admin::AdminChange>, StoreError> {
-        match reset_snapshots(&self.store, &key.table, key.branch.as_str(), None).await {
-            Ok(snapshots) if next_snapshot > snapshots.latest.saturating_add(1) => {
-                return Err(CoreError::PositionAheadOfTable {
-                    next: next_snapshot,
-                    latest: snapshots.latest,
-                }
-                .into());
-            }
-            // No bound to check against: not registered, no snapshot yet,
-            // storage unreadable right now, or another table at the location
-            // (the runbook's remedy for that one is this very reset).
-            Ok(_)
-            | Err(StoreError::Rule(
-                CoreError::TableNotRegistered { .. }
-                | CoreError::TableLocationEmpty { .. }
-                | CoreError::TableLocationUnreadable { .. }
-                | CoreError::TableIdentityChanged { .. },
-            )) => {}
-            Err(other) => return Err(other),
-        }
-        self.store
-            .reset_consumer(ctx, key, next_snapshot, expected, force, execute)
-            .await
-    }
-
     /// A1: a page of consumers, each with its registered table's lag.
     pub async fn list_consumers(
         &self,

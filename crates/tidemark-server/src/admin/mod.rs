@@ -155,6 +155,7 @@ impl Admin for AdminService {
                 let key = &req.key;
                 let planned = self
                     .app
+                    .store()
                     .reset_consumer(
                         &ctx,
                         key,
