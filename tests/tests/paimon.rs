@@ -19,6 +19,8 @@ on_both_backends!(
     recovery_on_a_registered_table_reads_its_snapshot_range,
     a_table_counts_as_registered_at_once_on_the_replica_that_registered_it,
     a_refused_commit_never_reaches_the_consumer_file,
+    a_reset_ahead_of_a_registered_table_is_refused,
+    registration_and_recovery_warn_about_a_missing_table_and_a_folded_spelling,
 );
 
 async fn server(kind: Kind) -> TestServer {
@@ -495,4 +497,117 @@ async fn a_registration_outside_the_allowed_locations_is_refused() {
         })
         .await
         .expect("the same place spelled as a file:// URL is inside too");
+}
+
+/// Issue 34: ResetConsumer planned any position. Past a registered table's
+/// latest snapshot + 1 it is POSITION_AHEAD_OF_TABLE (as recovery would
+/// refuse it later), plan and execute alike, one consumer or a bulk
+/// snapshot target, and nothing changes; latest + 1 (skip everything)
+/// stands; and a table that grew since the server last looked is read
+/// again before a reset is refused.
+async fn a_reset_ahead_of_a_registered_table_is_refused(kind: Kind) {
+    let (server, dir, mut admin) = registered_table(kind).await;
+    let reset = |next_snapshot: i64, execute: bool| pb::ResetConsumerRequest {
+        consumer: Some(key("db.orders", "main", "audit")),
+        next_snapshot,
+        execute,
+        ..Default::default()
+    };
+    let before = server.fingerprint().await;
+    for execute in [false, true] {
+        let ahead = api_error(admin.reset_consumer(reset(11, execute)).await);
+        assert_eq!(
+            (ahead.code, ahead.reason.as_str()),
+            (Code::FailedPrecondition, "POSITION_AHEAD_OF_TABLE"),
+            "{ahead:?}"
+        );
+        assert!(ahead.message.contains("latest snapshot 9"), "{}", ahead.message);
+        let bulk = api_error(
+            admin
+                .reset_consumers(pb::ResetConsumersRequest {
+                    table: "db.orders".into(),
+                    target: Some(pb::ResetTarget {
+                        target: Some(pb::reset_target::Target::Snapshot(11)),
+                    }),
+                    execute,
+                    ..Default::default()
+                })
+                .await,
+        );
+        assert_eq!(bulk.reason, "POSITION_AHEAD_OF_TABLE", "{bulk:?}");
+    }
+    assert_eq!(server.fingerprint().await, before, "a refused reset changed nothing");
+    let skip_all = admin.reset_consumer(reset(10, true)).await.unwrap().into_inner();
+    assert_eq!(skip_all.change.unwrap().new_next_snapshot, Some(10));
+    // The table grows to 12 snapshots: 13 is right at once, whatever the
+    // server read a moment ago.
+    tidemark_e2e::paimon_table_dir(dir.path(), 12, 1, "");
+    let grown = admin.reset_consumer(reset(13, true)).await.unwrap().into_inner();
+    assert_eq!(grown.change.unwrap().new_next_snapshot, Some(13));
+    let unregistered = pb::ResetConsumerRequest {
+        consumer: Some(key("db.unregistered", "main", "audit")),
+        next_snapshot: 1_000,
+        ..Default::default()
+    };
+    admin
+        .reset_consumer(unregistered)
+        .await
+        .expect("an unregistered table has no bound but the id ceiling");
+}
+
+/// Issue 34: registering a location with no Paimon table said "no snapshot
+/// yet", and `DB.Orders` was another key than `db.orders` without a word.
+/// Now the plan and the registration warn (TABLE_LOCATION_EMPTY, which the
+/// CLI refuses without --allow-missing), and a name a Hive-backed catalog
+/// would fold is warned about in RegisterTable's and GetRecoveryPosition's
+/// answers, naming the folded spelling.
+async fn registration_and_recovery_warn_about_a_missing_table_and_a_folded_spelling(kind: Kind) {
+    let server = server(kind).await;
+    let mut admin = admin(&server).await;
+    let empty = tempfile::tempdir().unwrap();
+    let missing = empty.path().join("db.db/typo");
+    for execute in [false, true] {
+        let answer = register_as(&mut admin, "db.typo", &missing, execute).await;
+        assert!(
+            answer
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("TABLE_LOCATION_EMPTY:") && w.contains("no Paimon table")),
+            "{:?}",
+            answer.warnings
+        );
+    }
+    let table = tempfile::tempdir().unwrap();
+    paimon_table(table.path(), 3);
+    let fine = register_as(&mut admin, "db.orders", table.path(), false).await;
+    assert!(fine.warnings.is_empty(), "{:?}", fine.warnings);
+    let folded = register_as(&mut admin, "DB.Orders", table.path(), false).await;
+    assert_eq!(folded.warnings.len(), 1, "{:?}", folded.warnings);
+    assert!(
+        folded.warnings[0].starts_with("TABLE_NAME_SPELLING:") && folded.warnings[0].contains("\"db.orders\""),
+        "{}",
+        folded.warnings[0]
+    );
+    let mut client = server.client().await;
+    for (table, warned) in [("db.orders", false), ("DB.Orders", true), (" db.orders", true)] {
+        let answer = client
+            .get_recovery_position(pb::GetRecoveryPositionRequest {
+                consumer: Some(key(table, "main", "q")),
+                table: Some(pb::SnapshotRange {
+                    earliest_snapshot: 1,
+                    latest_snapshot: 3,
+                    earliest_changelog: None,
+                    changelog_decoupled: false,
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let spelling = answer.warnings.iter().find(|w| w.starts_with("TABLE_NAME_SPELLING:"));
+        assert_eq!(spelling.is_some(), warned, "{table:?}: {:?}", answer.warnings);
+        if let Some(spelling) = spelling {
+            assert!(spelling.contains("\"db.orders\""), "{spelling}");
+        }
+    }
 }

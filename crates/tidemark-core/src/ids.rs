@@ -55,7 +55,49 @@ impl TableName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// A warning when the identifier has upper-case letters or whitespace.
+    /// Hive-backed Paimon catalogs fold identifiers to lower case (and
+    /// allow no whitespace), so such a name is most likely another
+    /// spelling of the lower-case, trimmed one, which tidemark keeps apart
+    /// (its own leases, fence and history). It stays a warning: an engine
+    /// with case-sensitive names may mean it.
+    pub fn spelling_warning(&self) -> Option<String> {
+        let folded: Vec<String> = self.0.split('.').map(|part| part.trim().to_lowercase()).collect();
+        let folded = folded.join(".");
+        let mut what = Vec::new();
+        if self.0.chars().any(char::is_uppercase) {
+            what.push("upper-case letters");
+        }
+        if self.0.split('.').any(|part| part.trim() != part) {
+            what.push("whitespace around a part");
+        }
+        if folded.chars().any(char::is_whitespace) {
+            what.push("whitespace inside a part");
+        }
+        if what.is_empty() {
+            return None;
+        }
+        let mut text = format!(
+            "{TABLE_NAME_SPELLING}: table {} has {}; Hive-backed Paimon catalogs fold names to lower case",
+            quoted(&self.0),
+            what.join(" and ")
+        );
+        if folded != self.0 {
+            text.push_str(&format!(
+                ", so it is most likely {}, which tidemark keeps apart (its own leases, fence and history)",
+                quoted(&folded)
+            ));
+        }
+        if folded.chars().any(char::is_whitespace) {
+            text.push_str("; they allow no whitespace in a name either");
+        }
+        Some(text)
+    }
 }
+
+/// The code of [`TableName::spelling_warning`].
+pub const TABLE_NAME_SPELLING: &str = "TABLE_NAME_SPELLING";
 
 /// A Paimon branch name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -243,6 +285,26 @@ mod tests {
         assert!(TableName::parse(&long, "t").is_ok());
         let too_long = format!("d.{}", "x".repeat(256));
         assert!(TableName::parse(&too_long, "t").is_err());
+    }
+
+    #[test]
+    fn spellings_a_catalog_would_fold_are_warned_about() {
+        let warning = |name: &str| TableName::parse(name, "t").unwrap().spelling_warning();
+        assert_eq!(warning("db.orders"), None);
+        assert_eq!(warning("db_1.orders-2"), None);
+        let upper = warning("DB.Orders").unwrap();
+        assert!(upper.starts_with("TABLE_NAME_SPELLING: "), "{upper}");
+        assert!(upper.contains("upper-case letters"), "{upper}");
+        assert!(upper.contains("most likely \"db.orders\""), "{upper}");
+        let padded = warning(" db.orders ").unwrap();
+        assert!(padded.contains("whitespace around a part"), "{padded}");
+        assert!(padded.contains("most likely \"db.orders\""), "{padded}");
+        let inside = warning("db.ord ers").unwrap();
+        assert!(inside.contains("whitespace inside a part"), "{inside}");
+        assert!(!inside.contains("most likely"), "nothing to fold to: {inside}");
+        assert!(inside.contains("no whitespace"), "{inside}");
+        let both = warning("Db. Ord ers").unwrap();
+        assert!(both.contains("most likely \"db.ord ers\""), "{both}");
     }
 
     #[test]

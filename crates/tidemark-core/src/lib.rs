@@ -25,7 +25,7 @@ pub mod validate;
 
 pub use commit::{CommitBatch, CommitOutcome, Committed, RefreshHistory};
 pub use error::{Claimant, CoreError, LeaseLoss};
-pub use ids::{BranchName, ConsumerId, ConsumerKey, TableName};
+pub use ids::{BranchName, ConsumerId, ConsumerKey, TABLE_NAME_SPELLING, TableName};
 pub use lease::{Acquired, LeasePolicy, Revoked};
 pub use offset::{MAX_SNAPSHOT_ID, Offset};
 pub use options::{ConsumerMode, TableOptions};

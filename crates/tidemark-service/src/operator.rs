@@ -62,6 +62,51 @@ pub struct Registration {
 }
 
 impl App {
+    /// A2: moves one consumer to `next_snapshot` (a plan unless `execute`),
+    /// refusing a position past a registered table's latest snapshot + 1.
+    pub async fn reset_consumer(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        next_snapshot: i64,
+        expected: Option<i64>,
+        force: bool,
+        execute: bool,
+    ) -> Result<tidemark_store::Planned<tidemark_core::admin::AdminChange>, StoreError> {
+        self.check_not_ahead_of_table(&key.table, key.branch.as_str(), next_snapshot)
+            .await?;
+        self.store
+            .reset_consumer(ctx, key, next_snapshot, expected, force, execute)
+            .await
+    }
+
+    /// A reset to past a registered table's latest snapshot + 1 is refused
+    /// now, as recovery would refuse the position later
+    /// (`POSITION_AHEAD_OF_TABLE`). The latest snapshot last read from the
+    /// directory answers first, without waiting; the directory is read now
+    /// only when that is unknown or says "ahead" (the table may have grown
+    /// since), so resets cost no storage read once a replica has looked.
+    /// Where the directory gives no bound (not registered, no snapshot,
+    /// unreadable right now) the reset goes ahead.
+    async fn check_not_ahead_of_table(&self, table: &TableName, branch: &str, next: i64) -> Result<(), StoreError> {
+        if let Some(latest) = self.tables.last_known_latest(table, branch)
+            && next <= latest.saturating_add(1)
+        {
+            return Ok(());
+        }
+        let Ok(Some(registered)) = self.tables.table(table).await else {
+            return Ok(());
+        };
+        match registered.directory.snapshot_range(branch).await {
+            Ok(Some(range)) if next > range.latest.saturating_add(1) => Err(CoreError::PositionAheadOfTable {
+                next,
+                latest: range.latest,
+            }
+            .into()),
+            _ => Ok(()),
+        }
+    }
+
     /// A1: a page of consumers, each with its registered table's lag.
     pub async fn list_consumers(
         &self,
@@ -120,7 +165,8 @@ impl App {
     ) -> Result<Registration, StoreError> {
         self.check_location(&ctx.principal, location.location())?;
         let previous = registry::registration(&self.store, table).await?;
-        let probe = registry::probe(table, location, self.mirror_refresh).await;
+        let mut probe = registry::probe(table, location, self.mirror_refresh).await;
+        probe.warnings.splice(0..0, table.spelling_warning());
         if execute {
             self.store
                 .paimon()
@@ -196,6 +242,9 @@ impl App {
         execute: bool,
         until: Option<Instant>,
     ) -> Result<(Vec<BulkChange>, Option<TableSnapshots>), StoreError> {
+        if let ResetTarget::Snapshot(id) = target {
+            self.check_not_ahead_of_table(table, branch.as_str(), id).await?;
+        }
         let snapshots = if target.needs_snapshots() {
             let at = match target {
                 ResetTarget::Time(ms) => Some(ms),

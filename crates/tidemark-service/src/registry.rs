@@ -130,6 +130,11 @@ async fn mirror_file(
     Ok(info)
 }
 
+/// The code of the registration warning for a location with no Paimon
+/// table; recovery on such a table is refused with the same reason
+/// (SPEC §9), and the CLI refuses to register it without `--allow-missing`.
+pub(crate) const LOCATION_HAS_NO_TABLE: &str = "TABLE_LOCATION_EMPTY";
+
 /// What registering a table's directory found there.
 pub(crate) struct Probe {
     /// Its main branch's snapshots, if it has any.
@@ -138,7 +143,8 @@ pub(crate) struct Probe {
     pub error: String,
     /// The table's identity (SPEC §9), when it has a schema to tell.
     pub identity: Option<String>,
-    /// What an operator should know (say, Paimon would expire kept files).
+    /// What an operator should know (say, Paimon would expire kept files,
+    /// or there is no table at the location).
     pub warnings: Vec<String>,
 }
 
@@ -154,6 +160,18 @@ pub(crate) async fn probe(table: &TableName, location: &PaimonTable, mirror_refr
     };
     let identity = location.identity().await.ok().flatten();
     let mut warnings = Vec::new();
+    // A mistyped location reads as a table with no snapshot yet; one with
+    // neither schema nor snapshot is no Paimon table at all (yet).
+    if error.is_empty() && matches!(location.branch_exists(tidemark_paimon::MAIN_BRANCH).await, Ok(false)) {
+        warnings.push(format!(
+            "{}: there is no Paimon table at {} (no schema file, no snapshot): a mistyped location? Until a table \
+             is created there, recovery on {} answers FAILED_PRECONDITION {}",
+            LOCATION_HAS_NO_TABLE,
+            location.location(),
+            table.as_str(),
+            LOCATION_HAS_NO_TABLE
+        ));
+    }
     match location.consumer_expiration().await {
         Ok(Some(expiration)) if expiration < 3 * mirror_refresh => {
             let warning = format!(

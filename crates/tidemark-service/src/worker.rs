@@ -17,8 +17,8 @@ pub struct RecoveryDone {
     pub recovered: Recovered,
     /// The latest snapshot planned with (a registered table's directory's).
     pub latest_snapshot: i64,
-    /// Where the range planned with differs from the worker's, why; then
-    /// the plan's own warnings.
+    /// A table name spelled as a catalog would not; where the range planned
+    /// with differs from the worker's, why; then the plan's own warnings.
     pub warnings: Vec<String>,
 }
 
@@ -35,7 +35,7 @@ impl App {
         mut request: RecoveryRequest,
         lease_id: Option<Uuid>,
     ) -> Result<RecoveryDone, StoreError> {
-        let mut warnings = Vec::new();
+        let mut warnings: Vec<String> = key.table.spelling_warning().into_iter().collect();
         let registered = self.tables.table(&key.table).await?;
         let directory = registered.as_ref().map(|r| r.directory.clone());
         request.range = recovery_range(

@@ -182,8 +182,78 @@ fn parse_command_line() -> Cli {
     fn with_exit_codes(command: clap::Command) -> clap::Command {
         command.after_help(cli::exit::TABLE).mut_subcommands(with_exit_codes)
     }
-    let matches = with_exit_codes(Cli::command()).get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let command = with_exit_codes(Cli::command());
+    let matches = command
+        .clone()
+        .try_get_matches()
+        .unwrap_or_else(|e| exit_with(e, &command));
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| exit_with(e, &command))
+}
+
+/// Prints a command-line error and exits. clap's usage line names every
+/// option that has a value, one from an environment variable included, so
+/// with TIDEMARK_SERVER set it read `tidemark consumers describe --server
+/// <SERVER> <TABLE> ...`, as if --server were required; optional options
+/// that can come from the environment are taken out of it.
+fn exit_with(error: clap::Error, command: &clap::Command) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        error.exit()
+    }
+    let mut from_env = Vec::new();
+    collect_env_options(command, &mut from_env);
+    let text = error.render().to_string();
+    let mut fixed = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        if line.starts_with("Usage: ") {
+            fixed.push_str(&without_options(line, &from_env));
+        } else {
+            fixed.push_str(line);
+        }
+    }
+    #[allow(clippy::print_stderr)] // what clap's own exit does
+    {
+        eprint!("{fixed}");
+    }
+    std::process::exit(error.exit_code())
+}
+
+/// `--name` of every optional option, in the whole command tree, that an
+/// environment variable can set.
+fn collect_env_options(command: &clap::Command, into: &mut Vec<String>) {
+    for arg in command.get_arguments() {
+        if let (Some(_), Some(long), false) = (arg.get_env(), arg.get_long(), arg.is_required_set()) {
+            let flag = format!("--{long}");
+            if !into.contains(&flag) {
+                into.push(flag);
+            }
+        }
+    }
+    for sub in command.get_subcommands() {
+        collect_env_options(sub, into);
+    }
+}
+
+/// A usage line without ` --flag` / ` --flag <VALUE>` for each of `flags`.
+fn without_options(line: &str, flags: &[String]) -> String {
+    let mut line = line.to_owned();
+    for flag in flags {
+        let needle = format!(" {flag}");
+        while let Some(at) = line.find(&needle) {
+            let rest = &line[at + needle.len()..];
+            if !(rest.starts_with(' ') || rest.starts_with('\n') || rest.is_empty()) {
+                break; // a longer flag with this one as its prefix
+            }
+            let mut end = at + needle.len();
+            if line[end..].starts_with(" <")
+                && let Some(close) = line[end..].find('>')
+            {
+                end += close + 1;
+            }
+            line.replace_range(at..end, "");
+        }
+    }
+    line
 }
 
 #[tokio::main]

@@ -467,3 +467,102 @@ fn help_groups_the_flags_and_prints_the_exit_codes() {
         }
     }
 }
+
+/// With TIDEMARK_SERVER (or TIDEMARK_TOKEN, TIDEMARK_TIMEOUT) set, a usage
+/// error printed `Usage: tidemark consumers describe --server <SERVER>
+/// <TABLE> ...`, as if --server were required (issue 34).
+#[test]
+fn usage_lines_name_no_option_an_environment_variable_set() {
+    let usage = Command::new(BIN)
+        .args(["consumers", "describe"])
+        .env("TIDEMARK_SERVER", "127.0.0.1:1")
+        .env("TIDEMARK_TOKEN", "x")
+        .env("TIDEMARK_TIMEOUT", "5s")
+        .output()
+        .unwrap();
+    assert_eq!(code(&usage), 2, "{}", text(&usage));
+    let said = text(&usage);
+    assert!(said.contains("<CONSUMER_ID>"), "still says what is missing: {said}");
+    let line = said.lines().find(|l| l.starts_with("Usage: ")).expect("a usage line");
+    assert_eq!(
+        line, "Usage: tidemark consumers describe <TABLE> <CONSUMER_ID>",
+        "{said}"
+    );
+}
+
+/// `tables register` of a location with no Paimon table said "no snapshot
+/// yet" and registered it; a table name with upper case or whitespace was
+/// another key without a word (issue 34). Now the plan warns, execute
+/// refuses (exit 4) unless --allow-missing, and every command that names a
+/// table says on stderr which spelling a catalog would use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_location_and_a_folded_table_name_speak_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(&[], dir.path());
+    let server = served.url().trim_start_matches("http://").to_owned();
+    let run = |args: &[&str]| cli(&server, None, args);
+    let missing = dir.path().join("warehouse/db.db/typo").display().to_string();
+
+    let plan = run(&["tables", "register", "db.typo", &missing]);
+    assert_eq!(code(&plan), 0, "{}", text(&plan));
+    let stderr = String::from_utf8_lossy(&plan.stderr);
+    assert!(
+        stderr.contains("warning: TABLE_LOCATION_EMPTY: there is no Paimon table at"),
+        "{stderr}"
+    );
+    assert!(
+        String::from_utf8_lossy(&plan.stdout).contains("no Paimon table there"),
+        "{}",
+        text(&plan)
+    );
+
+    let refused = run(&["tables", "register", "db.typo", &missing, "--execute"]);
+    assert_eq!(code(&refused), 4, "{}", text(&refused));
+    assert!(text(&refused).contains("not registered"), "{}", text(&refused));
+    assert!(text(&refused).contains("--allow-missing"), "{}", text(&refused));
+    let listed = run(&["tables", "list", "--output", "json"]);
+    assert!(
+        !text(&listed).contains("db.typo"),
+        "refused, yet registered: {}",
+        text(&listed)
+    );
+
+    let allowed = run(&[
+        "tables",
+        "register",
+        "db.typo",
+        &missing,
+        "--execute",
+        "--allow-missing",
+    ]);
+    assert_eq!(code(&allowed), 0, "{}", text(&allowed));
+    let listed = run(&["tables", "list", "--output", "json"]);
+    assert!(text(&listed).contains("db.typo"), "{}", text(&listed));
+
+    // A real table registers at once, with no warning.
+    let table = dir.path().join("warehouse/db.db/orders");
+    tidemark_testkit::paimon_table_dir(&table, 3, 1, "");
+    let table = table.display().to_string();
+    let registered = run(&["tables", "register", "db.orders", &table, "--execute"]);
+    assert_eq!(code(&registered), 0, "{}", text(&registered));
+    assert!(!text(&registered).contains("warning"), "{}", text(&registered));
+
+    for command in [
+        &["consumers", "reset", "DB.Orders", "etl", "2", "--output", "json"][..],
+        &["consumers", "lag", "--table", " db.orders"],
+        &["fence", "DB.Orders"],
+        &["history", "Db.orders"],
+    ] {
+        let said = run(command);
+        let stderr = String::from_utf8_lossy(&said.stderr);
+        assert_eq!(
+            stderr.matches("warning: TABLE_NAME_SPELLING").count(),
+            1,
+            "{command:?}: {}",
+            text(&said)
+        );
+        assert!(stderr.contains("most likely \"db.orders\""), "{command:?}: {stderr}");
+    }
+    let quiet = run(&["fence", "db.orders"]);
+    assert!(!text(&quiet).contains("TABLE_NAME_SPELLING"), "{}", text(&quiet));
+}

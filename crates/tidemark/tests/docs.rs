@@ -427,7 +427,9 @@ fn runnable(command: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runbook_and_readme_commands_run_as_written() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("warehouse/db.db/orders")).unwrap();
+    // The table the runbook registers, as Paimon lays it out (registering
+    // a location with no table is refused without --allow-missing).
+    tidemark_testkit::paimon_table_dir(&dir.path().join("warehouse/db.db/orders"), 100, 1, "");
     let served = Served::start(&["--sweep-interval", "0s"], dir.path());
     let env = [("T", served.addr.to_string()), ("TIDEMARK_SERVER", served.url())];
     let cwd = dir.path().to_path_buf();

@@ -155,7 +155,6 @@ impl Admin for AdminService {
                 let key = &req.key;
                 let planned = self
                     .app
-                    .store()
                     .reset_consumer(
                         &ctx,
                         key,

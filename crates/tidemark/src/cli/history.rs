@@ -13,6 +13,7 @@ use super::{Connection, call_error};
 #[derive(Debug, Args)]
 pub(crate) struct HistoryArgs {
     /// Table identifier "database.table".
+    #[arg(value_parser = crate::cli::table_arg)]
     table: String,
     /// Only this consumer.
     consumer_id: Option<String>,

@@ -278,6 +278,21 @@ pub(crate) fn explain(error: &anyhow::Error, debug: bool) -> String {
     text
 }
 
+/// Every table argument of the CLI goes through here: a name with upper
+/// case or whitespace is accepted (an engine may mean it) but said on
+/// stderr with the spelling a Hive-backed catalog would use, since the two
+/// spellings are different keys to tidemark. Malformed names are left to
+/// the server, which names the field.
+#[allow(clippy::unnecessary_wraps)] // clap's value_parser signature
+pub(crate) fn table_arg(value: &str) -> Result<String, std::convert::Infallible> {
+    if let Ok(table) = tidemark_core::TableName::parse(value, "table")
+        && let Some(warning) = table.spelling_warning()
+    {
+        render::warn(&warning);
+    }
+    Ok(value.to_owned())
+}
+
 /// A call the server refused or could not answer, with its gRPC code (for
 /// the exit code) and the readable text.
 #[derive(Debug, thiserror::Error)]

@@ -18,12 +18,14 @@ pub(crate) enum OptionsCommand {
     /// Show a table's consumer options.
     Get {
         /// Table identifier "database.table".
+        #[arg(value_parser = crate::cli::table_arg)]
         table: String,
     },
     /// Change a table's consumer options: key=value pairs, e.g.
     /// consumer.expiration-time="1 d".
     Set {
         /// Table identifier "database.table".
+        #[arg(value_parser = crate::cli::table_arg)]
         table: String,
         /// Options to set, as key=value.
         #[arg(value_parser = parse_pair)]

@@ -49,6 +49,12 @@ pub(crate) fn show<M: Message + Default>(
     }
 }
 
+/// A warning for the operator, on stderr so `--output json` stays clean.
+#[allow(clippy::print_stderr)] // saying it is the point
+pub(crate) fn warn(text: &str) {
+    eprintln!("warning: {text}");
+}
+
 /// A plain-text table.
 pub(crate) struct Table {
     header: Vec<&'static str>,

@@ -13,6 +13,7 @@ use super::{Connection, call_error};
 #[derive(Debug, Args)]
 pub(crate) struct FenceArgs {
     /// Table identifier "database.table".
+    #[arg(value_parser = crate::cli::table_arg)]
     table: String,
     /// Branch.
     #[arg(long, default_value = "main")]

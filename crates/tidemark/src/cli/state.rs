@@ -24,7 +24,7 @@ pub(crate) enum StateCommand {
     /// consistent snapshot.
     Export {
         /// Only this table.
-        #[arg(long)]
+        #[arg(long, value_parser = crate::cli::table_arg)]
         table: Option<String>,
         /// Write to this file (default: standard output). Written to a
         /// temporary file beside it and renamed once whole.

@@ -6,8 +6,14 @@
 use clap::Subcommand;
 use tidemark_proto::v1 as pb;
 
-use super::render::{Table, plan_banner, show};
-use super::{Connection, call_error};
+use tidemark_core::TABLE_NAME_SPELLING;
+
+use super::render::{Table, plan_banner, show, warn};
+use super::{CallFailed, Connection, call_error};
+
+/// The code of the registration warning for a location that holds no
+/// Paimon table (the reason recovery on it is then refused with).
+const LOCATION_HAS_NO_TABLE: &str = "TABLE_LOCATION_EMPTY:";
 
 /// `tidemark tables ...` (SPEC §9: Paimon tables tidemark mirrors into).
 #[derive(Debug, Subcommand)]
@@ -18,16 +24,22 @@ pub(crate) enum TablesCommand {
     /// its consumers are then mirrored into its consumer files.
     Register {
         /// Table identifier "database.table".
+        #[arg(value_parser = crate::cli::table_arg)]
         table: String,
         /// The table's directory.
         location: String,
         /// Apply (default: show the plan).
         #[arg(long)]
         execute: bool,
+        /// Register even when there is no Paimon table at the location yet
+        /// (recovery on it is refused until one is created there).
+        #[arg(long)]
+        allow_missing: bool,
     },
     /// Stop mirroring a table (its consumer files stay).
     Unregister {
         /// Table identifier "database.table".
+        #[arg(value_parser = crate::cli::table_arg)]
         table: String,
         /// Apply (default: show the plan).
         #[arg(long)]
@@ -36,6 +48,7 @@ pub(crate) enum TablesCommand {
     /// Import the table's existing consumer files (every branch).
     Import {
         /// Table identifier "database.table".
+        #[arg(value_parser = crate::cli::table_arg)]
         table: String,
         /// Apply (default: show the plan).
         #[arg(long)]
@@ -70,16 +83,42 @@ pub(crate) async fn tables(conn: &Connection, command: TablesCommand) -> anyhow:
             table,
             location,
             execute,
+            allow_missing,
         } => {
+            let request = |execute| pb::RegisterTableRequest {
+                table: table.clone(),
+                location: location.clone(),
+                execute,
+            };
+            // A mistyped location would register "a table with no snapshot
+            // yet" and only fail later, at a worker's recovery: plan first,
+            // and refuse what the plan says is not there.
+            if execute && !allow_missing {
+                let plan = admin
+                    .register_table(request(false))
+                    .await
+                    .map_err(call_error)?
+                    .into_inner();
+                if let Some(missing) = plan.warnings.iter().find(|w| w.starts_with(LOCATION_HAS_NO_TABLE)) {
+                    return Err(anyhow::Error::new(CallFailed {
+                        code: tonic::Code::FailedPrecondition,
+                        text: format!(
+                            "FAILED_PRECONDITION {}\nhint: check the location (tidemark tables list shows what is \
+                             registered), or pass --allow-missing to register it before the table is created",
+                            missing.replacen(':', ", not registered:", 1)
+                        ),
+                    }));
+                }
+            }
             let response = admin
-                .register_table(pb::RegisterTableRequest {
-                    table,
-                    location,
-                    execute,
-                })
+                .register_table(request(execute))
                 .await
                 .map_err(call_error)?
                 .into_inner();
+            // The table's spelling was said when the argument was read.
+            for warning in response.warnings.iter().filter(|w| !w.starts_with(TABLE_NAME_SPELLING)) {
+                warn(warning);
+            }
             show(output, &response, "tidemark.v1.RegisterTableResponse", |response| {
                 plan_banner(response.executed);
                 let registered = response.table.clone().unwrap_or_default();
@@ -89,8 +128,13 @@ pub(crate) async fn tables(conn: &Connection, command: TablesCommand) -> anyhow:
                 }
                 match (response.earliest_snapshot, response.latest_snapshot) {
                     (Some(earliest), Some(latest)) => println!("snapshots {earliest}\u{2013}{latest}"),
-                    _ if response.probe_error.is_empty() => println!("no snapshot yet"),
-                    _ => println!("cannot read the table now: {}", response.probe_error),
+                    _ if !response.probe_error.is_empty() => {
+                        println!("cannot read the table now: {}", response.probe_error);
+                    }
+                    _ if response.warnings.iter().any(|w| w.starts_with(LOCATION_HAS_NO_TABLE)) => {
+                        println!("no Paimon table there (see the warning)");
+                    }
+                    _ => println!("no snapshot yet"),
                 }
             })
         }

@@ -18,7 +18,7 @@ pub(crate) enum ConsumersCommand {
     /// List consumers (and keys with a live lease), with lease and idle info.
     List {
         /// Only this table.
-        #[arg(long)]
+        #[arg(long, value_parser = crate::cli::table_arg)]
         table: Option<String>,
         /// Only this branch.
         #[arg(long)]
@@ -37,7 +37,7 @@ pub(crate) enum ConsumersCommand {
     /// registered tables, how long the oldest of them has waited.
     Lag {
         /// Only this table.
-        #[arg(long)]
+        #[arg(long, value_parser = crate::cli::table_arg)]
         table: Option<String>,
         /// Only this branch.
         #[arg(long)]
@@ -64,6 +64,7 @@ pub(crate) enum ConsumersCommand {
     /// it with the plan's positions as preconditions).
     Reset {
         /// Table identifier "database.table".
+        #[arg(value_parser = crate::cli::table_arg)]
         table: String,
         /// Consumer id (with a target: this consumer only).
         consumer_id: Option<String>,
@@ -88,6 +89,7 @@ pub(crate) enum ConsumersCommand {
     /// and not --excluding.
     Clear {
         /// Table identifier "database.table".
+        #[arg(value_parser = crate::cli::table_arg)]
         table: String,
         /// Branch.
         #[arg(long, default_value = "main")]
@@ -121,7 +123,7 @@ pub(crate) enum ConsumersCommand {
     /// move between clusters).
     RevokeLeases {
         /// Only this table (default: every table).
-        #[arg(long)]
+        #[arg(long, value_parser = crate::cli::table_arg)]
         table: Option<String>,
         /// Only this branch (default: every branch).
         #[arg(long)]
@@ -142,7 +144,7 @@ pub(crate) enum ConsumersCommand {
     /// Delete expired consumers now (what the sweeper does).
     Expire {
         /// Only this table.
-        #[arg(long)]
+        #[arg(long, value_parser = crate::cli::table_arg)]
         table: Option<String>,
         /// Only this branch.
         #[arg(long)]
@@ -160,6 +162,7 @@ pub(crate) enum ConsumersCommand {
 #[derive(Debug, Args)]
 pub(crate) struct KeyArgs {
     /// Table identifier "database.table".
+    #[arg(value_parser = crate::cli::table_arg)]
     table: String,
     /// Consumer id.
     consumer_id: String,
