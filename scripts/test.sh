@@ -59,6 +59,14 @@ fi
 # against every peer completes without errors. Real figures: scripts/bench.sh.
 target/debug/tidemark-bench --quick --duration 300ms --warmup 100ms --concurrency 1,4 \
   --fence-consumers 2000 --live-leases 200 --keeper-consumers 500 --keeper-refresh 2s >/dev/null
+# The database-bound mode (Postgres in a CPU cgroup of half a core): it
+# confines, accounts Postgres's CPU from the cgroup, reports WAL per commit,
+# and removes its cgroup (docs/performance.md).
+bench_json=$(mktemp)
+target/debug/tidemark-bench --quick --duration 500ms --warmup 200ms --concurrency 4 --scenarios commit \
+  --db-cpu 0.5 --json "$bench_json" >/dev/null
+python3 scripts/check-db-cpu-bench.py "$bench_json" 0.5
+rm -f "$bench_json"
 
 # Every request decoder and validator, fuzzed through a real server for a
 # short while (long runs: see docs/reliability.md). The seed is printed.

@@ -47,6 +47,12 @@ pub(crate) struct Args {
     /// ours); default: a private durable cluster from the installed binaries.
     #[arg(long, env = "BENCH_DATABASE_URL")]
     pub(crate) database_url: Option<String>,
+    /// Confine the bench's own Postgres (postmaster and every backend) to
+    /// this many cores with a CPU cgroup, as a deployment's shared database
+    /// is the bound resource; its CPU is then read from the cgroup's
+    /// accounting. Needs a writable CPU cgroup (root here).
+    #[arg(long, conflicts_with = "database_url")]
+    pub(crate) db_cpu: Option<f64>,
     /// Connections each of tidemark and the raw-SQL peer may use.
     #[arg(long, default_value_t = 16)]
     pub(crate) db_connections: u32,

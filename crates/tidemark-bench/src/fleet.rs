@@ -82,7 +82,7 @@ pub(crate) struct FleetFigures {
 pub(crate) async fn run(
     binary: &Path,
     database_url: &str,
-    postgres_pid: Option<u32>,
+    postgres: &Watched,
     db_connections: u32,
     plan: &FleetPlan,
 ) -> anyhow::Result<FleetFigures> {
@@ -90,7 +90,7 @@ pub(crate) async fn run(
     let mut steps = Vec::new();
     let mut largest_held = None;
     for &consumers in &plan.sizes {
-        let step = run_size(binary, database_url, postgres_pid, db_connections, plan, consumers).await?;
+        let step = run_size(binary, database_url, postgres, db_connections, plan, consumers).await?;
         print_step(&step);
         // A size that failed by a little may be noise (a median over runs
         // decides, docs/performance.md); one that errs or is far past the
@@ -136,7 +136,7 @@ fn ensure_open_files(connections: usize) -> anyhow::Result<()> {
 async fn run_size(
     binary: &Path,
     database_url: &str,
-    postgres_pid: Option<u32>,
+    postgres: &Watched,
     db_connections: u32,
     plan: &FleetPlan,
     consumers: usize,
@@ -197,8 +197,8 @@ async fn run_size(
     let watched = Watched {
         tidemark: Some(tidemark.pid()),
         tidemark_replica: None,
-        postgres: postgres_pid,
         etcd: None,
+        ..postgres.clone()
     };
     tokio::time::sleep_until(window.measure_from.into()).await;
     let before = watched.sample();

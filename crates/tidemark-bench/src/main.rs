@@ -23,6 +23,7 @@
 #![allow(clippy::print_stdout)] // a report is the point
 
 mod args;
+mod cgroup;
 mod etcd;
 mod fleet;
 mod history;
@@ -71,6 +72,9 @@ async fn main() -> anyhow::Result<()> {
         Duration::from_secs(2)
     });
 
+    // Made before Postgres starts, so a machine without a writable CPU
+    // cgroup fails at once.
+    let db_cpu = args.db_cpu.map(cgroup::CpuLimit::create).transpose()?;
     let mut cluster = None;
     let database_url = match &args.database_url {
         Some(url) => url.clone(),
@@ -82,6 +86,11 @@ async fn main() -> anyhow::Result<()> {
         }
     };
     let postgres_pid = cluster.as_ref().and_then(tidemark_testkit::PgCluster::postmaster_pid);
+    if let Some(limit) = &db_cpu {
+        let pid = postgres_pid.context("--db-cpu: the bench's Postgres has no postmaster.pid")?;
+        let moved = limit.add_tree(pid)?;
+        println!("postgres confined to {} ({moved} processes moved in)", limit.describe());
+    }
     let binary = args
         .tidemark_bin
         .clone()
@@ -127,6 +136,16 @@ async fn main() -> anyhow::Result<()> {
     machine.insert("sqlite".to_owned(), "WAL, synchronous=FULL".to_owned());
     machine.insert("db_connections".to_owned(), args.db_connections.to_string());
     machine.insert("measure_seconds".to_owned(), duration.as_secs_f64().to_string());
+    machine.insert(
+        "postgres_cpu_limit".to_owned(),
+        db_cpu.as_ref().map_or_else(
+            || "none (shares the machine's cores)".to_owned(),
+            |l| l.describe().to_owned(),
+        ),
+    );
+    if let Some(limit) = &db_cpu {
+        machine.insert("postgres_cpu_limit_cores".to_owned(), limit.cores().to_string());
+    }
     for (name, value) in &machine {
         println!("{name}: {value}");
     }
@@ -135,7 +154,9 @@ async fn main() -> anyhow::Result<()> {
         tidemark: Some(tidemark.pid()),
         tidemark_replica: None,
         postgres: postgres_pid,
+        postgres_cgroup: db_cpu.as_ref().map(cgroup::CpuLimit::usage),
         etcd: None,
+        wal: Some(peer.clone()),
     };
     let mut bench = Bench {
         warmup,
@@ -233,7 +254,7 @@ async fn main() -> anyhow::Result<()> {
                 let figures = fleet::run(
                     &binary,
                     &bench.database_url,
-                    postgres_pid,
+                    &bench.watched,
                     bench.args.db_connections,
                     &plan,
                 )
@@ -258,6 +279,7 @@ async fn main() -> anyhow::Result<()> {
     bench.peer.close().await;
     drop(bench);
     drop(cluster);
+    drop(db_cpu);
     let failed: Vec<String> = report
         .rows
         .iter()

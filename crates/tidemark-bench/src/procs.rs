@@ -37,7 +37,7 @@ pub(crate) fn cpu_seconds_with_children(pid: u32) -> Option<f64> {
     Some(total)
 }
 
-fn parent_of(pid: u32) -> Option<u32> {
+pub(crate) fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 2..];
     rest.split_whitespace().nth(1)?.parse().ok()
@@ -205,7 +205,12 @@ pub(crate) struct Watched {
     /// A second replica, counted with the first as `tidemark`.
     pub(crate) tidemark_replica: Option<u32>,
     pub(crate) postgres: Option<u32>,
+    /// With `--db-cpu`: Postgres's CPU from its cgroup (exact, backends
+    /// that exited included) instead of its process tree.
+    pub(crate) postgres_cgroup: Option<crate::cgroup::CpuUsage>,
     pub(crate) etcd: Option<u32>,
+    /// A pool on the bench's Postgres to read its WAL position from.
+    pub(crate) wal: Option<sqlx::PgPool>,
 }
 
 impl Watched {
@@ -219,7 +224,9 @@ impl Watched {
         if !replicas.is_empty() {
             cpu.insert("tidemark".to_owned(), replicas.iter().sum());
         }
-        if let Some(pid) = self.postgres
+        if let Some(s) = self.postgres_cgroup.as_ref().and_then(crate::cgroup::CpuUsage::seconds) {
+            cpu.insert("postgres".to_owned(), s);
+        } else if let Some(pid) = self.postgres
             && let Some(s) = cpu_seconds_with_children(pid)
         {
             cpu.insert("postgres".to_owned(), s);
@@ -233,5 +240,17 @@ impl Watched {
             cpu.insert("client".to_owned(), s);
         }
         cpu
+    }
+
+    /// WAL bytes Postgres has inserted so far (cluster-wide). From the
+    /// insert LSN rather than `pg_stat_wal`, whose counters busy backends
+    /// flush at most once a second, so a short window reads nothing.
+    pub(crate) async fn wal_bytes(&self) -> Option<f64> {
+        let pool = self.wal.as_ref()?;
+        let (bytes,): (f64,) = sqlx::query_as("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8")
+            .fetch_one(pool)
+            .await
+            .ok()?;
+        Some(bytes)
     }
 }

@@ -24,6 +24,10 @@ pub(crate) struct Row {
     pub(crate) p99_ms: f64,
     /// CPU seconds per 1,000 operations, by process.
     pub(crate) cpu_per_1k: BTreeMap<String, f64>,
+    /// WAL bytes Postgres wrote per operation (cluster-wide, so background
+    /// work counts too); absent without Postgres.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) wal_bytes_per_op: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -58,9 +62,9 @@ where
 {
     let handles: Vec<_> = workers.into_iter().map(tokio::spawn).collect();
     tokio::time::sleep_until(window.measure_from.into()).await;
-    let before = watched.sample();
+    let (before, wal_before) = (watched.sample(), watched.wal_bytes().await);
     tokio::time::sleep_until(window.until.into()).await;
-    let after = watched.sample();
+    let (after, wal_after) = (watched.sample(), watched.wal_bytes().await);
     let mut latencies = Vec::new();
     let mut errors = 0;
     let mut first_error = None;
@@ -100,6 +104,10 @@ where
         p50_ms: pick(0.5),
         p99_ms: pick(0.99),
         cpu_per_1k,
+        wal_bytes_per_op: match (wal_before, wal_after) {
+            (Some(before), Some(after)) if ops > 0 => Some((after - before) / ops as f64),
+            _ => None,
+        },
     };
     println!(
         "  {:<8} {:<14} x{:<3} {:>9.0} ops/s  p50 {:>7.2} ms  p99 {:>7.2} ms",
@@ -116,8 +124,16 @@ where
 pub(crate) fn print_summary(rows: &[Row]) {
     println!();
     println!(
-        "{:<8} {:<16} {:>4} {:>10} {:>9} {:>9}  {:<44} {:>13}",
-        "scenario", "system", "conc", "ops/s", "p50 ms", "p99 ms", "CPU-s per 1k ops (by process)", "vs peer"
+        "{:<8} {:<16} {:>4} {:>10} {:>9} {:>9}  {:<44} {:>8} {:>13}",
+        "scenario",
+        "system",
+        "conc",
+        "ops/s",
+        "p50 ms",
+        "p99 ms",
+        "CPU-s per 1k ops (by process)",
+        "WAL B/op",
+        "vs peer"
     );
     for row in rows {
         let cpu = row
@@ -137,8 +153,11 @@ pub(crate) fn print_summary(rows: &[Row]) {
             ),
             _ => String::new(),
         };
+        let wal = row
+            .wal_bytes_per_op
+            .map_or_else(|| "-".to_owned(), |b| format!("{b:.0}"));
         println!(
-            "{:<8} {:<16} {:>4} {:>10.0} {:>9.2} {:>9.2}  {:<44} {:>13}",
+            "{:<8} {:<16} {:>4} {:>10.0} {:>9.2} {:>9.2}  {:<44} {:>8} {:>13}",
             format!("{:?}", row.scenario).to_lowercase(),
             row.system,
             row.concurrency,
@@ -146,6 +165,7 @@ pub(crate) fn print_summary(rows: &[Row]) {
             row.p50_ms,
             row.p99_ms,
             cpu,
+            wal,
             ratio
         );
     }
