@@ -142,12 +142,12 @@ impl CpuLimit {
         Ok(limit)
     }
 
-    /// Moves `pid` and then every process it has forked so far into the
-    /// group (a child forked after the parent moved is born inside).
-    pub(crate) fn add_tree(&self, pid: u32) -> anyhow::Result<usize> {
+    /// Moves `pid` and then its children, listed by `children` once the
+    /// parent is inside (a child forked after that is born inside).
+    pub(crate) fn add_tree(&self, pid: u32, children: impl FnOnce() -> Vec<u32>) -> anyhow::Result<usize> {
         self.add(pid)?;
         let mut moved = 1;
-        for child in children(pid) {
+        for child in children() {
             // A backend may exit between the listing and the move.
             if self.add(child).is_ok() {
                 moved += 1;
@@ -206,18 +206,6 @@ fn make_dir(dir: &Path) -> anyhow::Result<()> {
 
 fn write(path: &Path, value: &str) -> anyhow::Result<()> {
     std::fs::write(path, value).with_context(|| format!("cannot write {value} to {}", path.display()))
-}
-
-/// The processes whose parent is `pid`.
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&p| crate::procs::parent_of(p) == Some(pid))
-        .collect()
 }
 
 #[cfg(test)]

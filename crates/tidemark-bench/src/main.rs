@@ -88,7 +88,7 @@ async fn main() -> anyhow::Result<()> {
     let postgres_pid = cluster.as_ref().and_then(tidemark_testkit::PgCluster::postmaster_pid);
     if let Some(limit) = &db_cpu {
         let pid = postgres_pid.context("--db-cpu: the bench's Postgres has no postmaster.pid")?;
-        let moved = limit.add_tree(pid)?;
+        let moved = limit.add_tree(pid, || procs::children(pid))?;
         println!("postgres confined to {} ({moved} processes moved in)", limit.describe());
     }
     let binary = args

@@ -25,19 +25,23 @@ pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
 /// CPU seconds of a process and all its direct children (Postgres: the
 /// postmaster and its backends and workers).
 pub(crate) fn cpu_seconds_with_children(pid: u32) -> Option<f64> {
-    let mut total = cpu_seconds(pid)?;
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        if parent_of(child) == Some(pid) {
-            total += cpu_seconds(child).unwrap_or(0.0);
-        }
-    }
-    Some(total)
+    let total = cpu_seconds(pid)?;
+    Some(total + children(pid).into_iter().filter_map(cpu_seconds).sum::<f64>())
 }
 
-pub(crate) fn parent_of(pid: u32) -> Option<u32> {
+/// The processes whose parent is `pid`.
+pub(crate) fn children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| parent_of(p) == Some(pid))
+        .collect()
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 2..];
     rest.split_whitespace().nth(1)?.parse().ok()
