@@ -15,6 +15,9 @@ use anyhow::{Context, bail};
 /// The scheduler period the quota is a share of (the kernel's default).
 const PERIOD_US: u64 = 100_000;
 
+/// The groups' names: this prefix and the bench's process id.
+const PREFIX: &str = "tidemark-bench-";
+
 /// A CPU cgroup with a quota, and where to read what its processes used.
 #[derive(Debug)]
 pub(crate) struct CpuLimit {
@@ -88,8 +91,9 @@ impl CpuLimit {
             bail!("--db-cpu must be a positive number of cores (got {cores})");
         }
         let quota = ((cores * PERIOD_US as f64).round() as u64).max(1_000);
-        let name = format!("tidemark-bench-{}", std::process::id());
+        let name = format!("{PREFIX}{}", std::process::id());
         let mounts = mounts()?;
+        remove_abandoned(&mounts);
         let v1 = |controller: &str| {
             mounts
                 .iter()
@@ -181,20 +185,43 @@ impl CpuLimit {
 
 impl Drop for CpuLimit {
     fn drop(&mut self) {
-        // A group can only be removed once empty: what is left (Postgres
-        // still stopping) goes back to the parent.
         for dir in &self.dirs {
-            let Some(parent) = dir.parent() else { continue };
-            if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
-                for pid in procs.lines() {
-                    let _ = std::fs::write(parent.join("cgroup.procs"), pid);
-                }
+            remove_group(dir);
+        }
+    }
+}
+
+/// Removes a group: it can only go once empty, so what is left in it
+/// (Postgres still stopping) goes back to the parent first.
+fn remove_group(dir: &Path) {
+    let Some(parent) = dir.parent() else { return };
+    for _ in 0..50 {
+        if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+            for pid in procs.lines() {
+                let _ = std::fs::write(parent.join("cgroup.procs"), pid);
             }
-            for _ in 0..50 {
-                if std::fs::remove_dir(dir).is_ok() {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        if std::fs::remove_dir(dir).is_ok() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Groups a bench that was killed left behind (its process is gone): its
+/// Postgres, if still running, goes back to the parent unconfined.
+fn remove_abandoned(mounts: &[Mount]) {
+    for mount in mounts {
+        let Ok(entries) = std::fs::read_dir(&mount.path) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(PREFIX)) else {
+                continue;
+            };
+            if !Path::new("/proc").join(pid).exists() {
+                remove_group(&entry.path());
             }
         }
     }
