@@ -158,11 +158,12 @@ pub(crate) async fn probe(table: &TableName, location: &PaimonTable, mirror_refr
         Ok(range) => (range, String::new()),
         Err(e) => (None, e.to_string()),
     };
-    let identity = location.identity().await.ok().flatten();
+    let identity = location.identity().await;
     let mut warnings = Vec::new();
     // A mistyped location reads as a table with no snapshot yet; one with
-    // neither schema nor snapshot is no Paimon table at all (yet).
-    if error.is_empty() && matches!(location.branch_exists(tidemark_paimon::MAIN_BRANCH).await, Ok(false)) {
+    // neither schema (no identity) nor snapshot is no Paimon table at all
+    // (yet). Both were just read: no third look at the storage.
+    if error.is_empty() && range.is_none() && matches!(identity, Ok(None)) {
         warnings.push(format!(
             "{}: there is no Paimon table at {} (no schema file, no snapshot): a mistyped location? Until a table \
              is created there, recovery on {} answers FAILED_PRECONDITION {}",
@@ -190,7 +191,7 @@ pub(crate) async fn probe(table: &TableName, location: &PaimonTable, mirror_refr
     Probe {
         range,
         error,
-        identity,
+        identity: identity.ok().flatten(),
         warnings,
     }
 }
