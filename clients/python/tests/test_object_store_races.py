@@ -478,6 +478,69 @@ def test_a_creation_whose_answer_was_lost_is_still_undone_when_the_consumer_went
             proxy.wait(timeout=30)
 
 
+def test_a_creation_heard_as_a_failed_condition_is_recorded_so_a_later_drop_deletes_it(tmp_path, unique, monkeypatch):
+    """The same lost answer, but the consumer is dropped only after the put
+    has landed: the writer checked its creation against the database and
+    found the consumer still there. The object holds what was written, so
+    it must be recorded as written at once (its answer was lost, not its
+    write); recorded as nothing, no later round knows there is an object to
+    delete if the consumer goes before the next round writes it again, and
+    it fences a dropped consumer for ever. (CI saw this as
+    `{'gone3': (6, None)}` in the test above, when a deletion came just
+    after the put instead of during it.) Rounds run every 3 s here so that
+    window is wide: the old code recorded the object only after the next
+    round's put, 3 s + 1.5 s after the creation."""
+    with moto_s3_process(monkeypatch) as (endpoint, s3):
+        table, prefix, latest = table_on_the_store(s3, tmp_path, unique("late"), "30 s")
+        url = shared_postgres(tmp_path)
+        proxy, proxied = slow_puts_proxy(endpoint, 1500, "--answer-lost")
+        monkeypatch.setenv("AWS_ENDPOINT", proxied)
+        server = TidemarkServer(
+            url,
+            tmp_path / "replica.log",
+            extra_args=["--mirror-interval", "3s", "--mirror-refresh", "1h", "--sweep-interval", "0s"],
+        ).start()
+        client = Client(server.endpoint)
+        try:
+            client.admin.RegisterTable(
+                admin_pb2.RegisterTableRequest(table=table, location=f"s3://lake/{prefix}", execute=True),
+                metadata=client.metadata,
+                timeout=10,
+            )
+            client.admin.ResetConsumer(
+                admin_pb2.ResetConsumerRequest(consumer=key(table, "late"), next_snapshot=latest, execute=True),
+                metadata=client.metadata,
+                timeout=10,
+            )
+            wait_for(lambda: objects(s3, prefix) == {"late": latest}, timeout=30, what="the object created")
+
+            def recorded():
+                return client.admin.DescribeConsumer(
+                    admin_pb2.DescribeConsumerRequest(consumer=key(table, "late")),
+                    metadata=client.metadata,
+                    timeout=10,
+                ).mirror.mirrored_next_snapshot
+
+            # Recorded within milliseconds of landing (a read of the object
+            # and a row); 2.5 s is well short of the next round's put.
+            wait_for(lambda: recorded() == latest, timeout=2.5, what="the written object recorded in the database")
+            client.admin.DeleteConsumer(
+                admin_pb2.DeleteConsumerRequest(consumer=key(table, "late"), execute=True),
+                metadata=client.metadata,
+                timeout=10,
+            )
+            # The next round (3 s) deletes it; 15 s is a wide margin.
+            deadline = time.monotonic() + 15
+            while objects(s3, prefix) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert objects(s3, prefix) == {}, "the dropped consumer's object is still there"
+        finally:
+            client.close()
+            server.stop()
+            proxy.terminate()
+            proxy.wait(timeout=30)
+
+
 def test_the_keeper_deletes_a_dropped_consumers_object_left_behind_and_nothing_else(tmp_path, unique, monkeypatch):
     """Whatever left it (a put that landed after the deletion while a slow
     round's bookkeeping said "no file"), an object of a consumer tidemark

@@ -38,7 +38,9 @@ impl ObjectVersion {
 /// What a conditional write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Written {
-    /// The object holds what was written.
+    /// The object holds what was written (also when the put was heard as a
+    /// failed condition but the object holds exactly what it put: its own
+    /// write, answered late).
     Written,
     /// The object changed since its version was read (another replica, an
     /// outside writer): nothing was written; read it again.
@@ -113,13 +115,37 @@ impl PaimonTable {
             ..PutOptions::default()
         };
         let path = self.consumer_path(branch, consumer_id);
-        match self.store.put_opts(&path, PutPayload::from(body), options).await {
+        match self
+            .store
+            .put_opts(&path, PutPayload::from(body.clone()), options)
+            .await
+        {
             Ok(_) => Ok(Written::Written),
             Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => {
-                Ok(Written::Conflict)
+                self.conflict_or_own_write(&path, &body).await
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// A failed condition may be this very put heard late: it landed, its
+    /// answer was lost (a 500 after the store committed, a dropped
+    /// connection) and object_store's retry met the object it had just
+    /// written. An object holding exactly what was put is written, and is
+    /// answered so: heard as a conflict, no one would record it, and a
+    /// consumer dropped before the next write would leave it behind with
+    /// nothing to say it exists.
+    async fn conflict_or_own_write(&self, path: &Path, body: &[u8]) -> Result<Written, PaimonError> {
+        let found = match self.store.get(path).await {
+            Ok(found) => found.bytes().await?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Written::Conflict),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(if found.as_ref() == body {
+            Written::Written
+        } else {
+            Written::Conflict
+        })
     }
 
     /// What a consumer's object holds and its version, read together (on a
