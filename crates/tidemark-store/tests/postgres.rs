@@ -648,3 +648,83 @@ async fn postgres_a_commit_that_waited_on_a_row_lock_past_its_deadline_is_refuse
         backend.close().await;
     }
 }
+
+/// A commit whose row another transaction updated while the commit waited
+/// for its lock: the update reaches the row by the address its lock
+/// returned, which then holds a version the statement's snapshot cannot
+/// see. Nothing may be written over it blindly and nothing may be lost:
+/// the commit finds the row moved on, reads it again and lands on top of
+/// the other write (two version bumps, the position an uncontended commit
+/// gets), instead of failing the worker.
+/// Both with group commit (a locked row goes alone) and without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_commit_whose_row_was_updated_while_it_waited_lands_on_top() {
+    let Some(db) = TestDb::new(Kind::Postgres).await else {
+        return;
+    };
+    for group_commit in [0, 1] {
+        let options = PostgresOptions {
+            group_commit,
+            ..db.direct_postgres_options()
+        };
+        let backend = PostgresBackend::connect(db.url(), &options).unwrap();
+        backend.migrate().await.unwrap();
+        let store = Store::new(Arc::new(backend.clone()), conformance::policy());
+        let ctx = CallContext::internal("t");
+        let commit_on = |id: String| {
+            let (store, ctx) = (store.clone(), ctx.clone());
+            async move {
+                let key = tidemark_core::ConsumerKey::parse("db.t", "main", &id, "").unwrap();
+                let lease = store
+                    .acquire_lease(&ctx, &key, "q", Some(Duration::from_secs(60)))
+                    .await
+                    .unwrap();
+                (key, lease.lease)
+            }
+        };
+        let request = |lease_id| conformance::commit_req(lease_id, 1, 0, conformance::off(4, 0, false, Some(1)));
+        // The same commit on a key nobody else touches: what it should land as.
+        let (reference, lease) = commit_on(format!("moved-ref-{group_commit}")).await;
+        store.commit_batch(&ctx, &request(lease.lease_id)).await.unwrap();
+        let expected = store.key_state(&reference).await.unwrap().unwrap().next_snapshot();
+        assert!(expected.is_some());
+
+        let id = format!("moved-{group_commit}");
+        let (key, lease) = commit_on(id.clone()).await;
+        let version_of = |id: String| {
+            let pool = backend.pool().clone();
+            async move {
+                sqlx::query_scalar::<_, i64>("SELECT version FROM consumer_keys WHERE consumer_id = $1")
+                    .bind(id)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            }
+        };
+        let before = version_of(id.clone()).await;
+        let mut holder = backend.pool().begin().await.unwrap();
+        sqlx::query("UPDATE consumer_keys SET version = version + 1, latest_snapshot = 99 WHERE consumer_id = $1")
+            .bind(&id)
+            .execute(&mut *holder)
+            .await
+            .unwrap();
+        let commit = {
+            let (store, ctx) = (store.clone(), ctx.clone());
+            let req = request(lease.lease_id);
+            tokio::spawn(async move { store.commit_batch(&ctx, &req).await })
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!commit.is_finished(), "the commit waits for the row lock");
+        holder.commit().await.unwrap();
+        let answer = commit.await.unwrap();
+        assert!(answer.is_ok(), "group commit {group_commit}: {answer:?}");
+        let state = store.key_state(&key).await.unwrap().unwrap();
+        assert_eq!(state.next_snapshot(), expected, "group commit {group_commit}");
+        assert_eq!(
+            version_of(id).await,
+            before + 2,
+            "group commit {group_commit}: both writes bumped it"
+        );
+        backend.close().await;
+    }
+}

@@ -287,10 +287,10 @@ static UPDATE_ROW_ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
 static UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH locked AS (
-           SELECT 1 FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3
+           SELECT ctid AS row_at FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3
            FOR UPDATE SKIP LOCKED),
-         clock AS (SELECT tidemark_write_now() AS t FROM locked),
-         written AS ({update} AND EXISTS (SELECT 1 FROM locked) RETURNING table_name, branch, consumer_id),
+         clock AS (SELECT tidemark_write_now() AS t, row_at FROM locked),
+         written AS ({update} RETURNING table_name, branch, consumer_id),
          logged AS ({one_event})
          SELECT EXISTS (SELECT 1 FROM locked) AS locked, EXISTS (SELECT 1 FROM written) AS written,
                 coalesce((SELECT t FROM clock), tidemark_write_now()) AS at",
@@ -340,7 +340,10 @@ pub(super) async fn write_one_event_unless_locked(pool: &Db, write: &OneEventWri
 /// batch never waits on a lock, and two replicas' batches cannot
 /// deadlock), then each updated only if its own conditions hold, with its
 /// history row. Per write: whether its row was locked, and whether it was
-/// written.
+/// written. The update reaches each row by the address its lock returned
+/// and joins the writes by their ordinal, not by three text columns (see
+/// `LOCK_THEN_CLOCK` for why the address is safe): a fifth less executor
+/// time per write at batches of eight (docs/performance.md).
 static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH v AS (
@@ -350,25 +353,20 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
              AS v(ord, table_name, branch, consumer_id, version, requires_live, estimated_now, ev_principal,
                   ev_request_id, {event_columns}, decided, {row_columns})),
          locked AS (
-           SELECT k.table_name, k.branch, k.consumer_id FROM consumer_keys k
+           SELECT v.ord, k.ctid AS row_at FROM consumer_keys k
            JOIN v ON k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id
            ORDER BY k.table_name, k.branch, k.consumer_id FOR UPDATE OF k SKIP LOCKED),
          -- The clock is read once every row is locked (SPEC §1; see keys.rs).
          clock AS (SELECT tidemark_write_now() AS t FROM (SELECT count(*) FROM locked) AS c),
          written AS (
            UPDATE consumer_keys k SET version = k.version + 1, {assignments}
-           FROM v JOIN locked l
-             ON l.table_name = v.table_name AND l.branch = v.branch AND l.consumer_id = v.consumer_id
-           CROSS JOIN clock
-           WHERE k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id
-             AND {checks}
+           FROM v JOIN locked l ON l.ord = v.ord CROSS JOIN clock
+           WHERE k.ctid = l.row_at AND {checks}
            RETURNING v.ord),
          logged AS ({logged})
-         SELECT v.ord, l.consumer_id IS NOT NULL AS locked, w.ord IS NOT NULL AS written,
+         SELECT v.ord, l.ord IS NOT NULL AS locked, w.ord IS NOT NULL AS written,
                 (SELECT t FROM clock) AS at
-         FROM v
-         LEFT JOIN locked l ON l.table_name = v.table_name AND l.branch = v.branch AND l.consumer_id = v.consumer_id
-         LEFT JOIN written w ON w.ord = v.ord",
+         FROM v LEFT JOIN locked l ON l.ord = v.ord LEFT JOIN written w ON w.ord = v.ord",
         checks = KeyRow::compare_and_set("k.", "v.version", "v.requires_live", "v.estimated_now", "$19::int8"),
         event_arrays = HistoryRow::array_arguments(10),
         event_columns = HistoryRow::columns("ev_"),

@@ -15,9 +15,15 @@ use crate::row::{KeyRow, PgQuery};
 /// Every update starts with these CTEs and joins `clock`: the join
 /// reads the clock (so takes the lock) before the row is updated; read only
 /// afterwards, the lock would skip the row this very statement updated.
+/// The update finds the row by the address the lock returned (a TID scan,
+/// not a second primary-key lookup). If the row was updated after the
+/// statement's snapshot, that address holds a version the snapshot cannot
+/// see and nothing is written; the primary-key route would have reached
+/// the same answer through the version check (every update bumps it).
 pub(super) const LOCK_THEN_CLOCK: &str = "WITH locked AS (
-      SELECT 1 FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 FOR UPDATE),
-    clock AS (SELECT tidemark_write_now() AS t FROM locked)";
+      SELECT ctid AS row_at FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3
+      FOR UPDATE),
+    clock AS (SELECT tidemark_write_now() AS t, row_at FROM locked)";
 
 /// The compare-and-set update: the row's columns from `$row` on, checked
 /// against its version, the lease's liveness and the estimated time
@@ -27,7 +33,7 @@ pub(super) fn update_key_row(checks: usize, row: usize) -> String {
     format!(
         "UPDATE consumer_keys SET version = version + 1, {set}
          FROM clock
-         WHERE table_name = $1 AND branch = $2 AND consumer_id = $3 AND {checks}",
+         WHERE ctid = clock.row_at AND {checks}",
         set = KeyRow::assignments_restamped(row, "consumer_keys", &format!("${decided}::timestamptz")),
         checks = KeyRow::compare_and_set(
             "",
