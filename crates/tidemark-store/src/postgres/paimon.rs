@@ -68,6 +68,8 @@ const MIRROR_TASKS: &str = "SELECT * FROM (
     ) w
     ORDER BY failures, table_name, branch, consumer_id LIMIT $2";
 
+const ANY_REGISTERED: &str = "SELECT EXISTS (SELECT 1 FROM paimon_tables)";
+
 const MIRROR_DONE: &str = "INSERT INTO consumer_mirrors AS m (table_name, branch, consumer_id, mirrored_next,
                                        mirrored_updated_at, mirrored_at, failures, last_error)
     VALUES ($1, $2, $3, $4, $5, tidemark_now(), 0, NULL)
@@ -132,6 +134,15 @@ impl PaimonStore for PostgresBackend {
     }
 
     async fn mirror_tasks(&self, refresh: Duration, limit: i64) -> Result<Vec<MirrorTask>, StoreError> {
+        // Every replica asks every interval. With no table registered the
+        // answer is empty, but on a large fleet Postgres plans the search as
+        // a parallel scan of every consumer and starts two workers for it
+        // (8.5 ms, three processes, each second at 300,000 consumers): ask
+        // the one-row question first.
+        let registered: bool = sqlx::query_scalar(ANY_REGISTERED).fetch_one(&self.db).await?;
+        if !registered {
+            return Ok(Vec::new());
+        }
         let rows = sqlx::query(MIRROR_TASKS)
             .bind(duration_micros(refresh))
             .bind(limit)
