@@ -206,7 +206,8 @@ def test_the_mirror_and_import_work_on_an_s3_compatible_store(tmp_path, unique, 
         ).start()
         try:
             with Client(server.endpoint) as client:
-                table_id = "lake.events"
+                # A name of its own: the database may be shared with earlier runs.
+                table_id = f"{unique('lake')}.events"
                 registered = client.admin.RegisterTable(
                     admin_pb2.RegisterTableRequest(table=table_id, location=f"s3://lake/{prefix}", execute=True),
                     metadata=client.metadata,
