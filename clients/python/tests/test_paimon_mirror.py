@@ -8,6 +8,7 @@ mirrored file during continuous updates never sees a torn one."""
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 from datetime import datetime, timedelta
@@ -231,6 +232,60 @@ def test_the_mirror_and_import_work_on_an_s3_compatible_store(tmp_path, unique, 
                 described = client.describe_consumer(table_id, "etl")
                 assert described.mirror.in_sync and described.mirror.path.startswith("s3://lake/"), described.mirror
                 client.release_lease(lease)
+        finally:
+            server.stop()
+
+
+def test_a_mistyped_s3_prefix_is_not_registered_unless_told(tmp_path, unique, monkeypatch):
+    """A registration of an S3 prefix that holds no Paimon table (a typo of a
+    real table's prefix, in an existing bucket) warns TABLE_LOCATION_EMPTY in
+    the plan and in the answer, the CLI refuses to execute it (exit 4, nothing
+    registered) unless given --allow-missing, and the real prefix next to it
+    registers without a warning."""
+    from harness import moto_s3, tidemark_binary
+
+    with moto_s3(monkeypatch) as (_, s3):
+        prefix = f"warehouse/{unique('s3')}.db/events"
+        for snapshot in (1, 2):
+            s3.put_object(Bucket="lake", Key=f"{prefix}/snapshot/snapshot-{snapshot}", Body=b"{}")
+        s3.put_object(Bucket="lake", Key=f"{prefix}/snapshot/LATEST", Body=b"2")
+        typo = f"s3://lake/{prefix[:-1]}"  # .../event
+        server = TidemarkServer(database_url(tmp_path), tmp_path / "server.log").start()
+        try:
+            with Client(server.endpoint) as client:
+                table_id = f"{unique('lake')}.events"
+
+                def register(location: str, execute: bool) -> admin_pb2.RegisterTableResponse:
+                    request = admin_pb2.RegisterTableRequest(table=table_id, location=location, execute=execute)
+                    return client.admin.RegisterTable(request, metadata=client.metadata, timeout=10)
+
+                def registered() -> list[str]:
+                    answer = client.admin.ListTables(admin_pb2.ListTablesRequest(), metadata=client.metadata, timeout=10)
+                    return [t.location for t in answer.tables if t.table == table_id]
+
+                def cli(*args: str) -> subprocess.CompletedProcess:
+                    return subprocess.run(
+                        [tidemark_binary(), "tables", "register", table_id, typo, *args, "--server", server.endpoint],
+                        capture_output=True,
+                        text=True,
+                        check=False,
+                        timeout=60,
+                    )
+
+                plan = register(typo, execute=False)
+                assert [w for w in plan.warnings if w.startswith("TABLE_LOCATION_EMPTY:")], plan.warnings
+                refused = cli("--execute")
+                assert refused.returncode == 4, (refused.returncode, refused.stderr)
+                assert "TABLE_LOCATION_EMPTY" in refused.stderr and "--allow-missing" in refused.stderr, refused.stderr
+                assert registered() == []
+                allowed = cli("--execute", "--allow-missing")
+                assert allowed.returncode == 0, (allowed.returncode, allowed.stderr)
+                assert "TABLE_LOCATION_EMPTY" in allowed.stderr, allowed.stderr
+                assert registered() == [typo]
+                corrected = register(f"s3://lake/{prefix}", execute=True)
+                assert not [w for w in corrected.warnings if w.startswith("TABLE_LOCATION_EMPTY:")], corrected.warnings
+                assert (corrected.earliest_snapshot, corrected.latest_snapshot) == (1, 2), corrected
+                assert registered() == [f"s3://lake/{prefix}"]
         finally:
             server.stop()
 

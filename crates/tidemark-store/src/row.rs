@@ -141,6 +141,21 @@ macro_rules! sql_row {
                     .join(", ")
             }
 
+            /// `($first::int8[])[at], ...`: one element of each column's
+            /// array (bound as by [`Self::bind_pg_arrays`]), read by subscript.
+            #[allow(dead_code, reason = "not every row type is read by subscript")]
+            pub(crate) fn array_elements(first: usize, at: &str) -> String {
+                (0..Self::COLUMNS.len())
+                    .map(|i| Self::array_element(first, i, at))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+
+            /// `($first+i::type[])[at]`: column `i`'s element `at`.
+            fn array_element(first: usize, i: usize, at: &str) -> String {
+                format!("(${}::{}[])[{at}]", first + i, Self::PG_TYPES[i])
+            }
+
             /// The placeholders of the columns bound from parameter `first` on.
             pub(crate) fn placeholders(style: $crate::row::Placeholders, first: usize) -> String {
                 (0..Self::COLUMNS.len())
@@ -312,9 +327,11 @@ impl KeyRow {
         Self::assignments_restamped_with(|i, _| Placeholders::Dollar.nth(first + i), target, decided)
     }
 
-    /// `epoch = alias.epoch, ...`, restamped (see `stamp.rs`).
-    pub(crate) fn assignments_from_restamped(alias: &str, target: &str, decided: &str) -> String {
-        Self::assignments_restamped_with(|_, c| format!("{alias}.{c}"), target, decided)
+    /// `epoch = ($first::int8[])[at], ...`: each column from element `at`
+    /// of its array (bound by [`KeyRow::bind_pg_arrays`] from parameter
+    /// `first` on), restamped (see `stamp.rs`).
+    pub(crate) fn assignments_from_arrays_restamped(first: usize, at: &str, target: &str, decided: &str) -> String {
+        Self::assignments_restamped_with(|i, _| Self::array_element(first, i, at), target, decided)
     }
 }
 
@@ -436,6 +453,10 @@ mod tests {
             KeyRow::placeholders(Placeholders::Question, 4)
         );
         assert!(KeyRow::array_arguments(5).starts_with("$5::int8[], $6::int8[], $7::timestamptz[]"));
+        assert!(
+            KeyRow::assignments_from_arrays_restamped(20, "l.ord + 1", "k", "d")
+                .starts_with("epoch = ($20::int8[])[l.ord + 1], next_snapshot = ($21::int8[])[l.ord + 1], consumer_created_at = CASE WHEN ($22::timestamptz[])[l.ord + 1] IS NOT DISTINCT FROM k.consumer_created_at")
+        );
         assert!(KeyRow::select_list("k").starts_with("k.table_name, k.branch, k.consumer_id, k.version, k.epoch"));
     }
 }

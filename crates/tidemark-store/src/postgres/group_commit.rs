@@ -341,17 +341,21 @@ pub(super) async fn write_one_event_unless_locked(pool: &Db, write: &OneEventWri
 /// deadlock), then each updated only if its own conditions hold, with its
 /// history row. Per write: whether its row was locked, and whether it was
 /// written. The update reaches each row by the address its lock returned
-/// and joins the writes by their ordinal, not by three text columns (see
-/// `LOCK_THEN_CLOCK` for why the address is safe): a fifth less executor
-/// time per write at batches of eight (docs/performance.md).
+/// (see `LOCK_THEN_CLOCK` for why the address is safe) and reads the
+/// write's values by subscript (`($n::type[])[ord + 1]`) rather than from a
+/// relation of every array unnested: a row of that relation's forty
+/// columns was copied whole for every row updated (the recheck of a
+/// concurrently updated row needs it), which cost more than the writes
+/// (docs/performance.md).
 static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
+    // A write's element of each array: in the update, that of the locked
+    // row `l`; in the history rows, that of the written row `w`.
+    let (at, written_at) = ("l.ord + 1", "w.ord + 1");
+    let element = |n: usize, ty: &str, at: &str| format!("(${n}::{ty}[])[{at}]");
     format!(
         "WITH v AS (
-           SELECT * FROM unnest($1::int4[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::bool[],
-                                $7::timestamptz[], $8::text[], $9::text[], {event_arrays},
-                                $18::timestamptz[], {row_arrays})
-             AS v(ord, table_name, branch, consumer_id, version, requires_live, estimated_now, ev_principal,
-                  ev_request_id, {event_columns}, decided, {row_columns})),
+           SELECT * FROM unnest($1::int4[], $2::text[], $3::text[], $4::text[])
+             AS v(ord, table_name, branch, consumer_id)),
          locked AS (
            SELECT v.ord, k.ctid AS row_at FROM consumer_keys k
            JOIN v ON k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id
@@ -360,25 +364,29 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
          clock AS (SELECT tidemark_write_now() AS t FROM (SELECT count(*) FROM locked) AS c),
          written AS (
            UPDATE consumer_keys k SET version = k.version + 1, {assignments}
-           FROM v JOIN locked l ON l.ord = v.ord CROSS JOIN clock
+           FROM locked l CROSS JOIN clock
            WHERE k.ctid = l.row_at AND {checks}
-           RETURNING v.ord),
+           RETURNING l.ord, k.table_name, k.branch, k.consumer_id),
          logged AS ({logged})
          SELECT v.ord, l.ord IS NOT NULL AS locked, w.ord IS NOT NULL AS written,
                 (SELECT t FROM clock) AS at
          FROM v LEFT JOIN locked l ON l.ord = v.ord LEFT JOIN written w ON w.ord = v.ord",
-        checks = KeyRow::compare_and_set("k.", "v.version", "v.requires_live", "v.estimated_now", "$19::int8"),
-        event_arrays = HistoryRow::array_arguments(10),
-        event_columns = HistoryRow::columns("ev_"),
+        checks = KeyRow::compare_and_set(
+            "k.",
+            &element(5, "int8", at),
+            &element(6, "bool", at),
+            &element(7, "timestamptz", at),
+            "$19::int8"
+        ),
         logged = insert_history(&format!(
-            "SELECT (SELECT t FROM clock), v.table_name, v.branch, v.consumer_id, v.ev_principal, v.ev_request_id,
+            "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, {principal}, {request_id},
                     {events}
-             FROM written w JOIN v ON v.ord = w.ord ORDER BY w.ord",
-            events = HistoryRow::columns("v.ev_")
+             FROM written w ORDER BY w.ord",
+            principal = element(8, "text", written_at),
+            request_id = element(9, "text", written_at),
+            events = HistoryRow::array_elements(10, written_at)
         )),
-        row_arrays = KeyRow::array_arguments(20),
-        row_columns = KeyRow::column_list(),
-        assignments = KeyRow::assignments_from_restamped("v", "k", "v.decided"),
+        assignments = KeyRow::assignments_from_arrays_restamped(20, at, "k", &element(18, "timestamptz", at)),
     )
 });
 
