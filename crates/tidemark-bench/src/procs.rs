@@ -246,15 +246,30 @@ impl Watched {
         cpu
     }
 
-    /// WAL bytes Postgres has inserted so far (cluster-wide). From the
-    /// insert LSN rather than `pg_stat_wal`, whose counters busy backends
-    /// flush at most once a second, so a short window reads nothing.
-    pub(crate) async fn wal_bytes(&self) -> Option<f64> {
+    /// Postgres's counters so far (cluster-wide): WAL bytes inserted and
+    /// transaction ids assigned (one per transaction that wrote). Read from
+    /// the insert LSN and the next transaction id rather than `pg_stat_wal`
+    /// and `pg_stat_database`, whose counters busy backends flush at most
+    /// once a second, so a short window reads little or nothing.
+    pub(crate) async fn database_counters(&self) -> Option<DatabaseCounters> {
         let pool = self.wal.as_ref()?;
-        let (bytes,): (f64,) = sqlx::query_as("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8")
-            .fetch_one(pool)
-            .await
-            .ok()?;
-        Some(bytes)
+        let (wal_bytes, write_transactions): (f64, f64) = sqlx::query_as(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::float8,
+                    pg_snapshot_xmax(pg_current_snapshot())::text::float8",
+        )
+        .fetch_one(pool)
+        .await
+        .ok()?;
+        Some(DatabaseCounters {
+            wal_bytes,
+            write_transactions,
+        })
     }
+}
+
+/// See [`Watched::database_counters`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DatabaseCounters {
+    pub(crate) wal_bytes: f64,
+    pub(crate) write_transactions: f64,
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::args::Scenario;
 use crate::keeper;
-use crate::procs::Watched;
+use crate::procs::{DatabaseCounters, Watched};
 use crate::work::{Recorder, Window};
 
 /// One measured (scenario, system, concurrency).
@@ -28,6 +28,10 @@ pub(crate) struct Row {
     /// work counts too); absent without Postgres.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) wal_bytes_per_op: Option<f64>,
+    /// Postgres transactions that wrote, per operation (cluster-wide):
+    /// one for a peer's commit, one over the batch size for tidemark's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) write_transactions_per_op: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -62,9 +66,9 @@ where
 {
     let handles: Vec<_> = workers.into_iter().map(tokio::spawn).collect();
     tokio::time::sleep_until(window.measure_from.into()).await;
-    let (before, wal_before) = (watched.sample(), watched.wal_bytes().await);
+    let (before, db_before) = (watched.sample(), watched.database_counters().await);
     tokio::time::sleep_until(window.until.into()).await;
-    let (after, wal_after) = (watched.sample(), watched.wal_bytes().await);
+    let (after, db_after) = (watched.sample(), watched.database_counters().await);
     let mut latencies = Vec::new();
     let mut errors = 0;
     let mut first_error = None;
@@ -104,10 +108,8 @@ where
         p50_ms: pick(0.5),
         p99_ms: pick(0.99),
         cpu_per_1k,
-        wal_bytes_per_op: match (wal_before, wal_after) {
-            (Some(before), Some(after)) if ops > 0 => Some((after - before) / ops as f64),
-            _ => None,
-        },
+        wal_bytes_per_op: per_op(db_before, db_after, ops, |c| c.wal_bytes),
+        write_transactions_per_op: per_op(db_before, db_after, ops, |c| c.write_transactions),
     };
     println!(
         "  {:<8} {:<14} x{:<3} {:>9.0} ops/s  p50 {:>7.2} ms  p99 {:>7.2} ms",
@@ -121,10 +123,23 @@ where
     Ok(row)
 }
 
+/// A counter's growth over the window, per operation.
+fn per_op(
+    before: Option<DatabaseCounters>,
+    after: Option<DatabaseCounters>,
+    ops: usize,
+    counter: impl Fn(&DatabaseCounters) -> f64,
+) -> Option<f64> {
+    match (before, after) {
+        (Some(before), Some(after)) if ops > 0 => Some((counter(&after) - counter(&before)) / ops as f64),
+        _ => None,
+    }
+}
+
 pub(crate) fn print_summary(rows: &[Row]) {
     println!();
     println!(
-        "{:<8} {:<16} {:>4} {:>10} {:>9} {:>9}  {:<44} {:>8} {:>13}",
+        "{:<8} {:<16} {:>4} {:>10} {:>9} {:>9}  {:<44} {:>8} {:>8} {:>13}",
         "scenario",
         "system",
         "conc",
@@ -133,6 +148,7 @@ pub(crate) fn print_summary(rows: &[Row]) {
         "p99 ms",
         "CPU-s per 1k ops (by process)",
         "WAL B/op",
+        "xact/op",
         "vs peer"
     );
     for row in rows {
@@ -156,8 +172,11 @@ pub(crate) fn print_summary(rows: &[Row]) {
         let wal = row
             .wal_bytes_per_op
             .map_or_else(|| "-".to_owned(), |b| format!("{b:.0}"));
+        let transactions = row
+            .write_transactions_per_op
+            .map_or_else(|| "-".to_owned(), |t| format!("{t:.3}"));
         println!(
-            "{:<8} {:<16} {:>4} {:>10.0} {:>9.2} {:>9.2}  {:<44} {:>8} {:>13}",
+            "{:<8} {:<16} {:>4} {:>10.0} {:>9.2} {:>9.2}  {:<44} {:>8} {:>8} {:>13}",
             format!("{:?}", row.scenario).to_lowercase(),
             row.system,
             row.concurrency,
@@ -166,8 +185,11 @@ pub(crate) fn print_summary(rows: &[Row]) {
             row.p99_ms,
             cpu,
             wal,
+            transactions,
             ratio
         );
     }
-    println!("(\"vs peer\": throughput ratio / p99 ratio against raw SQL at the same concurrency)");
+    println!(
+        "(\"xact/op\": Postgres transactions that wrote, per operation; \"vs peer\": throughput ratio / p99 ratio against raw SQL at the same concurrency)"
+    );
 }

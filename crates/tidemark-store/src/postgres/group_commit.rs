@@ -335,31 +335,38 @@ pub(super) async fn write_one_event_unless_locked(pool: &Db, write: &OneEventWri
     Ok(Applied::decode(&row)?)
 }
 
-/// The batched statement: every write's values as parallel arrays; the
-/// rows locked in key order, skipping any another transaction holds (so a
-/// batch never waits on a lock, and two replicas' batches cannot
-/// deadlock), then each updated only if its own conditions hold, with its
-/// history row. Per write: whether its row was locked, and whether it was
-/// written. The update reaches each row by the address its lock returned
-/// (see `LOCK_THEN_CLOCK` for why the address is safe) and reads the
-/// write's values by subscript (`($n::type[])[ord + 1]`) rather than from a
-/// relation of every array unnested: a row of that relation's forty
-/// columns was copied whole for every row updated (the recheck of a
-/// concurrently updated row needs it), which cost more than the writes
-/// (docs/performance.md).
+/// The batched statement: every write's values as parallel arrays, in key
+/// order (the caller sorts them; `$1` is each write's place in the batch).
+/// Each row is found through the primary key and locked in that order,
+/// skipping any another transaction holds (so a batch never waits on a
+/// lock, and two replicas' batches cannot deadlock), then updated only if
+/// its own conditions hold, with its history row. Per write: whether its
+/// row was locked, and whether it was written.
+///
+/// Why it is shaped so (docs/performance.md, "Step 3"):
+/// - The lock is a lateral lookup per key: as a join, the planner hashed a
+///   sequential scan of `consumer_keys` whenever its statistics were young
+///   or the table small, and that scan read every dead version on its
+///   pages.
+/// - The update reaches each row by the address its lock returned (see
+///   `LOCK_THEN_CLOCK` for why the address is safe) and reads the write's
+///   values by subscript (`($n::type[])[ord + 1]`) rather than from a
+///   relation of every array unnested: a row of that relation's forty
+///   columns was copied whole for every row updated (the recheck of a
+///   concurrently updated row needs it).
 static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
     // A write's element of each array: in the update, that of the locked
     // row `l`; in the history rows, that of the written row `w`.
     let (at, written_at) = ("l.ord + 1", "w.ord + 1");
     let element = |n: usize, ty: &str, at: &str| format!("(${n}::{ty}[])[{at}]");
     format!(
-        "WITH v AS (
-           SELECT * FROM unnest($1::int4[], $2::text[], $3::text[], $4::text[])
-             AS v(ord, table_name, branch, consumer_id)),
-         locked AS (
-           SELECT v.ord, k.ctid AS row_at FROM consumer_keys k
-           JOIN v ON k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id
-           ORDER BY k.table_name, k.branch, k.consumer_id FOR UPDATE OF k SKIP LOCKED),
+        "WITH locked AS (
+           SELECT v.ord, k.row_at
+           FROM unnest($1::int4[], $2::text[], $3::text[], $4::text[]) AS v(ord, table_name, branch, consumer_id)
+           CROSS JOIN LATERAL (
+             SELECT ctid AS row_at FROM consumer_keys k
+             WHERE k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id
+             FOR UPDATE SKIP LOCKED) k),
          -- The clock is read once every row is locked (SPEC §1; see keys.rs).
          clock AS (SELECT tidemark_write_now() AS t FROM (SELECT count(*) FROM locked) AS c),
          written AS (
@@ -368,9 +375,8 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
            WHERE k.ctid = l.row_at AND {checks}
            RETURNING l.ord, k.table_name, k.branch, k.consumer_id),
          logged AS ({logged})
-         SELECT v.ord, l.ord IS NOT NULL AS locked, w.ord IS NOT NULL AS written,
-                (SELECT t FROM clock) AS at
-         FROM v LEFT JOIN locked l ON l.ord = v.ord LEFT JOIN written w ON w.ord = v.ord",
+         SELECT v.ord, l.ord IS NOT NULL AS locked, w.ord IS NOT NULL AS written, (SELECT t FROM clock) AS at
+         FROM unnest($1::int4[]) AS v(ord) LEFT JOIN locked l ON l.ord = v.ord LEFT JOIN written w ON w.ord = v.ord",
         checks = KeyRow::compare_and_set(
             "k.",
             &element(5, "int8", at),
@@ -392,7 +398,10 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
 
 /// One statement for the whole batch; per write, what came of it.
 async fn write_many(pool: &Db, batch: &[Queued]) -> Result<Vec<Applied>, StoreError> {
-    let writes = || batch.iter().map(|q| &q.write);
+    // The writes in key order, each array element at the same place.
+    let mut order: Vec<usize> = (0..batch.len()).collect();
+    order.sort_by(|&a, &b| batch[a].write.key.cmp(&batch[b].write.key));
+    let writes = || order.iter().map(|&i| &batch[i].write);
     let ord: Vec<i32> = (0..batch.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();
     let query = sqlx::query(WRITE_MANY.as_str())
         .bind(ord)
@@ -417,11 +426,17 @@ async fn write_many(pool: &Db, batch: &[Queued]) -> Result<Vec<Applied>, StoreEr
     let answered = KeyRow::bind_pg_arrays(writes().map(|w| &w.row), query)
         .fetch_all(pool)
         .await?;
+    // `ord` is a place in the sorted arrays; `order` maps it back to the
+    // batch.
     let mut applied = vec![Applied::Busy; batch.len()];
     for row in answered {
         let ord: i32 = row.try_get("ord")?;
         let outcome = Applied::decode(&row)?;
-        if let Some(slot) = usize::try_from(ord).ok().and_then(|i| applied.get_mut(i)) {
+        let slot = usize::try_from(ord)
+            .ok()
+            .and_then(|i| order.get(i))
+            .and_then(|&i| applied.get_mut(i));
+        if let Some(slot) = slot {
             *slot = outcome;
         }
     }
