@@ -17,6 +17,13 @@ use database::DatabaseArgs;
 use serve::ServeArgs;
 use token::TokenCommand;
 
+/// mimalloc rather than glibc's malloc: a call allocates and frees many
+/// small buffers across threads (h2 frames, protobuf messages, query
+/// arguments), and glibc's allocator took about a tenth of the server's CPU
+/// at 16 committing workers (docs/performance.md, "Step 4").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "tidemark",
