@@ -249,6 +249,19 @@ impl Scoped for ResetConsumers {
 /// Longest revoke reason kept in history.
 const MAX_REASON: usize = 512;
 
+/// A revoke's reason is free text kept in history and printed in tables:
+/// bounded, and without control characters (Postgres cannot store a NUL
+/// in text at all; a line break or an escape would garble what prints it).
+fn check_reason(v: &mut Violations, reason: &str) {
+    let len = reason.chars().count();
+    if len > MAX_REASON {
+        v.add("reason", format!("must be at most {MAX_REASON} characters (got {len})"));
+    }
+    if reason.chars().any(char::is_control) {
+        v.add("reason", "must not contain control characters");
+    }
+}
+
 pub(crate) struct RevokeLease {
     pub key: ConsumerKey,
     /// Why, for history (a default when none was given).
@@ -261,9 +274,7 @@ impl Parse for pb::RevokeLeaseRequest {
     fn parse(self) -> Result<RevokeLease, StoreError> {
         let mut v = Violations::new();
         let key = fields::consumer_key(&mut v, self.consumer.as_ref(), "consumer");
-        if self.reason.chars().count() > MAX_REASON {
-            v.add("reason", format!("must be at most {MAX_REASON} characters"));
-        }
+        check_reason(&mut v, &self.reason);
         let reason = if self.reason.is_empty() {
             "revoked by an operator".to_owned()
         } else {
@@ -417,9 +428,7 @@ impl Parse for pb::RevokeLeasesRequest {
         let table = fields::optional(&mut v, &self.table, "table", fields::table_name);
         let branch = fields::optional(&mut v, &self.branch, "branch", fields::branch_name);
         let selector = v.check(ConsumerSelector::parse(&self.including, &self.excluding));
-        if self.reason.chars().count() > MAX_REASON {
-            v.add("reason", format!("at most {MAX_REASON} characters"));
-        }
+        check_reason(&mut v, &self.reason);
         let parsed = match (table, branch, selector) {
             (Some(table), Some(branch), Some(selector)) if v.is_empty() => Some(RevokeLeases {
                 table,
