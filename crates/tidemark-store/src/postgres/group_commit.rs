@@ -186,7 +186,10 @@ async fn send(pool: Db, batch: Vec<Queued>, counts: Arc<Counts>, alone: Arc<Sema
 
 /// Applies a batch and answers every caller but those whose row another
 /// transaction had locked: those come back, to be written on their own.
-async fn apply(pool: &Db, batch: Vec<Queued>, counts: &Counts) -> Vec<Queued> {
+async fn apply(pool: &Db, mut batch: Vec<Queued>, counts: &Counts) -> Vec<Queued> {
+    // In key order: the batched statement locks its rows in the order it
+    // is given them.
+    batch.sort_by(|a, b| a.write.key.cmp(&b.write.key));
     let applied = match batch.as_slice() {
         // Alone, the lean statement: arrays and joins cost more than they
         // save.
@@ -336,7 +339,7 @@ pub(super) async fn write_one_event_unless_locked(pool: &Db, write: &OneEventWri
 }
 
 /// The batched statement: every write's values as parallel arrays, in key
-/// order (the caller sorts them; `$1` is each write's place in the batch).
+/// order (`apply` sorts the batch; `$1` is each write's place in it).
 /// Each row is found through the primary key and locked in that order,
 /// skipping any another transaction holds (so a batch never waits on a
 /// lock, and two replicas' batches cannot deadlock), then updated only if
@@ -398,10 +401,7 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
 
 /// One statement for the whole batch; per write, what came of it.
 async fn write_many(pool: &Db, batch: &[Queued]) -> Result<Vec<Applied>, StoreError> {
-    // The writes in key order, each array element at the same place.
-    let mut order: Vec<usize> = (0..batch.len()).collect();
-    order.sort_by(|&a, &b| batch[a].write.key.cmp(&batch[b].write.key));
-    let writes = || order.iter().map(|&i| &batch[i].write);
+    let writes = || batch.iter().map(|q| &q.write);
     let ord: Vec<i32> = (0..batch.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();
     let query = sqlx::query(WRITE_MANY.as_str())
         .bind(ord)
@@ -426,17 +426,11 @@ async fn write_many(pool: &Db, batch: &[Queued]) -> Result<Vec<Applied>, StoreEr
     let answered = KeyRow::bind_pg_arrays(writes().map(|w| &w.row), query)
         .fetch_all(pool)
         .await?;
-    // `ord` is a place in the sorted arrays; `order` maps it back to the
-    // batch.
     let mut applied = vec![Applied::Busy; batch.len()];
     for row in answered {
         let ord: i32 = row.try_get("ord")?;
         let outcome = Applied::decode(&row)?;
-        let slot = usize::try_from(ord)
-            .ok()
-            .and_then(|i| order.get(i))
-            .and_then(|&i| applied.get_mut(i));
-        if let Some(slot) = slot {
+        if let Some(slot) = usize::try_from(ord).ok().and_then(|i| applied.get_mut(i)) {
             *slot = outcome;
         }
     }
