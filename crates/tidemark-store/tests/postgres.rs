@@ -129,6 +129,103 @@ async fn the_fence_query_walks_the_position_index() {
     pool.close().await;
 }
 
+/// The fence's pins are read through the pin index in order and the read
+/// stops after its limit of live ones, in the generic plan a cached fence
+/// statement runs as well as in a custom one. Estimated from the whole
+/// table a live lease is rare, so the planner once expected a single live
+/// pin and read every pin of the branch through a bitmap scan and sorted
+/// them (990 pins: ten times the buffers).
+#[tokio::test]
+async fn the_fence_reads_pins_in_index_order() {
+    let Some(db) = TestDb::new(Kind::Postgres).await else {
+        return;
+    };
+    db.backend().await;
+    let pool = db.postgres_pool().await.unwrap();
+    // The bench's hard branch (`tidemark-bench`'s `seed_hard_consumers`): a
+    // week-old fleet of 100,000 under a one-day expiration time, the lowest
+    // 1% idle for two days, one in a hundred above them holding a live
+    // lease with a pin; beside it a branch as large without leases, so
+    // that, estimated from the whole table, a live lease is rare. That
+    // table's name sorts first though its rows came later, as in a real
+    // store: with the rows in name order the planner costs an index scan as
+    // a sequential read and took the ordered scan by luck.
+    sqlx::query(
+        "INSERT INTO table_options (table_name, expiration_us, changelog_only, mode, version, updated_at, updated_by) \
+         VALUES ('db.hard', 86400000000, false, NULL, 1, now(), 'test')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, \
+           consumer_created_at, consumer_updated_at, lease_id, lease_holder, lease_principal, lease_epoch, \
+           lease_status, lease_ttl_us, lease_acquired_at, lease_deadline, lease_wrote_consumer, full_scan_pin) \
+         SELECT 'db.hard', 'main', 'consumer-' || i, 1, CASE WHEN leased THEN 1 ELSE 0 END, pos, now() - interval '7 days', \
+           CASE WHEN pos < 1500 THEN now() - interval '2 days' ELSE now() END, \
+           CASE WHEN leased THEN gen_random_uuid() END, CASE WHEN leased THEN 'w' END, \
+           CASE WHEN leased THEN 'anonymous' END, CASE WHEN leased THEN 1 END, CASE WHEN leased THEN 1 END, \
+           CASE WHEN leased THEN 3600000000 END, CASE WHEN leased THEN now() END, \
+           CASE WHEN leased THEN now() + interval '1 hour' END, CASE WHEN leased THEN false END, \
+           CASE WHEN leased THEN 1500 + (i * 31) % 20000 END \
+         FROM (SELECT i, 1000 + (i * 7919) % 50000 AS pos, i % 100 = 0 AND 1000 + (i * 7919) % 50000 >= 1500 AS leased \
+               FROM generate_series(1, 100000) AS i) AS s",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, \
+         consumer_created_at, consumer_updated_at) \
+         SELECT 'db.archive', 'main', 'consumer-' || i, 1, 0, 1000 + (i * 7919) % 50000, now(), now() \
+         FROM generate_series(1, 100000) AS i",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    // Statistics from every row, not a sample, so the plans compared are
+    // the same on every run.
+    let mut connection = pool.acquire().await.unwrap();
+    sqlx::raw_sql("SET default_statistics_target = 10000; ANALYZE consumer_keys")
+        .execute(&mut *connection)
+        .await
+        .unwrap();
+    for mode in ["auto", "force_generic_plan"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("SET plan_cache_mode = {mode}")))
+            .execute(&mut *connection)
+            .await
+            .unwrap();
+        for limit in [1, 10, 100] {
+            // Prepared as the store's statements are, so the generic plan
+            // (what a cached fence runs) is the one explained when forced.
+            let prepare = format!(
+                "PREPARE fence_view(text, text) AS {}",
+                tidemark_store::postgres::branch_view_statement(limit)
+            );
+            sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
+                .execute(&mut *connection)
+                .await
+                .unwrap();
+            let plan: Vec<(String,)> = sqlx::query_as("EXPLAIN EXECUTE fence_view('db.hard', 'main')")
+                .fetch_all(&mut *connection)
+                .await
+                .unwrap();
+            sqlx::raw_sql("DEALLOCATE fence_view")
+                .execute(&mut *connection)
+                .await
+                .unwrap();
+            let plan: String = plan.into_iter().map(|(line,)| line + "\n").collect();
+            assert!(
+                plan.contains("Index Scan using consumer_keys_by_pin"),
+                "{mode}, limit {limit}:\n{plan}"
+            );
+            assert!(!plan.contains("Bitmap Heap Scan"), "{mode}, limit {limit}:\n{plan}");
+        }
+    }
+    drop(connection);
+    pool.close().await;
+}
+
 /// Fences are read thousands of times a second: after Postgres' first few
 /// custom plans the fence statement must run from its cached generic plan.
 /// With the holder limit bound as a parameter it never did (the planner
