@@ -363,6 +363,14 @@ pub trait KeyStore: Send + Sync + 'static {
     /// branch (E2, E4, E5); indexed, so it stays fast with many consumers.
     async fn branch_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError>;
 
+    /// The branch view a fence needs (E4): the unexpired consumers at the
+    /// lowest position and the live pins at the lowest pin, at most `limit`
+    /// of each. A backend may return the whole branch view instead (its
+    /// caller keeps the holders at the fence).
+    async fn fence_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError> {
+        self.branch_view(table, branch, limit).await
+    }
+
     /// Up to `limit` consumers that have expired (E2), longest idle first.
     async fn expired_keys(
         &self,

@@ -195,13 +195,12 @@ async fn the_fence_reads_pins_in_index_order() {
             .execute(&mut *connection)
             .await
             .unwrap();
-        for limit in [1, 10, 100] {
-            // Prepared as the store's statements are, so the generic plan
-            // (what a cached fence runs) is the one explained when forced.
-            let prepare = format!(
-                "PREPARE fence_view(text, text) AS {}",
-                tidemark_store::postgres::branch_view_statement(limit)
-            );
+        let statements = [
+            tidemark_store::postgres::branch_view_statement,
+            tidemark_store::postgres::fence_view_statement,
+        ];
+        for (limit, statement) in [1, 10, 100].into_iter().flat_map(|l| statements.map(|s| (l, s))) {
+            let prepare = format!("PREPARE fence_view(text, text) AS {}", statement(limit));
             sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
                 .execute(&mut *connection)
                 .await
@@ -223,6 +222,61 @@ async fn the_fence_reads_pins_in_index_order() {
         }
     }
     drop(connection);
+    pool.close().await;
+}
+
+/// A fence reports only the holders at the fence, so its statement returns
+/// only those: the consumers tied at the lowest position and the pins tied
+/// at the lowest pin, not the lowest hundred of each for the server to
+/// decode and drop.
+#[tokio::test]
+async fn the_fence_statement_returns_only_the_holders_at_the_fence() {
+    let Some(db) = TestDb::new(Kind::Postgres).await else {
+        return;
+    };
+    db.backend().await;
+    let pool = db.postgres_pool().await.unwrap();
+    // 20,000 consumers, four at each position from 1000; every tenth holds a
+    // live lease pinning a full scan, two at each pin from 500.
+    sqlx::query(
+        "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, \
+           consumer_created_at, consumer_updated_at, lease_id, lease_holder, lease_principal, lease_epoch, \
+           lease_status, lease_ttl_us, lease_acquired_at, lease_deadline, lease_wrote_consumer, full_scan_pin) \
+         SELECT 'db.big', 'main', 'c' || i, 1, CASE WHEN pinned THEN 1 ELSE 0 END, 1000 + i % 5000, \
+           now(), now(), CASE WHEN pinned THEN gen_random_uuid() END, CASE WHEN pinned THEN 'w' END, \
+           CASE WHEN pinned THEN 'anonymous' END, CASE WHEN pinned THEN 1 END, CASE WHEN pinned THEN 1 END, \
+           CASE WHEN pinned THEN 3600000000 END, CASE WHEN pinned THEN now() END, \
+           CASE WHEN pinned THEN now() + interval '1 hour' END, CASE WHEN pinned THEN false END, \
+           CASE WHEN pinned THEN 500 + (i / 10) % 1000 END \
+         FROM (SELECT i, i % 10 = 0 AS pinned FROM generate_series(1, 20000) AS i) AS s",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE consumer_keys").execute(&pool).await.unwrap();
+    for limit in [1, 3, 100, 1000] {
+        let rows: Vec<(Option<i32>, Option<i64>, Option<String>)> = sqlx::query(sqlx::AssertSqlSafe(
+            tidemark_store::postgres::fence_view_statement(limit),
+        ))
+        .bind("db.big")
+        .bind("main")
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|row: sqlx::postgres::PgRow| {
+            use sqlx::Row;
+            (row.get("kind"), row.get("fence_position"), row.get("consumer_id"))
+        })
+        .collect();
+        let consumers: Vec<_> = rows.iter().filter(|r| r.0 == Some(0)).collect();
+        let pins: Vec<_> = rows.iter().filter(|r| r.0 == Some(1)).collect();
+        let (consumer_ties, pin_ties) = if limit == 1 { (1, 1) } else { (4, 2) };
+        assert_eq!(consumers.len(), consumer_ties, "limit {limit}: {rows:?}");
+        assert!(consumers.iter().all(|r| r.1 == Some(1000)), "limit {limit}: {rows:?}");
+        assert_eq!(pins.len(), pin_ties, "limit {limit}: {rows:?}");
+        assert!(pins.iter().all(|r| r.1 == Some(500)), "limit {limit}: {rows:?}");
+    }
     pool.close().await;
 }
 

@@ -67,7 +67,7 @@ impl Store {
     ) -> Result<FenceReport, StoreError> {
         let view = self
             .backend()
-            .branch_view(table, branch, holders.clamp(1, MAX_PAGE))
+            .fence_view(table, branch, holders.clamp(1, MAX_PAGE))
             .await?;
         Ok(fence_report(view, changelog_decoupled))
     }

@@ -92,7 +92,35 @@ pub static BRANCH_CONSUMERS: LazyLock<String> = LazyLock::new(|| {
 /// [`BRANCH_VIEW_LIMITS`] step, not bound: Postgres costs a bound `LIMIT $n`
 /// at a tenth of the branch, so its cached generic plan never won and every
 /// fence was planned afresh (~0.4 ms of planning for ~0.07 ms of work).
-fn branch_view_sql(limit: i64) -> String {
+///
+/// With `ties`, each half keeps only the rows at its lowest position (what
+/// a fence reports): the lowest is found by a walk that stops at the first
+/// row, and its ties are read through the same index by equality, instead
+/// of reading and decoding up to `limit` rows of each kind only for the
+/// caller to keep those at the fence.
+fn branch_view_sql(limit: i64, ties: bool) -> String {
+    let consumer_ties = if ties {
+        format!(
+            "AND k.next_snapshot = (
+               SELECT k.next_snapshot
+               FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
+               WHERE k.table_name = $1 AND k.branch = $2 AND k.next_snapshot IS NOT NULL AND {UNEXPIRED}
+               ORDER BY k.next_snapshot, k.consumer_id LIMIT 1)"
+        )
+    } else {
+        String::new()
+    };
+    let pin_ties = if ties {
+        format!(
+            "AND k.full_scan_pin = (
+               SELECT k.full_scan_pin FROM consumer_keys k
+               WHERE k.table_name = $1 AND k.branch = $2 AND k.full_scan_pin IS NOT NULL
+                 AND CASE WHEN {LIVE_LEASE} THEN true ELSE false END
+               ORDER BY k.full_scan_pin, k.consumer_id LIMIT 1)"
+        )
+    } else {
+        String::new()
+    };
     format!(
         "WITH head AS (
            SELECT tidemark_now() AS db_now, {OPTION_COLUMNS}
@@ -101,12 +129,14 @@ fn branch_view_sql(limit: i64) -> String {
            (SELECT 0 AS kind, k.next_snapshot AS fence_position, {row}
             FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
             WHERE k.table_name = $1 AND k.branch = $2 AND k.next_snapshot IS NOT NULL AND {UNEXPIRED}
+              {consumer_ties}
             ORDER BY k.next_snapshot, k.consumer_id LIMIT {limit})
            UNION ALL
            (SELECT 1 AS kind, k.full_scan_pin AS fence_position, {row}
             FROM consumer_keys k
             WHERE k.table_name = $1 AND k.branch = $2 AND k.full_scan_pin IS NOT NULL
               AND CASE WHEN {LIVE_LEASE} THEN true ELSE false END
+              {pin_ties}
             ORDER BY k.full_scan_pin, k.consumer_id LIMIT {limit}))
          SELECT head.*, holders.* FROM head LEFT JOIN holders ON true
          ORDER BY holders.kind, holders.fence_position, holders.consumer_id",
@@ -118,18 +148,40 @@ fn branch_view_sql(limit: i64) -> String {
 /// that covers its own and keeps its own number of rows of each kind.
 const BRANCH_VIEW_LIMITS: [i64; 4] = [1, 10, 100, MAX_PAGE];
 
-static BRANCH_VIEWS: LazyLock<Vec<String>> =
-    LazyLock::new(|| BRANCH_VIEW_LIMITS.iter().map(|&limit| branch_view_sql(limit)).collect());
+static BRANCH_VIEWS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    BRANCH_VIEW_LIMITS
+        .iter()
+        .map(|&limit| branch_view_sql(limit, false))
+        .collect()
+});
 
-/// The fence statement (`$1` table, `$2` branch) that reads at least
-/// `limit` holders of each kind: public so tests and benchmarks can check
-/// its plan.
-pub fn branch_view_statement(limit: i64) -> &'static str {
+static FENCE_VIEWS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    BRANCH_VIEW_LIMITS
+        .iter()
+        .map(|&limit| branch_view_sql(limit, true))
+        .collect()
+});
+
+/// The smallest prepared limit that covers `limit`.
+fn limit_read(limit: i64) -> (usize, i64) {
     let step = BRANCH_VIEW_LIMITS
         .iter()
         .position(|&covers| covers >= limit)
         .unwrap_or(BRANCH_VIEW_LIMITS.len() - 1);
-    BRANCH_VIEWS[step].as_str()
+    (step, BRANCH_VIEW_LIMITS[step])
+}
+
+/// The branch view statement (`$1` table, `$2` branch) that reads at least
+/// `limit` holders of each kind (ExplainRetention): public so tests and
+/// benchmarks can check its plan.
+pub fn branch_view_statement(limit: i64) -> &'static str {
+    BRANCH_VIEWS[limit_read(limit).0].as_str()
+}
+
+/// The fence statement (GetRetentionFence): as the branch view, but only the
+/// holders at each fence.
+pub fn fence_view_statement(limit: i64) -> &'static str {
+    FENCE_VIEWS[limit_read(limit).0].as_str()
 }
 
 static EXPIRED_KEYS: LazyLock<String> = LazyLock::new(|| {
@@ -360,13 +412,42 @@ impl KeyStore for PostgresBackend {
     }
 
     async fn branch_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError> {
-        let limit_read = BRANCH_VIEW_LIMITS
-            .iter()
-            .copied()
-            .find(|&covers| covers >= limit)
-            .unwrap_or(MAX_PAGE);
-        let limit = usize::try_from(limit.min(limit_read)).unwrap_or(0);
-        let rows = sqlx::query(branch_view_statement(limit_read))
+        self.read_branch_view(branch_view_statement(limit), table, branch, limit)
+            .await
+    }
+
+    async fn fence_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError> {
+        self.read_branch_view(fence_view_statement(limit), table, branch, limit)
+            .await
+    }
+
+    async fn expired_keys(
+        &self,
+        table: Option<&TableName>,
+        branch: Option<&BranchName>,
+        limit: i64,
+    ) -> Result<Vec<ConsumerKey>, StoreError> {
+        let rows = sqlx::query(EXPIRED_KEYS.as_str())
+            .bind(table.map(TableName::as_str))
+            .bind(branch.map(BranchName::as_str))
+            .bind(limit)
+            .fetch_all(&self.db)
+            .await?;
+        rows.iter().map(|row| Ok(decode::key_of(row)?)).collect()
+    }
+}
+
+impl PostgresBackend {
+    /// Runs a branch view statement and keeps `limit` rows of each kind.
+    async fn read_branch_view(
+        &self,
+        statement: &'static str,
+        table: &TableName,
+        branch: &BranchName,
+        limit: i64,
+    ) -> Result<BranchView, StoreError> {
+        let limit = usize::try_from(limit.min(limit_read(limit).1)).unwrap_or(0);
+        let rows = sqlx::query(statement)
             .bind(table.as_str())
             .bind(branch.as_str())
             .fetch_all(&self.db)
@@ -389,20 +470,5 @@ impl KeyStore for PostgresBackend {
         }
         view.sort();
         Ok(view)
-    }
-
-    async fn expired_keys(
-        &self,
-        table: Option<&TableName>,
-        branch: Option<&BranchName>,
-        limit: i64,
-    ) -> Result<Vec<ConsumerKey>, StoreError> {
-        let rows = sqlx::query(EXPIRED_KEYS.as_str())
-            .bind(table.map(TableName::as_str))
-            .bind(branch.map(BranchName::as_str))
-            .bind(limit)
-            .fetch_all(&self.db)
-            .await?;
-        rows.iter().map(|row| Ok(decode::key_of(row)?)).collect()
     }
 }

@@ -21,7 +21,7 @@ mod stats;
 mod update;
 
 pub use db::DbPooler;
-pub use keys::{BRANCH_CONSUMERS, branch_view_statement};
+pub use keys::{BRANCH_CONSUMERS, branch_view_statement, fence_view_statement};
 
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};

@@ -132,6 +132,9 @@ impl KeyStore for Counting {
     async fn branch_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError> {
         self.inner.branch_view(table, branch, limit).await
     }
+    async fn fence_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError> {
+        self.inner.fence_view(table, branch, limit).await
+    }
     async fn expired_keys(
         &self,
         table: Option<&TableName>,
