@@ -92,6 +92,24 @@ async fn a_balancer_with_no_database_behind_it_is_unavailable() {
     assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
 }
 
+/// `n` unleased consumers (`{prefix}1` …) on `table`'s main branch, spread
+/// over snapshots 1000 .. 1000 + `spread` in an order unrelated to their ids.
+async fn insert_idle_consumers(pool: &sqlx::PgPool, table: &str, prefix: &str, spread: i64, n: i64) {
+    sqlx::query(
+        "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, \
+         consumer_created_at, consumer_updated_at) \
+         SELECT $1, 'main', $2 || i, 1, 0, 1000 + (i * 7919) % $3, now(), now() \
+         FROM generate_series(1, $4) AS i",
+    )
+    .bind(table)
+    .bind(prefix)
+    .bind(spread)
+    .bind(n)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
 /// The fence query walks the (table, branch, next_snapshot, consumer_id)
 /// index and stops after its limit: no sequential scan, no sort, however many
 /// consumers the branch holds.
@@ -102,15 +120,7 @@ async fn the_fence_query_walks_the_position_index() {
     };
     db.backend().await;
     let pool = db.postgres_pool().await.unwrap();
-    sqlx::query(
-        "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, \
-         consumer_created_at, consumer_updated_at) \
-         SELECT 'db.big', 'main', 'c' || i, 1, 0, 1000 + (i * 7919) % 5000, now(), now() \
-         FROM generate_series(1, 20000) AS i",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    insert_idle_consumers(&pool, "db.big", "c", 5_000, 20_000).await;
     sqlx::query("ANALYZE consumer_keys").execute(&pool).await.unwrap();
     let plan: Vec<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "EXPLAIN {}",
@@ -174,15 +184,7 @@ async fn the_fence_reads_pins_in_index_order() {
     .execute(&pool)
     .await
     .unwrap();
-    sqlx::query(
-        "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, \
-         consumer_created_at, consumer_updated_at) \
-         SELECT 'db.archive', 'main', 'consumer-' || i, 1, 0, 1000 + (i * 7919) % 50000, now(), now() \
-         FROM generate_series(1, 100000) AS i",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
+    insert_idle_consumers(&pool, "db.archive", "consumer-", 50_000, 100_000).await;
     // Statistics from every row, not a sample, so the plans compared are
     // the same on every run.
     let mut connection = pool.acquire().await.unwrap();
@@ -297,15 +299,7 @@ async fn fences_run_from_a_cached_generic_plan() {
     };
     let backend = PostgresBackend::connect(db.url(), &options).unwrap();
     backend.migrate().await.unwrap();
-    sqlx::query(
-        "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, \
-         consumer_created_at, consumer_updated_at) \
-         SELECT 'db.big', 'main', 'c' || i, 1, 0, 1000 + (i * 7919) % 5000, now(), now() \
-         FROM generate_series(1, 20000) AS i",
-    )
-    .execute(backend.pool())
-    .await
-    .unwrap();
+    insert_idle_consumers(backend.pool(), "db.big", "c", 5_000, 20_000).await;
     sqlx::query("ANALYZE consumer_keys")
         .execute(backend.pool())
         .await
