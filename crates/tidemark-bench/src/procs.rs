@@ -60,6 +60,12 @@ pub(crate) fn memory_kib(pid: u32) -> Option<(u64, u64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
+/// The environment deploy/Dockerfile gives the server: mimalloc returns
+/// freed pages to the kernel at once rather than 10 ms later, about 1 MiB
+/// less resident at 1,000 connections for no measurable CPU
+/// (docs/performance.md, "Step 6").
+const IMAGE_ENV: &[(&str, &str)] = &[("MIMALLOC_PURGE_DELAY", "0")];
+
 /// A `tidemark serve` process for the benchmark: sweeper off, long leases,
 /// no metrics port.
 #[derive(Debug)]
@@ -102,7 +108,14 @@ impl Tidemark {
             args.extend(["--sweep-interval".to_owned(), "0s".to_owned()]);
         }
         args.extend(extra.iter().map(|a| (*a).to_owned()));
-        let process = ServerProcess::start(binary, &args, dir, "tidemark")
+        // The server runs as the image runs it (deploy/Dockerfile's ENV)
+        // unless the bench's own environment says otherwise.
+        let env: Vec<(String, String)> = IMAGE_ENV
+            .iter()
+            .filter(|(key, _)| std::env::var_os(key).is_none())
+            .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+            .collect();
+        let process = ServerProcess::start_with_env(binary, &args, &env, dir, "tidemark")
             .with_context(|| format!("cannot start {}", binary.display()))?;
         Ok(Self(process))
     }
