@@ -146,6 +146,20 @@ async fn main() -> anyhow::Result<()> {
     if let Some(limit) = &db_cpu {
         machine.insert("postgres_cpu_limit_cores".to_owned(), limit.cores().to_string());
     }
+    // The servers inherit the bench's environment: an A/B run of a setting
+    // (`TIDEMARK_DB_GROUP_COMMIT_WAIT=1ms`, say) is recorded with its figures.
+    let settings: Vec<String> = std::env::vars()
+        .filter(|(name, _)| name.starts_with("TIDEMARK_") && !name.contains("URL") && !name.contains("TOKEN"))
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    machine.insert(
+        "tidemark_env".to_owned(),
+        if settings.is_empty() {
+            "(defaults)".to_owned()
+        } else {
+            settings.join(" ")
+        },
+    );
     for (name, value) in &machine {
         println!("{name}: {value}");
     }

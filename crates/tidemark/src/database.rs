@@ -32,6 +32,12 @@ pub(crate) struct DatabaseArgs {
     /// the others ran (0: one statement per commit).
     #[arg(long, env = "TIDEMARK_DB_GROUP_COMMIT", default_value_t = PostgresOptions::default().group_commit)]
     db_group_commit: usize,
+    /// Group commit on Postgres: when fewer commits wait than the last
+    /// statement's cycle had, the next statement waits up to this long for
+    /// the callers it answered to come back, so they share one statement
+    /// (0: never waits).
+    #[arg(long, env = "TIDEMARK_DB_GROUP_COMMIT_WAIT", default_value_t = HumanDuration(PostgresOptions::default().group_commit_wait))]
+    db_group_commit_wait: HumanDuration,
     /// Group reads on Postgres: concurrent key reads (a recovery position
     /// above all) share at most this many statements in flight, each
     /// carrying every read that queued while the others ran (0: one
@@ -71,6 +77,7 @@ impl DatabaseArgs {
             statement_timeout: Some(self.db_statement_timeout.0),
             schema: None,
             group_commit: self.db_group_commit,
+            group_commit_wait: self.db_group_commit_wait.0,
             group_read: self.db_group_read,
             readiness_abandon_after: self.readiness_abandon_after.0.max(Duration::from_millis(100)),
             pooler: self.db_pooler,

@@ -13,12 +13,24 @@
 //! one client firing many calls on one key cannot shrink everyone's batches,
 //! nor make concurrent batches collide on its row (the later one's write
 //! would come back locked and go to the database again on its own).
+//!
+//! A batcher may also *gather* (group commit does): when a statement ends
+//! while fewer jobs wait than were active in its cycle (the jobs it carried
+//! plus those that queued meanwhile), the next statement waits a short,
+//! bounded time for the callers just answered to come back. Without it,
+//! closed-loop callers split into two cohorts that alternate, each paying a
+//! statement's fixed cost for half the writes; with it they ride one
+//! statement, and where the database is what everybody shares, its CPU per
+//! write is what decides how much it carries (docs/performance.md, step 7).
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
 
 use crate::error::StoreError;
 
@@ -105,6 +117,19 @@ struct Shared<J: Job> {
     max_batch: usize,
     capacity: usize,
     what: &'static str,
+    /// Longest a statement waits for more jobs (zero: never waits).
+    gather: Duration,
+    /// Jobs active in the last statement's cycle: the jobs it carried plus
+    /// those waiting when it ended.
+    active: AtomicUsize,
+}
+
+impl<J: Job> Shared<J> {
+    /// Whether a statement should wait for more than the `waiting` jobs:
+    /// fewer wait than were active in the last cycle.
+    fn short_of_active(&self, waiting: usize) -> bool {
+        !self.gather.is_zero() && waiting < self.active.load(Ordering::Relaxed).min(self.max_batch)
+    }
 }
 
 impl<J: Job> Batcher<J> {
@@ -126,10 +151,21 @@ impl<J: Job> Batcher<J> {
                 max_batch: max_batch.max(1),
                 capacity: capacity.max(1),
                 what,
+                gather: Duration::ZERO,
+                active: AtomicUsize::new(0),
             }),
             runner: Mutex::new(None),
             send: Arc::new(move |batch| Box::pin(send(batch))),
         }
+    }
+
+    /// Lets each statement wait up to `wait` for the callers of the last
+    /// one to come back (see the module's docs); zero never waits.
+    pub(crate) fn gathering(mut self, wait: Duration) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.gather = wait;
+        }
+        self
     }
 
     /// Queues `job`, or refuses it (`OVERLOADED`) when the queue is full.
@@ -196,8 +232,23 @@ async fn run<J: Job>(shared: Arc<Shared<J>>, send: SendBatch<J>) {
         let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
             return;
         };
+        let mut gather_until: Option<Instant> = None;
         let batch = loop {
             let notified = shared.arrived.notified();
+            let short = {
+                let queue = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                !queue.is_empty() && shared.short_of_active(queue.len())
+            };
+            if short {
+                let until = *gather_until.get_or_insert_with(|| Instant::now() + shared.gather);
+                if Instant::now() < until {
+                    tokio::select! {
+                        () = notified => {}
+                        () = tokio::time::sleep_until(until) => {}
+                    }
+                    continue;
+                }
+            }
             let (batch, _dropped) = {
                 let mut queue = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
                 let mut busy = shared.busy.lock().unwrap_or_else(PoisonError::into_inner);
@@ -211,6 +262,7 @@ async fn run<J: Job>(shared: Arc<Shared<J>>, send: SendBatch<J>) {
             notified.await;
         };
         let keys: Vec<J::Key> = batch.iter().filter_map(|j| j.key().cloned()).collect();
+        let carried = batch.len();
         // More may be waiting: let the next free slot look.
         if !shared.queue.lock().unwrap_or_else(PoisonError::into_inner).is_empty() {
             shared.arrived.notify_one();
@@ -227,6 +279,8 @@ async fn run<J: Job>(shared: Arc<Shared<J>>, send: SendBatch<J>) {
                     }
                 }
             }
+            let waiting = shared.queue.lock().unwrap_or_else(PoisonError::into_inner).len();
+            shared.active.store(carried + waiting, Ordering::Relaxed);
             drop(slot);
             // Jobs held back behind these keys may go now.
             shared.arrived.notify_one();
@@ -406,5 +460,98 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert_eq!(most.load(Ordering::SeqCst), 2, "never more batches than slots");
+    }
+
+    /// A closed-loop caller for the gathering tests: one call in flight,
+    /// a round trip of 1 ms between an answer and its next call (the
+    /// paused clock counts whole milliseconds).
+    struct Call {
+        key: usize,
+        reply: tokio::sync::oneshot::Sender<()>,
+    }
+
+    impl Job for Call {
+        type Key = usize;
+        fn key(&self) -> Option<&usize> {
+            Some(&self.key)
+        }
+        fn abandoned(&self) -> bool {
+            self.reply.is_closed()
+        }
+    }
+
+    /// A batcher whose statements take 2 ms and record their sizes; the
+    /// `calls[k]` calls of caller `k` run in a closed loop, starting `k` ms
+    /// in, and the time each caller took is returned with the sizes.
+    async fn closed_loop(gather: Duration, calls: &[usize]) -> (Vec<usize>, Vec<Duration>) {
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let batcher = {
+            let sizes = Arc::clone(&sizes);
+            Arc::new(
+                Batcher::new("write", 1, 64, 256, move |batch: Vec<Call>| {
+                    sizes.lock().unwrap().push(batch.len());
+                    async move {
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                        for call in batch {
+                            let _ = call.reply.send(());
+                        }
+                    }
+                })
+                .gathering(gather),
+            )
+        };
+        let callers = calls.iter().enumerate().map(|(key, &n)| {
+            let batcher = Arc::clone(&batcher);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(key as u64)).await;
+                let started = Instant::now();
+                for _ in 0..n {
+                    let (reply, answer) = tokio::sync::oneshot::channel();
+                    batcher.submit(Call { key, reply }).unwrap();
+                    answer.await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                started.elapsed()
+            })
+        });
+        let took = futures::future::join_all(callers)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        let sizes = sizes.lock().unwrap().clone();
+        (sizes, took)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_gathering_closed_loop_callers_alternate_in_two_cohorts() {
+        let (sizes, _) = closed_loop(Duration::ZERO, &[20, 20]).await;
+        assert!(sizes.iter().all(|&n| n == 1), "{sizes:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gathering_lets_the_callers_just_answered_ride_the_next_statement() {
+        let (sizes, _) = closed_loop(Duration::from_millis(10), &[20, 20]).await;
+        // The first statement carries the first caller alone (the second
+        // starts later), and so does the last; between them both callers
+        // share every statement.
+        let between = &sizes[1..sizes.len() - 1];
+        assert!(between.iter().all(|&n| n == 2), "{sizes:?}");
+        assert_eq!(sizes.len(), 21, "{sizes:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_caller_never_waits_and_one_that_leaves_costs_one_wait() {
+        let gather = Duration::from_millis(10);
+        // 2 ms a statement and 1 ms a round trip: 3 ms a call.
+        let call = Duration::from_millis(3);
+        let (_, took) = closed_loop(gather, &[20]).await;
+        assert!(took[0] <= call * 20, "{took:?}");
+        // The second caller leaves after 5 calls: the first waits for it
+        // once, and the statement after learns that it is alone.
+        let (sizes, took) = closed_loop(gather, &[20, 5]).await;
+        let calls: usize = sizes.iter().sum();
+        assert_eq!(calls, 25);
+        assert!(took[0] <= call * 20 + 2 * gather, "{took:?} {sizes:?}");
     }
 }

@@ -18,6 +18,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
 use super::db::Db;
 use sqlx::Row;
@@ -35,6 +36,11 @@ use crate::row::{KeyRow, PgQuery, Placeholders};
 
 /// Most writes one statement carries.
 const MAX_BATCH: usize = 64;
+
+/// Commit statements do not wait for more writes by default: waiting cuts
+/// Postgres's CPU per commit by a third or more, but slows workers that
+/// commit in a closed loop (docs/performance.md, step 7).
+pub(crate) const DEFAULT_WAIT: Duration = Duration::ZERO;
 
 /// Metric names (Prometheus, through the `metrics` facade).
 pub mod metric_names {
@@ -113,8 +119,10 @@ pub struct GroupCommitStats {
 impl GroupCommit {
     /// Writes go through at most `in_flight` batch statements at a time,
     /// and at most `in_flight` more writes on their own (a row locked
-    /// elsewhere); at most `in_flight` × [`MAX_BATCH`] × 4 wait.
-    pub(crate) fn new(pool: Db, in_flight: usize) -> Self {
+    /// elsewhere); at most `in_flight` × [`MAX_BATCH`] × 4 wait. A
+    /// statement waits up to `gather` for the callers of the last one to
+    /// come back (see the `batch` module).
+    pub(crate) fn new(pool: Db, in_flight: usize, gather: Duration) -> Self {
         let counts: Arc<Counts> = Arc::default();
         let alone = Arc::new(Semaphore::new(in_flight.max(1)));
         let batcher = {
@@ -126,6 +134,7 @@ impl GroupCommit {
                 in_flight.max(1) * MAX_BATCH * 4,
                 move |batch| send(pool.clone(), batch, Arc::clone(&counts), Arc::clone(&alone)),
             )
+            .gathering(gather)
         };
         Self { batcher, counts }
     }

@@ -60,6 +60,9 @@ pub struct PostgresOptions {
     /// in flight, each carrying whatever queued meanwhile (0: every commit
     /// is its own statement). See the `group_commit` module.
     pub group_commit: usize,
+    /// Group commit: how long a statement may wait for more writes (see the
+    /// `batch` module; zero: never waits).
+    pub group_commit_wait: Duration,
     /// Group reads: concurrent key reads share at most this many statements
     /// in flight (0: every read is its own statement). See the
     /// `group_read` module.
@@ -91,6 +94,7 @@ impl Default for PostgresOptions {
             statement_timeout: Some(Duration::from_secs(10)),
             schema: None,
             group_commit: DEFAULT_GROUP_COMMIT,
+            group_commit_wait: group_commit::DEFAULT_WAIT,
             group_read: DEFAULT_GROUP_READ,
             readiness_abandon_after: Duration::from_secs(60),
             pooler: DbPooler::None,
@@ -196,7 +200,13 @@ impl PostgresBackend {
         }
         let pool = pool_options.connect_lazy_with(connect.clone());
         let db = Db::new(pool, options.pooler, &settings);
-        let group = (options.group_commit > 0).then(|| Arc::new(GroupCommit::new(db.clone(), options.group_commit)));
+        let group = (options.group_commit > 0).then(|| {
+            Arc::new(GroupCommit::new(
+                db.clone(),
+                options.group_commit,
+                options.group_commit_wait,
+            ))
+        });
         let reads = (options.group_read > 0).then(|| Arc::new(GroupRead::new(db.clone(), options.group_read)));
         Ok(Self {
             db,
