@@ -128,7 +128,7 @@ impl<J: Job> Shared<J> {
     /// Whether a statement should wait for more than the `waiting` jobs:
     /// fewer wait than were active in the last cycle.
     fn short_of_active(&self, waiting: usize) -> bool {
-        !self.gather.is_zero() && waiting < self.active.load(Ordering::Relaxed).min(self.max_batch)
+        waiting < self.active.load(Ordering::Relaxed).min(self.max_batch)
     }
 }
 
@@ -162,9 +162,9 @@ impl<J: Job> Batcher<J> {
     /// Lets each statement wait up to `wait` for the callers of the last
     /// one to come back (see the module's docs); zero never waits.
     pub(crate) fn gathering(mut self, wait: Duration) -> Self {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.gather = wait;
-        }
+        Arc::get_mut(&mut self.shared)
+            .expect("gathering is set before the first job starts the runner")
+            .gather = wait;
         self
     }
 
@@ -235,7 +235,8 @@ async fn run<J: Job>(shared: Arc<Shared<J>>, send: SendBatch<J>) {
         let mut gather_until: Option<Instant> = None;
         let batch = loop {
             let notified = shared.arrived.notified();
-            let short = {
+            // Without gathering, the queue is not looked at twice.
+            let short = !shared.gather.is_zero() && {
                 let queue = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
                 !queue.is_empty() && shared.short_of_active(queue.len())
             };
@@ -279,8 +280,10 @@ async fn run<J: Job>(shared: Arc<Shared<J>>, send: SendBatch<J>) {
                     }
                 }
             }
-            let waiting = shared.queue.lock().unwrap_or_else(PoisonError::into_inner).len();
-            shared.active.store(carried + waiting, Ordering::Relaxed);
+            if !shared.gather.is_zero() {
+                let waiting = shared.queue.lock().unwrap_or_else(PoisonError::into_inner).len();
+                shared.active.store(carried + waiting, Ordering::Relaxed);
+            }
             drop(slot);
             // Jobs held back behind these keys may go now.
             shared.arrived.notify_one();
