@@ -22,6 +22,7 @@ ensure_etcd
 ensure_faketime
 ensure_promtool
 ensure_pgbouncer
+ensure_chromium
 
 cargo fmt --all -- --check
 python3 scripts/check-structure.py

@@ -180,3 +180,20 @@ ensure_patroni() {
   fi
   export PATRONI="$venv/bin/patroni" PATRONICTL="$venv/bin/patronictl"
 }
+
+# Debian's Chromium and ChromeDriver (the console's browser tests drive
+# them with Selenium). Installed with apt-get, which needs root; exports
+# CHROMIUM and CHROMEDRIVER.
+ensure_chromium() {
+  if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    if [ "$(id -u)" != 0 ]; then
+      echo "chromium and chromium-driver are needed (apt-get install chromium chromium-driver, as root)" >&2
+      return 1
+    fi
+    echo "installing Debian's chromium and chromium-driver (once)" >&2
+    apt-get update >/dev/null 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null || return 1
+  fi
+  /usr/bin/chromedriver --version >/dev/null || { echo "chromedriver does not run" >&2; return 1; }
+  export CHROMIUM=/usr/bin/chromium CHROMEDRIVER=/usr/bin/chromedriver
+}

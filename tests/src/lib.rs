@@ -65,6 +65,8 @@ pub struct TestServer {
     pub addr: SocketAddr,
     /// Where its plaintext health port listens, if it has one.
     pub health_addr: Option<SocketAddr>,
+    /// Where its console listens, if it has one.
+    pub console_addr: Option<SocketAddr>,
     tls: bool,
     /// Its store, for checking what was written.
     pub store: Store,
@@ -86,6 +88,21 @@ impl TestServer {
 
     /// A server that may also serve plaintext health on a second port.
     pub async fn start_full(kind: Kind, policy: LeasePolicy, config: ServerConfig, health_port: bool) -> Self {
+        Self::start_ports(kind, policy, config, health_port, false).await
+    }
+
+    /// A server with its console on a port of its own (and perhaps health).
+    pub async fn start_with_console(kind: Kind, policy: LeasePolicy, config: ServerConfig) -> Self {
+        Self::start_ports(kind, policy, config, false, true).await
+    }
+
+    async fn start_ports(
+        kind: Kind,
+        policy: LeasePolicy,
+        config: ServerConfig,
+        health_port: bool,
+        console: bool,
+    ) -> Self {
         let db = TestDb::new(kind).await.expect("test database (is DATABASE_URL set?)");
         let store = Store::new(db.backend().await, policy);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -96,11 +113,22 @@ impl TestServer {
             None
         };
         let health_addr = health.as_ref().map(|l| l.local_addr().expect("local addr"));
+        let console = if console {
+            Some(tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind"))
+        } else {
+            None
+        };
+        let console_addr = console.as_ref().map(|l| l.local_addr().expect("local addr"));
         let tls = config.tls.is_some();
         let (stop, stopped) = oneshot::channel::<()>();
         let serving = store.clone();
         let task = tokio::spawn(async move {
-            tidemark_server::serve_with_health(config, serving, listener, health, async {
+            let listeners = tidemark_server::Listeners {
+                grpc: listener,
+                health,
+                console,
+            };
+            tidemark_server::serve_listeners(config, serving, listeners, async {
                 let _ = stopped.await;
             })
             .await
@@ -109,6 +137,7 @@ impl TestServer {
         Self {
             addr,
             health_addr,
+            console_addr,
             tls,
             store,
             db,

@@ -9,6 +9,7 @@
 mod admin;
 pub mod auth;
 mod call;
+pub mod console;
 mod context;
 mod convert;
 mod coordinator;
@@ -25,5 +26,7 @@ pub mod tls;
 pub use admin::{AdminService, ExportLimits};
 pub use coordinator::CoordinatorService;
 pub use retention::RetentionService;
-pub use server::{READINESS_SERVICE, ServeError, ServerConfig, VERSION_HEADER, serve, serve_with_health};
+pub use server::{
+    Listeners, READINESS_SERVICE, ServeError, ServerConfig, VERSION_HEADER, serve, serve_listeners, serve_with_health,
+};
 pub use tls::TlsSettings;

@@ -97,6 +97,8 @@ pub struct ServerConfig {
     pub tls: Option<TlsSettings>,
     /// Files to re-read for new credentials and certificates.
     pub reload: Option<ReloadSettings>,
+    /// The console's settings (it runs when given a listener).
+    pub console: crate::console::ConsoleSettings,
 }
 
 impl Default for ServerConfig {
@@ -125,6 +127,7 @@ impl Default for ServerConfig {
             auth: SharedAuth::new(AuthConfig::default()),
             tls: None,
             reload: None,
+            console: crate::console::ConsoleSettings::default(),
         }
     }
 }
@@ -168,6 +171,37 @@ pub async fn serve_with_health(
     health_listener: Option<TcpListener>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
+    let listeners = Listeners {
+        grpc: listener,
+        health: health_listener,
+        console: None,
+    };
+    serve_listeners(config, store, listeners, shutdown).await
+}
+
+/// The ports a replica serves.
+#[derive(Debug)]
+pub struct Listeners {
+    /// The gRPC API.
+    pub grpc: TcpListener,
+    /// `grpc.health.v1` alone, in plaintext.
+    pub health: Option<TcpListener>,
+    /// The operators' console (HTTP, or HTTPS with the server's TLS).
+    pub console: Option<TcpListener>,
+}
+
+/// [`serve_with_health`], plus the console on its own listener.
+pub async fn serve_listeners(
+    config: ServerConfig,
+    store: Store,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let Listeners {
+        grpc: listener,
+        health: health_listener,
+        console: console_listener,
+    } = listeners;
     let (reporter, health) = tonic_health::server::health_reporter();
     set_all(&reporter, ServingStatus::Serving).await;
     // Ready only once the database has answered (the tracker's first ping).
@@ -269,6 +303,15 @@ pub async fn serve_with_health(
         // request timeout, which is the grace.
         builder = builder.max_connection_age(age);
     }
+    let console_task = console_listener.map(|console_listener| {
+        let router = crate::console::router(app.clone(), config.auth.clone(), &config.console);
+        tokio::spawn(crate::console::serve(
+            console_listener,
+            router,
+            tls.clone(),
+            stop_accepting.clone(),
+        ))
+    });
     let health_task = match health_listener {
         Some(health_listener) => {
             // Health, and reflection describing health only, so grpcurl works
@@ -331,6 +374,9 @@ pub async fn serve_with_health(
             if let Some(task) = health_task {
                 let _ = task.await;
             }
+            if let Some(task) = console_task {
+                let _ = task.await;
+            }
             return flatten(result);
         }
         () = shutdown => {}
@@ -347,6 +393,9 @@ pub async fn serve_with_health(
         let _ = task.await;
     }
     if let Some(task) = health_task {
+        let _ = task.await;
+    }
+    if let Some(task) = console_task {
         let _ = task.await;
     }
     match tokio::time::timeout(config.shutdown_grace, &mut server).await {

@@ -41,6 +41,9 @@ impl std::fmt::Debug for TlsSettings {
 #[derive(Clone)]
 pub struct SharedTls {
     current: Arc<ArcSwap<rustls::ServerConfig>>,
+    /// The console's: the same certificate, HTTP/1.1, no client
+    /// certificate asked for (browsers sign in with a token).
+    console: Arc<ArcSwap<rustls::ServerConfig>>,
     mutual: bool,
 }
 
@@ -55,6 +58,7 @@ impl SharedTls {
     pub fn new(settings: &TlsSettings) -> Result<Self, String> {
         Ok(Self {
             current: Arc::new(ArcSwap::from_pointee(rustls_config(settings)?)),
+            console: Arc::new(ArcSwap::from_pointee(console_rustls_config(settings)?)),
             mutual: settings.client_ca_pem.is_some(),
         })
     }
@@ -64,6 +68,11 @@ impl SharedTls {
         self.current.load_full()
     }
 
+    /// The console's configuration for the next handshake.
+    pub fn console(&self) -> Arc<rustls::ServerConfig> {
+        self.console.load_full()
+    }
+
     /// Puts new material in force for the next handshake, if it is valid.
     /// Mutual TLS cannot be switched on or off by a reload: that changes who
     /// may connect, which is a restart's decision.
@@ -71,7 +80,9 @@ impl SharedTls {
         if settings.client_ca_pem.is_some() != self.mutual {
             return Err("a reload cannot switch mutual TLS on or off; restart to do that".to_owned());
         }
-        self.current.store(Arc::new(rustls_config(settings)?));
+        let (grpc, console) = (rustls_config(settings)?, console_rustls_config(settings)?);
+        self.current.store(Arc::new(grpc));
+        self.console.store(Arc::new(console));
         Ok(())
     }
 }
@@ -79,11 +90,22 @@ impl SharedTls {
 /// A rustls server configuration (HTTP/2 only) from PEM material. Refuses a
 /// key that does not belong to the certificate.
 pub fn rustls_config(settings: &TlsSettings) -> Result<rustls::ServerConfig, String> {
+    build_config(settings, settings.client_ca_pem.as_deref(), b"h2")
+}
+
+/// The console's rustls configuration: the server's certificate, HTTP/1.1,
+/// and no client certificate requested even with mutual TLS on the gRPC
+/// port (browsers sign in with a token; docs/operations.md, "Console").
+pub fn console_rustls_config(settings: &TlsSettings) -> Result<rustls::ServerConfig, String> {
+    build_config(settings, None, b"http/1.1")
+}
+
+fn build_config(settings: &TlsSettings, client_ca: Option<&[u8]>, alpn: &[u8]) -> Result<rustls::ServerConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS: {e}"))?;
-    let builder = match &settings.client_ca_pem {
+    let builder = match client_ca {
         None => builder.with_no_client_auth(),
         Some(ca) => {
             let mut roots = rustls::RootCertStore::empty();
@@ -104,7 +126,7 @@ pub fn rustls_config(settings: &TlsSettings) -> Result<rustls::ServerConfig, Str
     let mut config = builder
         .with_single_cert(chain, key)
         .map_err(|e| format!("TLS: the certificate and key cannot be used together: {e}"))?;
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     Ok(config)
 }
 

@@ -26,6 +26,18 @@ pub struct Consumer {
     pub lag: Option<Lag>,
 }
 
+impl Consumer {
+    /// Snapshots left to read: up to a registered table's latest snapshot,
+    /// else up to the latest a worker last reported (as ListConsumers
+    /// gives it).
+    pub fn lag_snapshots(&self) -> Option<i64> {
+        match &self.lag {
+            Some(lag) => lag.snapshots,
+            None => self.view.state.lag(),
+        }
+    }
+}
+
 /// One page of consumers.
 #[derive(Debug, Clone)]
 pub struct ConsumerListing {

@@ -97,6 +97,14 @@ pub(crate) struct ServeArgs {
     /// How often the database is pinged for the readiness health status.
     #[arg(long, env = "TIDEMARK_READINESS_INTERVAL", default_value_t = HumanDuration(ServerConfig::default().readiness_interval))]
     readiness_interval: HumanDuration,
+    /// The operators' console: an address for its web pages, or "off". It
+    /// follows the gRPC port's rules: open only on loopback without
+    /// credentials; HTTPS when --tls-cert is set. See docs/operations.md.
+    #[arg(long, env = "TIDEMARK_CONSOLE_LISTEN", default_value = "off")]
+    console_listen: MetricsListen,
+    /// How often console pages refresh themselves ("0s": never).
+    #[arg(long, env = "TIDEMARK_CONSOLE_REFRESH", default_value_t = HumanDuration(tidemark_server::console::ConsoleSettings::default().refresh))]
+    console_refresh: HumanDuration,
     /// Prometheus /metrics address ("off" to disable).
     #[arg(long, env = "TIDEMARK_METRICS_LISTEN", default_value = "127.0.0.1:9464")]
     metrics_listen: MetricsListen,
@@ -197,6 +205,22 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         // Refuse unusable material now, before migrations, with its reason.
         tidemark_server::tls::rustls_config(tls).map_err(anyhow::Error::msg)?;
     }
+    if let MetricsListen(Some(console)) = args.console_listen {
+        if !auth.is_enabled() && !console.ip().is_loopback() && !args.insecure_no_auth {
+            bail!(
+                "refusing to serve the console on {console} without authentication: anyone who can reach it could \
+                 read every consumer. Configure credentials (--auth-file or TIDEMARK_AUTH), use a loopback address, \
+                 or pass --insecure-no-auth"
+            );
+        }
+        if auth.is_enabled() && tls.is_none() && !console.ip().is_loopback() {
+            tracing::warn!(
+                %console,
+                "the console is served over plain HTTP on a non-loopback address: browsers keep its Secure session \
+                 cookie only over HTTPS (set --tls-cert, or put a TLS-terminating proxy in front)"
+            );
+        }
+    }
     if !auth.is_enabled() {
         if !args.listen.ip().is_loopback() && !args.insecure_no_auth {
             bail!(
@@ -284,7 +308,19 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    let console_listener = match args.console_listen {
+        MetricsListen(Some(address)) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen on {address} (choose another with --console-listen)"))?,
+        ),
+        MetricsListen(None) => None,
+    };
     // Logged once every port is bound: tools wait for these lines.
+    if let Some(console) = &console_listener {
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        tracing::info!("console on {scheme}://{}/", console.local_addr()?);
+    }
     if let Some(health) = &health_listener {
         tracing::info!("health (plaintext) listening on {}", health.local_addr()?);
     }
@@ -305,15 +341,23 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         auth: SharedAuth::new(auth),
         tls,
         reload,
+        console: tidemark_server::console::ConsoleSettings {
+            refresh: args.console_refresh.0,
+        },
         ..server_config(&args)
     };
-    tidemark_server::serve_with_health(config, store, listener, health_listener, shutdown_signal()).await?;
+    let listeners = tidemark_server::Listeners {
+        grpc: listener,
+        health: health_listener,
+        console: console_listener,
+    };
+    tidemark_server::serve_listeners(config, store, listeners, shutdown_signal()).await?;
     backend.close().await;
     Ok(())
 }
 
-/// `--metrics-listen`: an address, or "off"; checked when the command line
-/// is parsed, like every other flag.
+/// `--metrics-listen` and `--console-listen`: an address, or "off"; checked
+/// when the command line is parsed, like every other flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct MetricsListen(Option<SocketAddr>);
 

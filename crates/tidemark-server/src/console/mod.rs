@@ -1,0 +1,365 @@
+//! The operators' console (`--console-listen`): server-rendered pages of
+//! tables, consumers, leases, lag and fences, read through the same
+//! application layer as the gRPC API. It changes nothing; it shows the CLI
+//! and grpcurl lines that would.
+//!
+//! Access follows the API's: without credentials configured it is open
+//! (and, like the gRPC port, only on loopback unless told otherwise); with
+//! them, a viewer or operator token — sent as `Authorization: Bearer` or
+//! posted once to the sign-in form, which keeps it server-side behind a
+//! session cookie — and only the tables in the token's scope. Every page
+//! carries a Content-Security-Policy that allows only this server's own
+//! script and style files.
+
+mod consumer;
+mod fence;
+mod format;
+mod pages;
+mod picture;
+mod session;
+
+use std::time::Duration;
+
+use askama::Template;
+use axum::Router;
+use axum::extract::{Form, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use serde::Deserialize;
+use tidemark_service::App;
+use tidemark_store::StoreError;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::SharedAuth;
+use crate::tls::SharedTls;
+use pages::{Chrome, ErrorPage, SignInPage, error_status};
+use session::{Refusal, Sessions, Viewer};
+
+/// What every page is sent with: only this server's own files may run or
+/// style it, nothing may frame it, and forms post only to it.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+     connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The console's settings.
+#[derive(Debug, Clone)]
+pub struct ConsoleSettings {
+    /// How often pages refresh themselves (zero: never).
+    pub refresh: Duration,
+}
+
+impl Default for ConsoleSettings {
+    fn default() -> Self {
+        Self {
+            refresh: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What every console handler shares.
+#[derive(Debug, Clone)]
+pub(crate) struct Console {
+    app: App,
+    auth: SharedAuth,
+    sessions: Sessions,
+    refresh: Duration,
+}
+
+impl Console {
+    /// The caller, or the answer that turns it away (boxed: it is large).
+    fn viewer(&self, headers: &HeaderMap) -> Result<Viewer, Box<Response>> {
+        session::identify(&self.auth, &self.sessions, headers).map_err(|refusal| Box::new(refused(refusal, headers)))
+    }
+
+    fn chrome(&self, viewer: &Viewer) -> Chrome {
+        Chrome {
+            principal: viewer.principal.clone(),
+            signed_in: viewer.session,
+            refresh_seconds: self.refresh.as_secs(),
+        }
+    }
+
+    fn render(&self, page: impl Template) -> Response {
+        match page.render() {
+            Ok(html) => html_response(StatusCode::OK, html),
+            Err(e) => {
+                tracing::error!("console page failed to render: {e}");
+                (StatusCode::INTERNAL_SERVER_ERROR, "the page failed to render").into_response()
+            }
+        }
+    }
+
+    fn error_page(&self, viewer: &Viewer, status: StatusCode, heading: &str, message: String) -> Response {
+        let chrome = self.chrome(viewer);
+        let mut response = self.render(ErrorPage {
+            principal: chrome.principal,
+            signed_in: chrome.signed_in,
+            refresh_seconds: 0,
+            heading: heading.to_owned(),
+            message,
+        });
+        *response.status_mut() = status;
+        response
+    }
+
+    fn bad_request(&self, viewer: &Viewer, field: &str, description: &str) -> Response {
+        self.error_page(
+            viewer,
+            StatusCode::BAD_REQUEST,
+            "Bad request",
+            format!("{field}: {description}"),
+        )
+    }
+
+    /// A table outside the caller's scope looks like one that does not
+    /// exist: the page says neither.
+    fn not_in_scope(&self, viewer: &Viewer, table: &str) -> Response {
+        self.error_page(
+            viewer,
+            StatusCode::NOT_FOUND,
+            "Not found",
+            format!("No table {table} in your scope."),
+        )
+    }
+
+    /// The error the gRPC API would give, as a page (never SQL text).
+    fn store_error(&self, viewer: &Viewer, err: StoreError) -> Response {
+        let status = crate::status::store_status(err, "console");
+        self.error_page(
+            viewer,
+            error_status(status.code()),
+            "The request failed",
+            status.message().to_owned(),
+        )
+    }
+}
+
+fn html_response(status: StatusCode, html: String) -> Response {
+    let mut response = (status, html).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    response
+}
+
+/// A refused request: the sign-in page for browsers (a redirect), a 401
+/// for a bearer token that is not known, a 403 naming the missing role.
+fn refused(refusal: Refusal, headers: &HeaderMap) -> Response {
+    match refusal {
+        Refusal::SignIn => {
+            let mut response = Redirect::to("/signin").into_response();
+            if session::session_id(headers).is_some() {
+                // A cookie that no longer opens anything is cleared.
+                response.headers_mut().insert(header::SET_COOKIE, clear_cookie());
+            }
+            response
+        }
+        Refusal::Unknown => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "unknown token",
+        )
+            .into_response(),
+        Refusal::Forbidden { principal, roles } => {
+            let page = SignInPage {
+                message: format!(
+                    "{principal} ({roles}) may not use the console: it needs the viewer or operator role."
+                ),
+                session_hours: session::SESSION_TTL.as_secs() / 3600,
+            };
+            match page.render() {
+                Ok(html) => html_response(StatusCode::FORBIDDEN, html),
+                Err(_) => StatusCode::FORBIDDEN.into_response(),
+            }
+        }
+    }
+}
+
+fn clear_cookie() -> HeaderValue {
+    HeaderValue::from_str(&format!(
+        "{}=; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age=0",
+        session::COOKIE
+    ))
+    .unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+async fn signin_form(State(console): State<Console>, headers: HeaderMap) -> Response {
+    if console.viewer(&headers).is_ok() {
+        return Redirect::to("/").into_response();
+    }
+    signin_page(StatusCode::OK, String::new())
+}
+
+fn signin_page(status: StatusCode, message: String) -> Response {
+    let page = SignInPage {
+        message,
+        session_hours: session::SESSION_TTL.as_secs() / 3600,
+    };
+    match page.render() {
+        Ok(html) => html_response(status, html),
+        Err(_) => status.into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct SignIn {
+    token: String,
+}
+
+/// Whether a form post comes from this console's own pages: browsers send
+/// `Origin` with every POST, and it must name the host the page came from.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    origin
+        .split_once("://")
+        .is_some_and(|(_, authority)| !host.is_empty() && authority == host)
+}
+
+async fn signin(State(console): State<Console>, headers: HeaderMap, Form(form): Form<SignIn>) -> Response {
+    if !same_origin(&headers) {
+        return signin_page(StatusCode::FORBIDDEN, "Sign in from the console's own page.".to_owned());
+    }
+    let config = console.auth.current();
+    if !config.is_enabled() {
+        return Redirect::to("/").into_response();
+    }
+    let token = form.token.trim();
+    let Some(grant) = config.authenticate_token(token) else {
+        return signin_page(StatusCode::UNAUTHORIZED, "That token is not known.".to_owned());
+    };
+    if let Err(refusal) = session::allowed(&grant) {
+        return refused(refusal, &headers);
+    }
+    let id = match console.sessions.open(token) {
+        Ok(id) => id,
+        Err(e) => return signin_page(StatusCode::INTERNAL_SERVER_ERROR, e),
+    };
+    tracing::info!(principal = %grant.principal, "console sign-in");
+    let cookie = format!(
+        "{}={id}; Path=/; Secure; HttpOnly; SameSite=Strict; Max-Age={}",
+        session::COOKIE,
+        session::SESSION_TTL.as_secs()
+    );
+    let mut response = Redirect::to("/").into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+async fn signout(State(console): State<Console>, headers: HeaderMap) -> Response {
+    if let Some(id) = session::session_id(&headers) {
+        console.sessions.close(&id);
+    }
+    let mut response = Redirect::to("/signin").into_response();
+    response.headers_mut().insert(header::SET_COOKIE, clear_cookie());
+    response
+}
+
+const CSS: &str = include_str!("assets/console.css");
+const SCRIPT: &str = include_str!("assets/refresh.js");
+
+async fn stylesheet() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], CSS).into_response()
+}
+
+async fn script() -> Response {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], SCRIPT).into_response()
+}
+
+/// Every answer: the policy, no sniffing, no referrer to other sites (with
+/// none at all, browsers post forms with `Origin: null`), no caching.
+async fn secure_headers(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// The console's routes over `app`.
+pub(crate) fn router(app: App, auth: SharedAuth, settings: &ConsoleSettings) -> Router {
+    let console = Console {
+        app,
+        auth,
+        sessions: Sessions::default(),
+        refresh: settings.refresh,
+    };
+    Router::new()
+        .route("/", get(pages::tables))
+        .route("/table", get(pages::table))
+        .route("/consumer", get(consumer::consumer))
+        .route("/fence", get(fence::fence))
+        .route("/signin", get(signin_form).post(signin))
+        .route("/signout", axum::routing::post(signout))
+        .route("/static/console.css", get(stylesheet))
+        .route("/static/refresh.js", get(script))
+        .layer(axum::middleware::from_fn(secure_headers))
+        .with_state(console)
+}
+
+/// Serves `router` on `listener` (HTTPS with `tls`) until `stop`.
+pub(crate) async fn serve(listener: TcpListener, router: Router, tls: Option<SharedTls>, stop: CancellationToken) {
+    let service = TowerToHyperService::new(router);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!("console: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let (service, tls, stop) = (service.clone(), tls.clone(), stop.clone());
+        tokio::spawn(async move {
+            let builder = hyper::server::conn::http1::Builder::new();
+            let served = match tls {
+                Some(tls) => {
+                    let acceptor = tokio_rustls::TlsAcceptor::from(tls.console());
+                    match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => {
+                            let connection = builder.serve_connection(TokioIo::new(stream), service);
+                            tokio::select! {
+                                r = connection => r,
+                                () = stop.cancelled() => Ok(()),
+                            }
+                        }
+                        _ => {
+                            tracing::debug!(%peer, "console: TLS handshake failed");
+                            return;
+                        }
+                    }
+                }
+                None => {
+                    let connection = builder.serve_connection(TokioIo::new(stream), service);
+                    tokio::select! {
+                        r = connection => r,
+                        () = stop.cancelled() => Ok(()),
+                    }
+                }
+            };
+            if let Err(e) = served {
+                tracing::debug!(%peer, "console connection ended: {e}");
+            }
+        });
+    }
+}

@@ -1,0 +1,214 @@
+//! What the console shows (docs/operations.md, "Console"): every branch
+//! with its consumers, worst lag and fence; one branch's consumers with
+//! their mirror state; a branch's fence over its snapshots. Built from the
+//! same calls the Admin and Retention handlers make, so the console and
+//! the API cannot disagree.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tidemark_core::{BranchName, ConsumerKey, TableName};
+use tidemark_paimon::SnapshotRange;
+use tidemark_store::{Explanation, FenceReport, KeyFilter, MirrorState, RegisteredTable, StoreError};
+
+use crate::app::App;
+use crate::operator::Consumer;
+
+/// Most consumers one overview walks (pages of the API's largest size).
+pub const OVERVIEW_CONSUMER_LIMIT: usize = 50_000;
+
+/// One branch of a table, registered or seen through its consumers.
+#[derive(Debug, Clone)]
+pub struct BranchSummary {
+    /// The table.
+    pub table: TableName,
+    /// The branch.
+    pub branch: BranchName,
+    /// The registration, when the table is registered.
+    pub registration: Option<RegisteredTable>,
+    /// Keys with a consumer or a live lease.
+    pub consumers: usize,
+    /// Of those, keys whose lease is live.
+    pub leased: usize,
+    /// Of those, consumers that have expired (they no longer fence).
+    pub expired: usize,
+    /// The worst lag in snapshots, when any consumer's lag is known.
+    pub worst_lag_snapshots: Option<i64>,
+    /// The longest time a consumer's next snapshot has waited.
+    pub worst_lag_time: Option<Duration>,
+    /// The fence and the holders that set it.
+    pub fence: Option<FenceReport>,
+}
+
+/// Every branch in scope, and whether the walk stopped at the limit.
+#[derive(Debug, Clone)]
+pub struct Overview {
+    /// Branches by (table, branch).
+    pub branches: Vec<BranchSummary>,
+    /// Whether more consumers exist than the overview walked.
+    pub truncated: bool,
+}
+
+/// One consumer on a table's page: the listing's row and its mirror state.
+#[derive(Debug, Clone)]
+pub struct ConsumerRow {
+    /// The consumer, with its lag.
+    pub consumer: Consumer,
+    /// What the mirror last wrote for it (registered tables).
+    pub mirror: Option<MirrorState>,
+}
+
+/// A branch's fence over its snapshots.
+#[derive(Debug, Clone)]
+pub struct FencePicture {
+    /// Everything holding the branch back, lowest first.
+    pub explanation: Explanation,
+    /// The snapshots in the table's directory, when registered and readable.
+    pub range: Option<SnapshotRange>,
+    /// Why the directory could not be read ("" when it was, or is not registered).
+    pub range_error: String,
+}
+
+impl App {
+    /// Every branch (of tables registered, or seen through consumers) that
+    /// `in_scope` admits, with consumer counts, worst lag and fence.
+    pub async fn overview(&self, in_scope: impl Fn(&TableName) -> bool) -> Result<Overview, StoreError> {
+        let mut branches: BTreeMap<(String, String), BranchSummary> = BTreeMap::new();
+        let registered = self.store.paimon().registered_tables().await?;
+        for r in registered.iter().filter(|r| in_scope(&r.table)) {
+            let branch = BranchName::main();
+            branches.insert(
+                (r.table.as_str().to_owned(), branch.as_str().to_owned()),
+                BranchSummary::new(r.table.clone(), branch, Some(r.clone())),
+            );
+        }
+        let (mut after, mut walked, mut truncated) = (None::<ConsumerKey>, 0usize, false);
+        loop {
+            let page = self
+                .list_consumers(&KeyFilter::default(), after.as_ref(), tidemark_store::MAX_PAGE)
+                .await?;
+            for c in &page.consumers {
+                let key = &c.view.state.key;
+                if !in_scope(&key.table) {
+                    continue;
+                }
+                let entry = branches
+                    .entry((key.table.as_str().to_owned(), key.branch.as_str().to_owned()))
+                    .or_insert_with(|| {
+                        let registration = registered.iter().find(|r| r.table == key.table).cloned();
+                        BranchSummary::new(key.table.clone(), key.branch.clone(), registration)
+                    });
+                entry.add(c);
+            }
+            walked += page.consumers.len();
+            match page.next {
+                Some(next) if walked < OVERVIEW_CONSUMER_LIMIT => after = Some(next),
+                Some(_) => {
+                    truncated = true;
+                    break;
+                }
+                None => break,
+            }
+        }
+        for summary in branches.values_mut() {
+            summary.fence = Some(self.store.fence(&summary.table, &summary.branch, false, 5).await?);
+        }
+        Ok(Overview {
+            branches: branches.into_values().collect(),
+            truncated,
+        })
+    }
+
+    /// One branch's consumers (at most `limit`), each with its mirror state.
+    pub async fn branch_consumers(
+        &self,
+        table: &TableName,
+        branch: &BranchName,
+        limit: usize,
+    ) -> Result<(Vec<ConsumerRow>, bool), StoreError> {
+        let filter = KeyFilter {
+            table: Some(table.clone()),
+            branch: Some(branch.clone()),
+            consumer_id_prefix: None,
+        };
+        let registered = self.tables.table_if_readable(table).await.is_some()
+            || crate::registry::registration(&self.store, table).await?.is_some();
+        let (mut rows, mut after) = (Vec::new(), None::<ConsumerKey>);
+        loop {
+            let page = self
+                .list_consumers(&filter, after.as_ref(), tidemark_store::MAX_PAGE)
+                .await?;
+            for consumer in page.consumers {
+                let mirror = if registered {
+                    self.store.paimon().mirror_state(&consumer.view.state.key).await?
+                } else {
+                    None
+                };
+                rows.push(ConsumerRow { consumer, mirror });
+                if rows.len() >= limit {
+                    return Ok((rows, page.next.is_some()));
+                }
+            }
+            match page.next {
+                Some(next) => after = Some(next),
+                None => return Ok((rows, false)),
+            }
+        }
+    }
+
+    /// A branch's holders (at most `limit`) and, for a registered table,
+    /// its snapshots.
+    pub async fn fence_picture(
+        &self,
+        table: &TableName,
+        branch: &BranchName,
+        limit: i64,
+    ) -> Result<FencePicture, StoreError> {
+        let explanation = self.store.explain(table, branch, false, limit).await?;
+        let (range, range_error) = match self.tables.table(table).await {
+            Ok(Some(registered)) => match registered.directory.snapshot_range(branch.as_str()).await {
+                Ok(range) => (range, String::new()),
+                Err(e) => (None, e.to_string()),
+            },
+            Ok(None) => (None, String::new()),
+            Err(e) => (None, e.to_string()),
+        };
+        Ok(FencePicture {
+            explanation,
+            range,
+            range_error,
+        })
+    }
+}
+
+impl BranchSummary {
+    fn new(table: TableName, branch: BranchName, registration: Option<RegisteredTable>) -> Self {
+        Self {
+            table,
+            branch,
+            registration,
+            consumers: 0,
+            leased: 0,
+            expired: 0,
+            worst_lag_snapshots: None,
+            worst_lag_time: None,
+            fence: None,
+        }
+    }
+
+    fn add(&mut self, c: &Consumer) {
+        self.consumers += 1;
+        if c.view.state.live_lease(c.view.now).is_some() {
+            self.leased += 1;
+        }
+        if c.view.liveness.as_ref().is_some_and(|l| l.expired) {
+            self.expired += 1;
+        }
+        if let Some(snapshots) = c.lag_snapshots() {
+            self.worst_lag_snapshots = Some(self.worst_lag_snapshots.map_or(snapshots, |w| w.max(snapshots)));
+        }
+        if let Some(waited) = c.lag.as_ref().and_then(|l| l.waited) {
+            self.worst_lag_time = Some(self.worst_lag_time.map_or(waited, |w| w.max(waited)));
+        }
+    }
+}
