@@ -94,7 +94,9 @@ impl std::fmt::Debug for ClientTls {
     }
 }
 
-/// Adds the bearer token to every call.
+/// Adds the bearer token to every call, and the W3C `traceparent` of the
+/// application's current span when it has one (an OpenTelemetry layer in
+/// its tracing subscriber), so the server's spans join the caller's trace.
 #[derive(Clone, Debug, Default)]
 pub struct Credentials {
     authorization: Option<MetadataValue<Ascii>>,
@@ -118,6 +120,16 @@ impl Interceptor for Credentials {
     fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
         if let Some(value) = &self.authorization {
             request.metadata_mut().insert("authorization", value.clone());
+        }
+        let mut trace = http::HeaderMap::new();
+        tidemark_trace::inject(&mut trace);
+        for (name, value) in &trace {
+            if let (Ok(value), Ok(key)) = (
+                MetadataValue::<Ascii>::try_from(value.as_bytes()),
+                tonic::metadata::MetadataKey::from_bytes(name.as_str().as_bytes()),
+            ) {
+                request.metadata_mut().insert(key, value);
+            }
         }
         Ok(request)
     }

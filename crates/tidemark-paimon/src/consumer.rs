@@ -81,13 +81,26 @@ impl PaimonTable {
         next_snapshot: i64,
         seen: Option<&ObjectVersion>,
     ) -> Result<Written, PaimonError> {
-        let body = serde_json::to_vec(&ConsumerFile { next_snapshot }).expect("serializes");
-        if let Some(dir) = self.local_dir(branch) {
-            let name = format!("{CONSUMER_PREFIX}{consumer_id}");
-            blocking(consumer_id, move || write_durably(&dir, &name, &body)).await?;
-            return Ok(Written::Written);
+        use tracing::Instrument;
+        // Debug level: exported as a trace span, never logged at info.
+        let span = tracing::debug_span!(
+            "paimon.write_consumer_file",
+            branch,
+            consumer_id,
+            next_snapshot,
+            conditional = seen.is_some(),
+        );
+        async {
+            let body = serde_json::to_vec(&ConsumerFile { next_snapshot }).expect("serializes");
+            if let Some(dir) = self.local_dir(branch) {
+                let name = format!("{CONSUMER_PREFIX}{consumer_id}");
+                blocking(consumer_id, move || write_durably(&dir, &name, &body)).await?;
+                return Ok(Written::Written);
+            }
+            self.put_if(branch, consumer_id, body, seen).await
         }
-        self.put_if(branch, consumer_id, body, seen).await
+        .instrument(span)
+        .await
     }
 
     async fn put_if(
@@ -324,7 +337,10 @@ impl PaimonTable {
 
     /// Deletes a consumer's file (absent is fine).
     pub async fn delete_consumer(&self, branch: &str, consumer_id: &str) -> Result<(), PaimonError> {
-        match self.store.delete(&self.consumer_path(branch, consumer_id)).await {
+        use tracing::Instrument;
+        let span = tracing::debug_span!("paimon.delete_consumer_file", branch, consumer_id);
+        let path = self.consumer_path(branch, consumer_id);
+        match self.store.delete(&path).instrument(span).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(e.into()),
         }

@@ -25,6 +25,7 @@ pub(crate) async fn run<T, F>(
     timeout: Duration,
     unavailable: &UnavailableSignal,
     ctx: CallContext,
+    headers: &http::HeaderMap,
     body: F,
 ) -> Result<Response<T>, Status>
 where
@@ -34,10 +35,28 @@ where
     // default (info) it costs nothing; what it logs above debug names the
     // request id itself. Operator calls are rare and keep an info span.
     let span = if service == "Coordinator" {
-        tracing::debug_span!("rpc", method, request_id = %ctx.request_id, principal = %ctx.principal)
+        tracing::debug_span!(
+            "rpc",
+            method,
+            request_id = %ctx.request_id,
+            principal = %ctx.principal,
+            otel.name = %format_args!("tidemark.v1.{service}/{method}"),
+            otel.kind = "server",
+            rpc.system = "grpc",
+        )
     } else {
-        tracing::info_span!("rpc", method, request_id = %ctx.request_id, principal = %ctx.principal)
+        tracing::info_span!(
+            "rpc",
+            method,
+            request_id = %ctx.request_id,
+            principal = %ctx.principal,
+            otel.name = %format_args!("tidemark.v1.{service}/{method}"),
+            otel.kind = "server",
+            rpc.system = "grpc",
+        )
     };
+    // With traces exported, the call joins the caller's trace.
+    tidemark_trace::set_remote_parent(&span, headers);
     let started = Instant::now();
     let result = tokio::time::timeout(timeout, body.instrument(span.clone())).await;
     let _entered = span.enter();
@@ -125,13 +144,14 @@ impl Rpcs {
         Fut: Future<Output = Result<T, StoreError>>,
     {
         let ctx = call_context(&request);
-        let req = request.into_inner();
+        let (metadata, _, req) = request.into_parts();
         run(
             self.service,
             method,
             self.timeout,
             &self.unavailable,
             ctx.clone(),
+            metadata.as_ref(),
             async move {
                 let parsed = req.parse()?;
                 let access = ctx.access();

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 use tidemark_core::commit::{self, CommitBatch, Committed, RefreshHistory};
 use tidemark_core::lease::{self, Acquired, LeasePolicy, LeaseRequest};
@@ -142,7 +143,8 @@ impl Store {
                 tracing::debug!(attempt, "lost a race; deciding again on fresh state");
                 tokio::time::sleep(backoff(attempt)).await;
             }
-            let loaded = match self.backend.load(find).await {
+            let span = tidemark_trace::statement(self.backend.name(), "load", 1, None);
+            let loaded = match self.backend.load(find).instrument(span).await {
                 Ok(loaded) => loaded,
                 Err(StoreError::Contention) => continue,
                 Err(e) => return Err(e),
@@ -248,7 +250,8 @@ impl Store {
             ctx,
             estimated_now,
         };
-        let Some(written_at) = self.backend.save(loaded, &change).await? else {
+        let span = tidemark_trace::statement(self.backend.name(), "save", 1, None);
+        let Some(written_at) = self.backend.save(loaded, &change).instrument(span).await? else {
             return Ok(None);
         };
         if let Some(previous) = previous_lease

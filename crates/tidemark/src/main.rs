@@ -12,6 +12,7 @@ mod database;
 mod flags;
 mod serve;
 mod token;
+mod traces;
 
 use database::DatabaseArgs;
 use serve::ServeArgs;
@@ -147,7 +148,9 @@ enum LogFormat {
     Json,
 }
 
-fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
+/// Logging, and for `serve` the trace exporter when the environment asks
+/// for one.
+fn init_logging(args: &LogArgs, serving: bool) -> anyhow::Result<Option<traces::Traces>> {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -179,8 +182,19 @@ fn init_logging(args: &LogArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    tracing_subscriber::registry().with(console).with(audit).init();
-    Ok(())
+    let (exporting, traces) = match serving {
+        true => traces::layer()?.map_or((None, None), |(layer, traces)| (Some(layer), Some(traces))),
+        false => (None, None),
+    };
+    tracing_subscriber::registry()
+        .with(console)
+        .with(audit)
+        .with(exporting)
+        .init();
+    if let Some(traces) = &traces {
+        tracing::info!(protocol = traces.protocol, "exporting traces over OTLP");
+    }
+    Ok(traces)
 }
 
 /// The command line, with the exit-code table under every command's help.
@@ -267,11 +281,19 @@ fn without_options(line: &str, flags: &[String]) -> String {
 async fn main() -> std::process::ExitCode {
     let cli = parse_command_line();
     let debug = cli.log.debug;
-    if let Err(e) = init_logging(&cli.log) {
-        eprintln!("{}", cli::explain(&e, debug));
-        return std::process::ExitCode::from(cli::exit::USAGE);
+    let serving = matches!(cli.command, Command::Serve(_));
+    let traces = match init_logging(&cli.log, serving) {
+        Ok(traces) => traces,
+        Err(e) => {
+            eprintln!("{}", cli::explain(&e, debug));
+            return std::process::ExitCode::from(cli::exit::USAGE);
+        }
+    };
+    let outcome = run(cli).await;
+    if let Some(traces) = traces {
+        traces.shutdown().await;
     }
-    match run(cli).await {
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{}", cli::explain(&e, debug));

@@ -25,6 +25,7 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 use tidemark_core::{ConsumerKey, HistoryEvent, Timestamp};
 use tokio::sync::{Semaphore, oneshot};
+use tracing::Instrument;
 
 use super::batch::{Batcher, Job};
 use super::from_ts;
@@ -76,6 +77,8 @@ pub(crate) type Outcome = Result<Option<Timestamp>, StoreError>;
 struct Queued {
     write: OneEventWrite,
     reply: oneshot::Sender<Outcome>,
+    /// The caller's span, which the statement's span links to.
+    caller: Option<tidemark_trace::SpanContext>,
 }
 
 impl Job for Queued {
@@ -157,7 +160,11 @@ impl GroupCommit {
         let acknowledged_early = write
             .estimated_now
             .filter(|_| tidemark_core::mutant!("ack_before_commit"));
-        self.batcher.submit(Queued { write, reply })?;
+        self.batcher.submit(Queued {
+            write,
+            reply,
+            caller: tidemark_trace::caller(),
+        })?;
         if let Some(at) = acknowledged_early {
             tokio::spawn(answer);
             return Ok(Some(at));
@@ -180,7 +187,13 @@ async fn send(pool: Db, batch: Vec<Queued>, counts: Arc<Counts>, alone: Arc<Sema
     counts.writes.fetch_add(batch.len() as u64, Ordering::Relaxed);
     metrics::counter!(metric_names::STATEMENTS).increment(1);
     metrics::counter!(metric_names::STATEMENT_WRITES).increment(batch.len() as u64);
-    for queued in apply(&pool, batch, &counts).await {
+    let span = tidemark_trace::statement(
+        "postgres",
+        "group commit",
+        batch.len(),
+        batch.iter().filter_map(|q| q.caller.as_ref()),
+    );
+    for queued in apply(&pool, batch, &counts).instrument(span).await {
         let (pool, alone) = (pool.clone(), Arc::clone(&alone));
         tokio::spawn(async move {
             let Ok(_permit) = alone.acquire_owned().await else {
@@ -242,7 +255,8 @@ async fn apply(pool: &Db, mut batch: Vec<Queued>, counts: &Counts) -> Vec<Queued
 
 /// Writes one on its own (it may wait for a row lock), then answers.
 async fn write_alone(pool: &Db, queued: Queued) {
-    let outcome = write_one_event(pool, &queued.write).await;
+    let span = tidemark_trace::statement("postgres", "commit alone", 1, queued.caller.as_ref());
+    let outcome = write_one_event(pool, &queued.write).instrument(span).await;
     let _ = queued.reply.send(outcome);
 }
 

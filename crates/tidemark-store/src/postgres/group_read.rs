@@ -15,6 +15,7 @@ use super::db::Db;
 use sqlx::Row;
 use tidemark_core::ConsumerKey;
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 use super::batch::{Batcher, Job};
 use super::keys::{LOAD_BY_KEY, decode_loaded};
@@ -39,6 +40,8 @@ type Answer = Result<Loaded, StoreError>;
 struct Queued {
     key: ConsumerKey,
     reply: oneshot::Sender<Answer>,
+    /// The caller's span, which the statement's span links to.
+    caller: Option<tidemark_trace::SpanContext>,
 }
 
 impl Job for Queued {
@@ -95,7 +98,13 @@ impl GroupRead {
                         counts.reads.fetch_add(batch.len() as u64, Ordering::Relaxed);
                         metrics::counter!(metric_names::STATEMENTS).increment(1);
                         metrics::counter!(metric_names::STATEMENT_READS).increment(batch.len() as u64);
-                        apply(&pool, batch).await;
+                        let span = tidemark_trace::statement(
+                            "postgres",
+                            "group read",
+                            batch.len(),
+                            batch.iter().filter_map(|q: &Queued| q.caller.as_ref()),
+                        );
+                        apply(&pool, batch).instrument(span).await;
                     }
                 },
             )
@@ -118,6 +127,7 @@ impl GroupRead {
         self.batcher.submit(Queued {
             key: key.clone(),
             reply,
+            caller: tidemark_trace::caller(),
         })?;
         answer
             .await

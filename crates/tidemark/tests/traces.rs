@@ -1,0 +1,265 @@
+//! OTLP trace export from the real binary to a receiver the test runs
+//! (the collector's trace service over gRPC, and its HTTP endpoint for
+//! `http/protobuf`): each call's span joins the caller's W3C trace, and
+//! the group-commit statement's span links to every caller it served.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
+use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use tidemark_proto::v1 as pb;
+use tidemark_testkit::load::{coordinator, key, snapshot_commit};
+use tidemark_testkit::postgres::FreshDatabase;
+use tidemark_testkit::process::ServerProcess;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tidemark");
+
+type Received = Arc<Mutex<Vec<Span>>>;
+
+#[derive(Clone, Default)]
+struct Receiver(Received);
+
+#[tonic::async_trait]
+impl TraceService for Receiver {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        keep(&self.0, request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+fn keep(received: &Received, request: ExportTraceServiceRequest) {
+    let mut spans = received.lock().unwrap();
+    for resource in request.resource_spans {
+        for scope in resource.scope_spans {
+            spans.extend(scope.spans);
+        }
+    }
+}
+
+/// A gRPC receiver on a free port: its endpoint and what it received.
+async fn grpc_receiver() -> (String, Received) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let receiver = Receiver::default();
+    let received = Arc::clone(&receiver.0);
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(receiver))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    (format!("http://{addr}"), received)
+}
+
+/// An HTTP receiver of `POST /v1/traces` (binary protobuf).
+async fn http_receiver() -> (String, Received) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let received = Received::default();
+    let kept = Arc::clone(&received);
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let kept = Arc::clone(&kept);
+            async move {
+                match ExportTraceServiceRequest::decode(body) {
+                    Ok(request) => {
+                        keep(&kept, request);
+                        (
+                            http::StatusCode::OK,
+                            ExportTraceServiceResponse::default().encode_to_vec(),
+                        )
+                    }
+                    Err(_) => (http::StatusCode::BAD_REQUEST, Vec::new()),
+                }
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), received)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Each worker's own trace: a trace id and the caller's span id.
+fn caller(i: usize) -> ([u8; 16], [u8; 8]) {
+    let mut trace = [0u8; 16];
+    trace[0] = 0x7d;
+    trace[15] = u8::try_from(i + 1).unwrap();
+    let mut span = [0u8; 8];
+    span[0] = 0x5a;
+    span[7] = u8::try_from(i + 1).unwrap();
+    (trace, span)
+}
+
+const WORKERS: usize = 16;
+const ROUNDS: i64 = 4;
+
+/// 16 workers commit four batches each, all at once, every call carrying
+/// its worker's `traceparent`; then the received spans are checked.
+async fn commits_are_traced(protocol: &str, endpoint: String, received: Received) {
+    let Some(db) = FreshDatabase::create().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let args: Vec<String> = [
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "off",
+        "--database-url",
+        &db.url,
+        "--sweep-interval",
+        "0s",
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .collect();
+    let env: Vec<(String, String)> = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_TRACES_SAMPLER", "parentbased_always_on"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect();
+    let server = ServerProcess::start_with_env(std::path::Path::new(BIN), &args, &env, dir.path(), "tidemark")
+        .expect("tidemark starts");
+    assert!(
+        server.logs().contains("exporting traces over OTLP"),
+        "{}",
+        server.logs()
+    );
+    let url = server.url();
+    let barrier = Arc::new(tokio::sync::Barrier::new(WORKERS));
+    let mut tasks = Vec::new();
+    for i in 0..WORKERS {
+        let (url, barrier) = (url.clone(), Arc::clone(&barrier));
+        tasks.push(tokio::spawn(async move {
+            let (trace, span) = caller(i);
+            let traceparent: tonic::metadata::MetadataValue<_> =
+                format!("00-{}-{}-01", hex(&trace), hex(&span)).parse().unwrap();
+            let mut client = coordinator(&url, Duration::from_secs(10));
+            let mut acquire = tonic::Request::new(pb::AcquireLeaseRequest {
+                consumer: Some(key(&format!("traced-{i}"))),
+                holder: format!("query-{i}"),
+                ttl: None,
+            });
+            acquire.metadata_mut().insert("traceparent", traceparent.clone());
+            let lease = client.acquire_lease(acquire).await.unwrap().into_inner().lease.unwrap();
+            for batch in 0..ROUNDS {
+                barrier.wait().await;
+                let mut commit = tonic::Request::new(snapshot_commit(&lease, batch, Some(batch + 5)));
+                commit.metadata_mut().insert("traceparent", traceparent.clone());
+                client.commit_batch(commit).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+
+    let callers: HashMap<Vec<u8>, Vec<u8>> = (0..WORKERS)
+        .map(|i| {
+            let (trace, span) = caller(i);
+            (trace.to_vec(), span.to_vec())
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let expected_commits = WORKERS * usize::try_from(ROUNDS).unwrap();
+    loop {
+        let spans = received.lock().unwrap().clone();
+        let commits: Vec<&Span> = spans
+            .iter()
+            .filter(|s| s.name == "tidemark.v1.Coordinator/CommitBatch")
+            .collect();
+        let linked: HashSet<Vec<u8>> = spans
+            .iter()
+            .filter(|s| s.name == "group commit" || s.name == "commit alone")
+            .flat_map(|s| s.links.iter().map(|l| l.trace_id.clone()))
+            .collect();
+        if commits.len() >= expected_commits && linked.len() >= WORKERS {
+            for span in &commits {
+                let parent = callers.get(&span.trace_id).expect("a commit span in a caller's trace");
+                assert_eq!(&span.parent_span_id, parent, "the call's span is the caller's child");
+            }
+            let statements: Vec<&Span> = spans.iter().filter(|s| s.name == "group commit").collect();
+            assert!(!statements.is_empty(), "no group-commit statement span");
+            for statement in &statements {
+                assert_eq!(
+                    statement.links.len(),
+                    statement_size(statement),
+                    "one link per caller served"
+                );
+                for link in &statement.links {
+                    assert!(callers.contains_key(&link.trace_id), "a link to a stranger's trace");
+                    // The link names the write inside a call: a span of
+                    // that trace whose parent is the call's span.
+                    let linked = spans
+                        .iter()
+                        .find(|s| s.span_id == link.span_id && s.trace_id == link.trace_id)
+                        .expect("the linked span was exported");
+                    assert!(
+                        spans
+                            .iter()
+                            .any(|c| c.span_id == linked.parent_span_id
+                                && c.name.starts_with("tidemark.v1.Coordinator/")),
+                        "the linked span {:?} is not inside a call",
+                        linked.name
+                    );
+                }
+            }
+            assert!(
+                statements.iter().any(|s| s.links.len() >= 2),
+                "no statement served two callers: {:?}",
+                statements.iter().map(|s| s.links.len()).collect::<Vec<_>>()
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{protocol}: {} commit spans of {expected_commits}, {} callers linked; received {:?}",
+            commits.len(),
+            linked.len(),
+            spans.iter().map(|s| s.name.as_str()).collect::<HashSet<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(server);
+    db.drop_now().await;
+}
+
+/// The `batch.size` attribute of a statement span.
+fn statement_size(span: &Span) -> usize {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    span.attributes
+        .iter()
+        .find(|a| a.key == "batch.size")
+        .and_then(|a| a.value.as_ref()?.value.as_ref())
+        .and_then(|v| match v {
+            Value::IntValue(n) => usize::try_from(*n).ok(),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no batch.size attribute: {:?}", span.attributes))
+}
+
+#[tokio::test]
+async fn over_grpc_commits_join_their_callers_traces_and_statements_link_them() {
+    let (endpoint, received) = grpc_receiver().await;
+    commits_are_traced("grpc", endpoint, received).await;
+}
+
+#[tokio::test]
+async fn over_http_protobuf_the_same_spans_arrive() {
+    let (endpoint, received) = http_receiver().await;
+    commits_are_traced("http/protobuf", endpoint, received).await;
+}
