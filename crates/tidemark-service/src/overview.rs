@@ -131,8 +131,8 @@ impl App {
             branch: Some(branch.clone()),
             consumer_id_prefix: None,
         };
-        let registered = self.tables.table_if_readable(table).await.is_some()
-            || crate::registry::registration(&self.store, table).await?.is_some();
+        // Only whether it is registered: the directory is not read here.
+        let registered = crate::registry::registration(&self.store, table).await?.is_some();
         let (mut rows, mut after) = (Vec::new(), None::<ConsumerKey>);
         loop {
             let page = self
