@@ -76,8 +76,10 @@ class TidemarkServer:
         extra_args: Optional[List[str]] = None,
         host: str = "127.0.0.1",
         port: Optional[int] = None,
+        env: Optional[Dict[str, str]] = None,
     ):
         self.database_url = database_url
+        self.env = dict(env or {})
         self.port = port or free_port()
         self.endpoint = f"{host}:{self.port}"
         self.log_path = log_path
@@ -98,6 +100,7 @@ class TidemarkServer:
         log = open(self.log_path, "ab")
         env = dict(os.environ, TIDEMARK_LOG="info,tidemark=debug")
         env.pop("TIDEMARK_AUTH", None)
+        env.update(self.env)
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
         deadline = time.monotonic() + timeout

@@ -3,6 +3,7 @@ worker calls with safe retries."""
 
 from __future__ import annotations
 
+import collections
 import json
 import random
 import threading
@@ -16,6 +17,11 @@ from google.protobuf import duration_pb2
 from tidemark.errors import TidemarkError, is_retryable
 from tidemark.v1 import admin_pb2, admin_pb2_grpc, coordinator_pb2, coordinator_pb2_grpc, retention_pb2, retention_pb2_grpc
 from tidemark.v1 import types_pb2
+
+try:  # optional: with OpenTelemetry installed, calls carry the current span's context
+    from opentelemetry import propagate as _otel_propagate
+except ImportError:  # pragma: no cover - exercised by the package test's bare venv
+    _otel_propagate = None
 
 T = TypeVar("T")
 
@@ -67,6 +73,10 @@ class Client:
     a repeated acquire by the same holder takes over the grant it may have
     missed. Refusals such as FAILED_PRECONDITION are never retried; they raise
     TidemarkError with the server's reason.
+
+    With OpenTelemetry installed (`opentelemetry-api`), every call made while
+    a span is current carries its W3C `traceparent`, so tidemark's span for
+    the call joins the application's trace.
     """
 
     def __init__(
@@ -104,12 +114,15 @@ class Client:
             self._channel = grpc.secure_channel(target, credentials, options=options)
         else:
             self._channel = grpc.insecure_channel(target, options=options)
+        channel = self._channel
+        if _otel_propagate is not None:
+            channel = grpc.intercept_channel(channel, _TraceContext(_otel_propagate))
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self.timeout = timeout
         self.retry_policy = retry or RetryPolicy()
-        self.coordinator = coordinator_pb2_grpc.CoordinatorStub(self._channel)
-        self.retention = retention_pb2_grpc.RetentionStub(self._channel)
-        self.admin = admin_pb2_grpc.AdminStub(self._channel)
+        self.coordinator = coordinator_pb2_grpc.CoordinatorStub(channel)
+        self.retention = retention_pb2_grpc.RetentionStub(channel)
+        self.admin = admin_pb2_grpc.AdminStub(channel)
 
     @property
     def metadata(self):
@@ -308,6 +321,48 @@ class Client:
         keeper = LeaseKeeper(self, lease, sent_at=sent_at)
         keeper.start()
         return keeper
+
+
+class _CallDetails(
+    collections.namedtuple("_CallDetails", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")),
+    grpc.ClientCallDetails,
+):
+    pass
+
+
+class _TraceContext(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds the W3C `traceparent` (and `tracestate`, `baggage`) of the span
+    current when a call is made, through OpenTelemetry's global propagator,
+    so the server's span for the call joins the application's trace. Without
+    a current span (or with only the OpenTelemetry API and no SDK) nothing
+    is added. Each retry attempt carries the same context: it is read on the
+    calling thread, where the application's span is current."""
+
+    def __init__(self, propagate):
+        self._propagate = propagate
+
+    def _with_context(self, details):
+        carrier: dict = {}
+        self._propagate.inject(carrier)
+        if not carrier:
+            return details
+        metadata = list(details.metadata or ())
+        present = {key for key, _ in metadata}
+        metadata.extend((key, value) for key, value in carrier.items() if key not in present)
+        return _CallDetails(
+            details.method,
+            details.timeout,
+            metadata,
+            details.credentials,
+            getattr(details, "wait_for_ready", None),
+            getattr(details, "compression", None),
+        )
+
+    def intercept_unary_unary(self, continuation, client_call_details, request):
+        return continuation(self._with_context(client_call_details), request)
+
+    def intercept_unary_stream(self, continuation, client_call_details, request):
+        return continuation(self._with_context(client_call_details), request)
 
 
 def _target(endpoint: str) -> tuple[str, bool]:

@@ -37,15 +37,53 @@ pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
-struct Headers<'a>(&'a http::HeaderMap);
+/// A request's headers as the propagator reads them, with `traceparent`
+/// read the W3C way (see [`known_flags_only`]).
+struct Headers<'a> {
+    map: &'a http::HeaderMap,
+    traceparent: Option<String>,
+}
+
+impl<'a> Headers<'a> {
+    fn new(map: &'a http::HeaderMap) -> Self {
+        let traceparent = map
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(known_flags_only);
+        Headers { map, traceparent }
+    }
+}
 
 impl Extractor for Headers<'_> {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
+        if key == "traceparent" {
+            return self.traceparent.as_deref();
+        }
+        self.map.get(key).and_then(|v| v.to_str().ok())
     }
     fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(http::HeaderName::as_str).collect()
+        self.map.keys().map(http::HeaderName::as_str).collect()
     }
+}
+
+/// A version-00 `traceparent` with only the flags this version defines
+/// (sampled): W3C Trace Context says a receiver "will only parse the
+/// trace-flags values supported by this version … and ignore all other
+/// values", and Level 2 adds the random flag (0x02), which OpenTelemetry
+/// Python sets on every root. opentelemetry_sdk 0.31's propagator instead
+/// refuses a version-00 header whose flags exceed 0x02, which would drop the
+/// caller's trace, so the unknown bits are cleared before it parses.
+fn known_flags_only(header: &str) -> String {
+    let header = header.trim();
+    let parts: Vec<&str> = header.split('-').collect();
+    if let [version @ "00", trace_id, parent_id, flags] = parts[..]
+        && flags.len() == 2
+        && flags.bytes().all(|b| b.is_ascii_hexdigit())
+        && let Ok(bits) = u8::from_str_radix(flags, 16)
+    {
+        return format!("{version}-{trace_id}-{parent_id}-{:02x}", bits & 0x01);
+    }
+    header.to_owned()
 }
 
 struct HeadersMut<'a>(&'a mut http::HeaderMap);
@@ -67,7 +105,7 @@ pub fn set_remote_parent(span: &Span, headers: &http::HeaderMap) {
     if !enabled() || !headers.contains_key("traceparent") {
         return;
     }
-    let parent = TraceContextPropagator::new().extract(&Headers(headers));
+    let parent = TraceContextPropagator::new().extract(&Headers::new(headers));
     if parent.span().span_context().is_valid() {
         let _ = span.set_parent(parent);
     }
@@ -155,6 +193,44 @@ mod tests {
             assert_eq!(server.context().span().span_context().trace_id(), trace_id);
             let shared = statement("postgres", "commit", 1, [&me]);
             assert!(!shared.is_disabled());
+        });
+    }
+
+    #[test]
+    fn a_level_two_traceparent_with_the_random_flag_is_still_the_parent() {
+        const TRACE: &str = "75a0dff06fc1372cdddb640ce7475251";
+        assert_eq!(
+            known_flags_only(&format!("00-{TRACE}-44f2db724d1897db-03")),
+            format!("00-{TRACE}-44f2db724d1897db-01")
+        );
+        assert_eq!(
+            known_flags_only(&format!("00-{TRACE}-44f2db724d1897db-02")),
+            format!("00-{TRACE}-44f2db724d1897db-00")
+        );
+        // Not a version-00 header with hex flags: left for the propagator to judge.
+        for odd in [
+            format!("00-{TRACE}-44f2db724d1897db-zz"),
+            format!("01-{TRACE}-44f2db724d1897db-03-x"),
+        ] {
+            assert_eq!(known_flags_only(&odd), odd);
+        }
+
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+        let subscriber =
+            tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        tracing::subscriber::with_default(subscriber, || {
+            enable();
+            let mut headers = http::HeaderMap::new();
+            headers.insert(
+                "traceparent",
+                http::HeaderValue::from_str(&format!("00-{TRACE}-44f2db724d1897db-03")).unwrap(),
+            );
+            let server = tracing::info_span!("rpc");
+            set_remote_parent(&server, &headers);
+            let context = server.context();
+            let parent = context.span().span_context().clone();
+            assert_eq!(parent.trace_id().to_string(), TRACE, "the caller's trace is kept");
+            assert!(parent.is_sampled());
         });
     }
 }
