@@ -110,17 +110,10 @@ where
     let builder = opentelemetry_otlp::SpanExporter::builder();
     let provider = {
         let _entered = runtime.enter();
-        let resource = resource();
         match protocol {
             "grpc" => {
                 let exporter = builder.with_tonic().build().context("OTLP (grpc) exporter")?;
-                SdkTracerProvider::builder()
-                    .with_batch_exporter(OnRuntime {
-                        inner: exporter,
-                        runtime,
-                    })
-                    .with_resource(resource)
-                    .build()
+                provider_on(exporter, runtime)
             }
             _ => {
                 let exporter = builder
@@ -128,13 +121,7 @@ where
                     .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
                     .build()
                     .context("OTLP (http/protobuf) exporter")?;
-                SdkTracerProvider::builder()
-                    .with_batch_exporter(OnRuntime {
-                        inner: exporter,
-                        runtime,
-                    })
-                    .with_resource(resource)
-                    .build()
+                provider_on(exporter, runtime)
             }
         }
     };
@@ -148,6 +135,17 @@ where
         .with_filter(filter);
     tidemark_trace::enable();
     Ok(Some((layer, Traces { provider, protocol })))
+}
+
+/// A batching provider whose exporter runs on `runtime` (see [`OnRuntime`]).
+fn provider_on<E: SpanExporter + 'static>(exporter: E, runtime: tokio::runtime::Runtime) -> SdkTracerProvider {
+    SdkTracerProvider::builder()
+        .with_batch_exporter(OnRuntime {
+            inner: exporter,
+            runtime,
+        })
+        .with_resource(resource())
+        .build()
 }
 
 fn resource() -> opentelemetry_sdk::Resource {
