@@ -97,12 +97,15 @@ pub(crate) fn outages(
             let next = changes.get(i + 1).map_or(i64::MAX, |(_, c)| c.t0);
             let end = (routed + WATCH_AFTER_ROUTED_US).min(next);
             let recovered = acknowledged.iter().any(|&t| t > routed && t <= end);
-            // The longest silence among the answers from the fault on.
+            // The longest silence among the answers from the fault on that
+            // began before the new primary was routed to; one that begins
+            // later, with a primary in place, is another fault's.
             let mut points = vec![change.t0];
             points.extend(acknowledged.iter().copied().filter(|&t| t > change.t0 && t <= end));
             let silence = points
                 .windows(2)
                 .map(|w| (w[0], w[1]))
+                .filter(|&(from, _)| from <= routed)
                 .max_by_key(|(a, b)| b - a)
                 .filter(|_| recovered);
             let (from, to) = silence.unwrap_or((change.t0, end));
@@ -238,6 +241,43 @@ mod tests {
         // Acknowledged before the new primary was routed to, never after.
         let stuck = outages(&[("failover".into(), change)], &[commit(1_001, 1_002, "Ok")], &[]);
         assert!(violations(&stuck, 500.0)[0].contains("no commit"));
+    }
+
+    #[test]
+    fn a_silence_that_begins_after_the_new_primary_is_routed_is_not_this_changes_outage() {
+        // A switchover: the old primary commits until it is demoted, the
+        // new one is routed to at +3.2 s; at +8.5 s another fault
+        // (`slow-database`: 100 ms a packet for 2 s, the pool exhausted)
+        // silences commits for 3 s while a primary exists and readiness
+        // rightly says SERVING. Seen twice in CI runs on 2026-12-06.
+        let change = PrimaryChange {
+            members: "pg1 -> pg2".into(),
+            routed_ms: 3_200,
+            t0: 1_000_000,
+        };
+        let records = vec![
+            commit(1_000, 1_100, "Ok"),
+            commit(1_900, 2_000, "Ok"),
+            commit(2_900, 3_000, "Ok"),
+            commit(4_100, 4_300, "Ok"),
+            commit(9_400, 9_500, "Ok"),
+            commit(12_400, 12_600, "Ok"),
+        ];
+        let readiness = [ReadinessSample {
+            t: 500_000,
+            replica: 0,
+            serving: Some(true),
+        }];
+        let outages = outages(&[("switchover".into(), change)], &records, &readiness);
+        // The outage is the silence across the routing: +2.0 s to +3.3 s.
+        assert_eq!(outages[0].unavailable_ms, Some(1_300.0));
+        assert_eq!(outages[0].silence_ms, Some((2_000.0, 3_300.0)));
+        // Shorter than twice the replicas' detection time (750 ms here).
+        assert!(
+            violations(&outages, 750.0).is_empty(),
+            "{:?}",
+            violations(&outages, 750.0)
+        );
     }
 
     #[test]
