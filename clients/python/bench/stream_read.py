@@ -21,7 +21,10 @@ partitions, value STRING, amount DOUBLE) is written with pypaimon in
   yielding the same rows made in memory (no read at all) to the same sink.
 
 Prints each round, the medians and the ratios (tidemark / peer, and tidemark
-/ the ceiling), and writes them as JSON with `--json`.
+/ the ceiling), and writes them as JSON with `--json`. It also counts the CPU
+each spent: pypaimon's read (this process), and for the tidemark query and
+the ceiling Spark's JVM and its Python workers (from /proc); the workers' CPU
+less the ceiling's is the source's own read.
 
     scripts/bench-spark-read.sh                      # 10 million rows
     scripts/bench-spark-read.sh --rows 1000000 --rounds 3
@@ -39,11 +42,15 @@ import sys
 import tempfile
 import time
 import uuid
+from typing import Dict, Optional, Tuple
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from harness import TidemarkServer, local_spark, write_table  # noqa: E402
+
+
+BENCH_SCHEMA = None  # set by write_table_of
 
 
 def write_table_of(warehouse: pathlib.Path, rows: int, commits: int):
@@ -53,7 +60,9 @@ def write_table_of(warehouse: pathlib.Path, rows: int, commits: int):
 
     catalog = CatalogFactory.create({"warehouse": str(warehouse)})
     catalog.create_database("bench", True)
+    global BENCH_SCHEMA
     schema = pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.string()), ("amount", pa.float64())])
+    BENCH_SCHEMA = schema
     catalog.create_table("bench.events", Schema.from_pyarrow_schema(schema, partition_keys=["part"]), False)
     table = catalog.get_table("bench.events")
     per_commit = rows // commits
@@ -145,6 +154,52 @@ def spark_ceiling(spark) -> float:
     return time.perf_counter() - started
 
 
+def process_kind(cmdline: str) -> Optional[str]:
+    if cmdline.split(" ", 1)[0].endswith("java"):
+        return "spark_jvm"
+    if "pyspark.daemon" in cmdline or "pyspark/daemon" in cmdline:
+        return "python_workers"  # the daemon and the workers it forks
+    if "python_streaming_source_runner" in cmdline:
+        return "source_runner"
+    return None
+
+
+def descendants_cpu() -> Dict[Tuple[int, str], float]:
+    """CPU seconds so far (user + system) of this process's descendants that
+    Spark runs: its JVM, the Python workers that read partitions, and the
+    Python process that plans the streaming source's batches."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents, stats = {}, {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        parents[int(pid)] = int(fields[1])
+        stats[int(pid)] = (cmdline, (int(fields[11]) + int(fields[12])) / tick)
+    out = {}
+    for pid, (cmdline, seconds) in stats.items():
+        ancestor = parents.get(pid)
+        while ancestor not in (None, 0, 1, os.getpid()):
+            ancestor = parents.get(ancestor)
+        kind = process_kind(cmdline)
+        if ancestor == os.getpid() and kind is not None:
+            out[(pid, kind)] = seconds
+    return out
+
+
+def cpu_spent(before: Dict[Tuple[int, str], float], after: Dict[Tuple[int, str], float]) -> Dict[str, float]:
+    """CPU seconds by kind of process between two `descendants_cpu` (a
+    process that ended in between is not counted)."""
+    spent: Dict[str, float] = {}
+    for key, seconds in after.items():
+        spent[key[1]] = spent.get(key[1], 0.0) + seconds - before.get(key, 0.0)
+    return spent
+
+
 def spark_session():
     return local_spark("tidemark-read-bench", spark_driver_memory="4g")
 
@@ -179,6 +234,35 @@ def tidemark_read(spark, path: str, endpoint: str, checkpoints: pathlib.Path, op
     return elapsed, batches, read
 
 
+def cpu_summary(rounds: list, rows: int) -> dict:
+    """Median CPU seconds per million rows: pypaimon's read (this process,
+    all its threads), and for the tidemark query and Spark's ceiling each
+    kind of process Spark runs. The Python workers' CPU in the ceiling is
+    Spark's hand-off of Arrow batches alone, so the workers' CPU of the
+    tidemark query less the ceiling's is the source's own read."""
+    per_million = 1e6 / rows
+    out = {}
+    for mode in ("full", "deltas"):
+        out[f"pypaimon_{mode}"] = statistics.median(r[f"peer_{mode}_cpu_s"] for r in rounds) * per_million
+        for kind in ("spark_jvm", "python_workers"):
+            out[f"tidemark_{mode}_{kind}"] = (
+                statistics.median(r[f"tidemark_{mode}_cpu_s"].get(kind, 0.0) for r in rounds) * per_million
+            )
+    for kind in ("spark_jvm", "python_workers"):
+        out[f"ceiling_{kind}"] = statistics.median(r["spark_ceiling_cpu_s"].get(kind, 0.0) for r in rounds) * per_million
+    for mode in ("full", "deltas"):
+        own = out[f"tidemark_{mode}_python_workers"] - out["ceiling_python_workers"]
+        out[f"tidemark_{mode}_source_read"] = own
+        print(
+            f"{mode}: CPU s per million rows: pypaimon's read {out[f'pypaimon_{mode}']:.3f}; tidemark_paimon's query: "
+            f"Spark's JVM {out[f'tidemark_{mode}_spark_jvm']:.3f}, Python workers "
+            f"{out[f'tidemark_{mode}_python_workers']:.3f} (the ceiling's: JVM {out['ceiling_spark_jvm']:.3f}, "
+            f"workers {out['ceiling_python_workers']:.3f}); the source's own read {own:.3f} = "
+            f"{own / out[f'pypaimon_{mode}']:.2f}x pypaimon's"
+        )
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -200,7 +284,10 @@ def main() -> int:
 
     server = TidemarkServer(f"sqlite://{workdir / 'tidemark.db'}", workdir / "server.log").start()
     spark = spark_session()
-    batch_rows = int(extra.get("read.batch-size", 10_000))
+    # The ceiling hands Spark batches of the rows the source's batches have.
+    from tidemark.paimon_plan import batch_rows as default_batch_rows
+
+    batch_rows = int(extra["read.batch-size"]) if "read.batch-size" in extra else default_batch_rows(BENCH_SCHEMA)
     spark.dataSource.register(ceiling_source(rows, batch_rows, 2))
     results = {"rows": rows, "commits": args.commits, "options": extra, "rounds": [], "cpus": os.cpu_count()}
     try:
@@ -209,23 +296,31 @@ def main() -> int:
         spark_ceiling(spark)
         for n in range(args.rounds):
             round_ = {}
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             assert peer_full(table) == rows
             round_["peer_full_s"] = time.perf_counter() - t
+            round_["peer_full_cpu_s"] = time.process_time() - cpu
+            before = descendants_cpu()
             elapsed, batches, read = tidemark_read(
                 spark, path, server.endpoint, workdir / "checkpoints", {"scan.mode": "latest-full", **extra}
             )
+            round_["tidemark_full_cpu_s"] = cpu_spent(before, descendants_cpu())
             assert read == rows, f"the full scan delivered {read} rows, not {rows}"
             round_["tidemark_full_s"], round_["tidemark_full_batches_s"] = elapsed, batches
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             assert peer_deltas(table) == rows
             round_["peer_deltas_s"] = time.perf_counter() - t
+            round_["peer_deltas_cpu_s"] = time.process_time() - cpu
+            before = descendants_cpu()
             elapsed, batches, read = tidemark_read(
                 spark, path, server.endpoint, workdir / "checkpoints", {"scan.mode": "from-snapshot", "scan.snapshot-id": "1", **extra}
             )
+            round_["tidemark_deltas_cpu_s"] = cpu_spent(before, descendants_cpu())
             assert read == rows, f"the deltas delivered {read} rows, not {rows}"
             round_["tidemark_deltas_s"], round_["tidemark_deltas_batches_s"] = elapsed, batches
+            before = descendants_cpu()
             round_["spark_ceiling_s"] = spark_ceiling(spark)
+            round_["spark_ceiling_cpu_s"] = cpu_spent(before, descendants_cpu())
             results["rounds"].append(round_)
             print(
                 f"round {n + 1}: "
@@ -273,6 +368,7 @@ def main() -> int:
         f"{summary['full_streaming']['tidemark_rows_per_s_median'] / ceiling:.2f}x, deltas "
         f"{summary['deltas_streaming']['tidemark_rows_per_s_median'] / ceiling:.2f}x of that ceiling"
     )
+    summary["cpu_s_per_million_rows"] = cpu_summary(results["rounds"], rows)
     results["summary"] = summary
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -339,3 +339,69 @@ def test_a_query_of_two_of_fifty_columns_reads_about_a_twenty_fifth_of_the_bytes
     print(f"bytes read: all 50 columns {full_bytes}, 2 columns {two_bytes} ({two_bytes / full_bytes:.3f})")
     assert full_rows == two_rows == rows
     assert two_bytes <= 2 * (2 / 50) * full_bytes, (two_bytes, full_bytes)
+
+
+def test_batches_are_sized_by_the_bytes_of_the_querys_columns():
+    """Without `read.batch-size`, rows per batch follow the query's columns
+    (docs/spark.md, "Throughput"): narrow rows read in big batches, wide rows
+    in fewer rows, and a merged primary-key split keeps Spark's 10,000 (one
+    batch per sorted run is held at once)."""
+    import pyarrow as pa
+
+    narrow = pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.string()), ("amount", pa.float64())])
+    assert paimon_plan.row_bytes_estimate(narrow) == 8 + 36 + 36 + 8
+    assert paimon_plan.batch_rows(narrow) == paimon_plan.BATCH_ROWS_MAX
+    wide = pa.schema([pa.field(f"s{i}", pa.string()) for i in range(200)])
+    assert paimon_plan.batch_rows(wide) == paimon_plan.BATCH_BYTES // (200 * 36)
+    assert paimon_plan.batch_rows(pa.schema([pa.field(f"s{i}", pa.string()) for i in range(2000)])) == 1_024
+    nested = pa.schema([("point", pa.struct([("x", pa.float64()), ("y", pa.float64())])), ("tags", pa.list_(pa.int32()))])
+    assert paimon_plan.row_bytes_estimate(nested) == 16 + 4 + 4 * 4
+    assert paimon_plan.batch_rows(narrow, merges=True) == 10_000
+
+
+def test_an_append_tables_batches_are_bigger_than_sparks_ten_thousand_rows_and_long_values_are_sliced(
+    tmp_path, monkeypatch
+):
+    """Each batch costs a round of pypaimon's Python and of Spark's hand-off,
+    so narrow rows come in batches of up to BATCH_ROWS_MAX; values longer
+    than the estimate are sliced so that no batch handed to Spark exceeds
+    about BATCH_BYTES; a `read.batch-size` the query sets is kept as asked."""
+    import numpy as np
+    import pyarrow as pa
+    from pypaimon import CatalogFactory, Schema
+
+    catalog = CatalogFactory.create({"warehouse": str(tmp_path / "warehouse")})
+    catalog.create_database("sized", True)
+    arrow = pa.schema([("id", pa.int64()), ("doc", pa.string())])
+    catalog.create_table("sized.t", Schema.from_pyarrow_schema(arrow), False)
+    table = catalog.get_table("sized.t")
+    rows = 60_000
+    short = pa.table({"id": np.arange(rows, dtype=np.int64), "doc": pa.array(["x"] * rows)}, schema=arrow)
+    narrow_snapshot = write_table(table, short)
+    long_rows = 4_000
+    docs = pa.array(["y" * 1_000] * long_rows)
+    long = pa.table({"id": np.arange(rows, rows + long_rows, dtype=np.int64), "doc": docs}, schema=arrow)
+    long_snapshot = write_table(table, long)
+
+    def batches(snapshot, options):
+        table_now = table.copy_without_time_travel(options) if options else table
+        schema = spark_schema_of(table_now, {})
+        return [
+            batch
+            for p in planned_ids(table_now, {}, snapshot)
+            for batch in paimon_plan.read_planned(table_now, ReadOptions(table_now, {}), p, schema)
+        ]
+
+    narrow = batches(narrow_snapshot, {})
+    assert [b.num_rows for b in narrow] == [rows], "one batch, not six of Spark's 10,000 rows"
+    assert [b.num_rows for b in batches(narrow_snapshot, {"read.batch-size": "25000"})] == [25_000, 25_000, 10_000]
+
+    # 4,000 rows of 1 KB: one batch of 4 MB as read; sliced to 1 MiB for Spark.
+    monkeypatch.setattr(paimon_plan, "BATCH_BYTES", 1 << 20)
+    sliced = batches(long_snapshot, {})
+    assert len(sliced) >= 4, [b.num_rows for b in sliced]
+    assert all(b.nbytes <= (1 << 20) * 1.05 for b in sliced), [b.nbytes for b in sliced]
+    ids = [i for b in sliced for i in b.column("id").to_pylist()]
+    assert ids == list(range(rows, rows + long_rows)), "every row once, in the file's order"
+    # An asked-for row count is kept even when its batches are big.
+    assert [b.num_rows for b in batches(long_snapshot, {"read.batch-size": "4000"})] == [4_000]

@@ -961,7 +961,7 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         rows_schema = StructType([f for f in self.schema.fields if f.name != column])
         batches = (b for planned in partition.planned for b in read_planned(table, read_options, planned, rows_schema, fields))
         for batch in batches:
-            epochs = pa.array([partition.epoch] * batch.num_rows, pa.int64())
+            epochs = pa.repeat(pa.scalar(partition.epoch, pa.int64()), batch.num_rows)
             yield pa.RecordBatch.from_arrays(
                 list(batch.columns) + [epochs],
                 schema=batch.schema.append(pa.field(column, pa.int64(), nullable=False)),
