@@ -185,13 +185,19 @@ mod tests {
         }
     }
 
+    /// A change of primary whose fault began at +1 s and whose new primary
+    /// was routed to at `routed_ms`.
+    fn change(members: &str, routed_ms: i64) -> PrimaryChange {
+        PrimaryChange {
+            members: members.into(),
+            routed_ms,
+            t0: 1_000_000,
+        }
+    }
+
     #[test]
     fn an_outage_is_the_longest_time_without_an_acknowledged_commit() {
-        let change = PrimaryChange {
-            members: "pg0 -> pg1".into(),
-            routed_ms: 20_000,
-            t0: 1_000_000,
-        };
+        let change = change("pg0 -> pg1", 20_000);
         let records = vec![
             // Sent before the fault, acknowledged just after it (the
             // primary had not died yet).
@@ -230,11 +236,7 @@ mod tests {
 
     #[test]
     fn a_long_outage_readiness_missed_or_no_recovery_is_a_violation() {
-        let change = PrimaryChange {
-            members: "pg0 -> pg1".into(),
-            routed_ms: 20_000,
-            t0: 1_000_000,
-        };
+        let change = change("pg0 -> pg1", 20_000);
         let records = vec![commit(21_000, 21_500, "Ok")];
         let blind = outages(&[("failover".into(), change.clone())], &records, &[]);
         assert!(violations(&blind, 500.0)[0].contains("NOT_SERVING"));
@@ -250,11 +252,7 @@ mod tests {
         // (`slow-database`: 100 ms a packet for 2 s, the pool exhausted)
         // silences commits for 3 s while a primary exists and readiness
         // rightly says SERVING. Seen twice in CI runs on 2026-12-06.
-        let change = PrimaryChange {
-            members: "pg1 -> pg2".into(),
-            routed_ms: 3_200,
-            t0: 1_000_000,
-        };
+        let change = change("pg1 -> pg2", 3_200);
         let records = vec![
             commit(1_000, 1_100, "Ok"),
             commit(1_900, 2_000, "Ok"),
