@@ -50,7 +50,10 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 from harness import TidemarkServer, local_spark, write_table  # noqa: E402
 
 
-BENCH_SCHEMA = None  # set by write_table_of
+def bench_schema():
+    import pyarrow as pa
+
+    return pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.string()), ("amount", pa.float64())])
 
 
 def write_table_of(warehouse: pathlib.Path, rows: int, commits: int):
@@ -60,9 +63,7 @@ def write_table_of(warehouse: pathlib.Path, rows: int, commits: int):
 
     catalog = CatalogFactory.create({"warehouse": str(warehouse)})
     catalog.create_database("bench", True)
-    global BENCH_SCHEMA
-    schema = pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.string()), ("amount", pa.float64())])
-    BENCH_SCHEMA = schema
+    schema = bench_schema()
     catalog.create_table("bench.events", Schema.from_pyarrow_schema(schema, partition_keys=["part"]), False)
     table = catalog.get_table("bench.events")
     per_commit = rows // commits
@@ -287,7 +288,7 @@ def main() -> int:
     # The ceiling hands Spark batches of the rows the source's batches have.
     from tidemark.paimon_plan import batch_rows as default_batch_rows
 
-    batch_rows = int(extra["read.batch-size"]) if "read.batch-size" in extra else default_batch_rows(BENCH_SCHEMA)
+    batch_rows = int(extra["read.batch-size"]) if "read.batch-size" in extra else default_batch_rows(bench_schema())
     spark.dataSource.register(ceiling_source(rows, batch_rows, 2))
     results = {"rows": rows, "commits": args.commits, "options": extra, "rounds": [], "cpus": os.cpu_count()}
     try:
