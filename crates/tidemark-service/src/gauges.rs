@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics;
 use crate::tables::{Tables, waited_since};
+use tracing::Instrument;
 
 /// Most branches reported per round.
 const BRANCH_LIMIT: i64 = 1000;
@@ -47,7 +48,8 @@ pub(crate) async fn run(store: Store, tables: Arc<Tables>, settings: GaugeSettin
             }
         };
         metrics::replica(collecting, store.pool_stats());
-        if collecting && let Err(e) = collect(&store, &tables, &settings).await {
+        let span = tracing::debug_span!("fleet gauges", otel.name = "tidemark.fleet_gauges");
+        if collecting && let Err(e) = collect(&store, &tables, &settings).instrument(span).await {
             tracing::warn!("fleet gauges not computed this round: {e}");
         }
         tokio::select! {

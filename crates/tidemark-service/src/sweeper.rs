@@ -8,6 +8,7 @@ use tidemark_store::{CallContext, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics;
+use tracing::Instrument;
 
 /// The sweeper's own settings (from `ServerConfig`).
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +61,10 @@ pub(crate) async fn run(store: Store, settings: SweeperSettings, stop: Cancellat
             () = stop.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
         }
-        backlog = sweep(&store, settings).await == Swept::CapReached;
+        // A span per sweep: its statements (the expiry's search, each
+        // expiry's write, the prune batches) make one trace.
+        let span = tracing::debug_span!("sweep", otel.name = "tidemark.sweep");
+        backlog = sweep(&store, settings).instrument(span).await == Swept::CapReached;
     }
 }
 

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use crate::backend::{CallContext, ExportPart, FindKey, RegisteredTable};
 use crate::error::StoreError;
 use crate::store::Store;
+use tracing::Instrument;
 
 /// Key rows per page of an export.
 pub const EXPORT_PAGE: i64 = 2000;
@@ -166,7 +167,13 @@ impl Store {
     ) {
         let (sender, receiver) = mpsc::channel(4);
         let backend = self.backend().clone();
-        let task = tokio::spawn(async move { backend.export_state(table.as_ref(), EXPORT_PAGE, sender).await });
+        let span = self.statement("export state");
+        let task = tokio::spawn(async move {
+            backend
+                .export_state(table.as_ref(), EXPORT_PAGE, sender)
+                .instrument(span)
+                .await
+        });
         (receiver, task)
     }
 
@@ -271,6 +278,7 @@ impl Store {
                 .and_then(|r| r.identity.as_deref());
             self.backend()
                 .register_table(&change.table, &change.location, identity, ctx)
+                .instrument(self.statement("register table"))
                 .await?;
             crate::audit::table_change(
                 ctx,
@@ -299,7 +307,11 @@ impl Store {
         policy: ImportPolicy,
     ) -> Result<(), StoreError> {
         for _ in 0..8 {
-            let before = self.backend().table_options(&change.table).await?;
+            let before = self
+                .backend()
+                .table_options(&change.table)
+                .instrument(self.statement("table options"))
+                .await?;
             let current = before.version.map(|_| before.options == change.file);
             if !SettingOutcome::decide(current, policy.replace_existing).writes() {
                 return Ok(());
@@ -307,6 +319,7 @@ impl Store {
             if self
                 .backend()
                 .save_table_options(&change.table, &before, &change.file, ctx)
+                .instrument(self.statement("save table options"))
                 .await?
             {
                 crate::audit::table_change(
@@ -350,7 +363,11 @@ impl Store {
             }
             let batch: Vec<(KeyState, tidemark_core::HistoryEvent)> =
                 rows.iter().map(|(_, s, e)| (s.clone(), e.clone())).collect();
-            let created = self.backend().insert_new_keys(&batch, ctx).await?;
+            let created = self
+                .backend()
+                .insert_new_keys(&batch, ctx)
+                .instrument(self.statement("insert new keys"))
+                .await?;
             for ((i, state, event), created) in rows.into_iter().zip(created) {
                 if created {
                     crate::audit::consumer_change(ctx, &state.key, &event);

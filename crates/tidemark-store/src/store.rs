@@ -28,6 +28,18 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_micros(jitter + 100)
 }
 
+/// A span for one of `backend`'s statements (`operation`), a child of the
+/// work it serves: a call's, a sweep's, a mirrored file's. A trace then
+/// shows where any of them spent its time in the database. A statement
+/// serving no span (a background loop polling for work) gets none, so an
+/// idle replica exports nothing.
+pub(crate) fn statement_span(backend: &dyn Backend, operation: &'static str) -> tracing::Span {
+    if tracing::Span::current().is_none() {
+        return tracing::Span::none();
+    }
+    tidemark_trace::statement(backend.name(), operation, 1, None)
+}
+
 /// tidemark's state: leases, consumers and history, kept by a backend.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -75,6 +87,11 @@ impl Store {
         self
     }
 
+    /// A span for one of the backend's statements (see [`statement_span`]).
+    pub(crate) fn statement(&self, operation: &'static str) -> tracing::Span {
+        statement_span(self.backend.as_ref(), operation)
+    }
+
     /// The backend (this crate's own door to it).
     pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
@@ -83,7 +100,10 @@ impl Store {
     /// Whether this process computes the fleet's gauges now (see
     /// [`crate::StatsStore::claim_collector`]).
     pub async fn claim_collector(&self) -> Result<bool, StoreError> {
-        self.backend.claim_collector().await
+        self.backend
+            .claim_collector()
+            .instrument(self.statement("claim collector"))
+            .await
     }
 
     /// The fleet's figures for the metrics (see
@@ -97,6 +117,7 @@ impl Store {
     ) -> Result<crate::FleetStats, StoreError> {
         self.backend
             .fleet_stats(branch_limit, worst, history_retention, window)
+            .instrument(self.statement("fleet stats"))
             .await
     }
 
@@ -143,8 +164,7 @@ impl Store {
                 tracing::debug!(attempt, "lost a race; deciding again on fresh state");
                 tokio::time::sleep(backoff(attempt)).await;
             }
-            let span = tidemark_trace::statement(self.backend.name(), "load", 1, None);
-            let loaded = match self.backend.load(find).instrument(span).await {
+            let loaded = match self.load(find).await {
                 Ok(loaded) => loaded,
                 Err(StoreError::Contention) => continue,
                 Err(e) => return Err(e),
@@ -250,8 +270,12 @@ impl Store {
             ctx,
             estimated_now,
         };
-        let span = tidemark_trace::statement(self.backend.name(), "save", 1, None);
-        let Some(written_at) = self.backend.save(loaded, &change).instrument(span).await? else {
+        let Some(written_at) = self
+            .backend
+            .save(loaded, &change)
+            .instrument(self.statement("save"))
+            .await?
+        else {
             return Ok(None);
         };
         if let Some(previous) = previous_lease
@@ -358,21 +382,26 @@ impl Store {
         .await
     }
 
+    /// The key `find` names, as stored now (see [`crate::KeyStore::load`]).
+    pub(crate) async fn load(&self, find: FindKey<'_>) -> Result<Loaded, StoreError> {
+        self.backend.load(find).instrument(self.statement("load")).await
+    }
+
     /// The key's full state, if the key was ever used.
     pub async fn key_state(&self, key: &ConsumerKey) -> Result<Option<KeyState>, StoreError> {
-        Ok(self.backend.load(FindKey::Key(key)).await?.state)
+        Ok(self.load(FindKey::Key(key)).await?.state)
     }
 
     /// The state of the key a lease was granted on (whichever lease holds
     /// it now), if the lease is known.
     pub async fn lease_key_state(&self, lease_id: Uuid) -> Result<Option<KeyState>, StoreError> {
-        Ok(self.backend.load(FindKey::Lease(lease_id)).await?.state)
+        Ok(self.load(FindKey::Lease(lease_id)).await?.state)
     }
 
     /// The snapshot `lease_id` pins for its initial full scan right now
     /// (E5): `None` unless it is its key's live lease and holds a pin.
     pub async fn live_pin(&self, lease_id: Uuid) -> Result<Option<i64>, StoreError> {
-        let loaded = self.backend.load(FindKey::Lease(lease_id)).await?;
+        let loaded = self.load(FindKey::Lease(lease_id)).await?;
         Ok(loaded
             .state
             .as_ref()
@@ -383,7 +412,10 @@ impl Store {
 
     /// The key's newest history rows, newest first.
     pub async fn history(&self, key: &ConsumerKey, limit: i64) -> Result<Vec<HistoryRecord>, StoreError> {
-        self.backend.history_page(&HistoryFilter::key(key), None, limit).await
+        self.backend
+            .history_page(&HistoryFilter::key(key), None, limit)
+            .instrument(self.statement("history page"))
+            .await
     }
 
     /// Appends history rows about a key without changing it (say, a
@@ -394,12 +426,15 @@ impl Store {
         events: &[tidemark_core::HistoryEvent],
         ctx: &CallContext,
     ) -> Result<(), StoreError> {
-        self.backend.append_history(key, events, ctx).await
+        self.backend
+            .append_history(key, events, ctx)
+            .instrument(self.statement("append history"))
+            .await
     }
 
     /// Checks that the database can make a commit now.
     pub async fn ping(&self) -> Result<(), StoreError> {
-        self.backend.ping().await
+        self.backend.ping().instrument(self.statement("ping")).await
     }
 
     /// Where calls on this store report the database unavailable.

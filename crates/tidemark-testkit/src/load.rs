@@ -67,6 +67,36 @@ pub struct Attempt {
     pub replica: usize,
 }
 
+/// Takes the lease on worker `id`'s key for `holder` (the default TTL).
+pub async fn acquire(client: &mut CoordinatorClient<Channel>, id: &str, holder: &str) -> pb::Lease {
+    let request = pb::AcquireLeaseRequest {
+        consumer: Some(key(id)),
+        holder: holder.into(),
+        ttl: None,
+    };
+    client
+        .acquire_lease(request)
+        .await
+        .expect("acquire")
+        .into_inner()
+        .lease
+        .expect("a lease")
+}
+
+/// Registers the Paimon table `table` at `location` through the admin API.
+pub async fn register_table(url: &str, table: &str, location: &std::path::Path) {
+    tidemark_proto::v1::admin_client::AdminClient::connect(url.to_owned())
+        .await
+        .unwrap()
+        .register_table(pb::RegisterTableRequest {
+            table: table.into(),
+            location: location.display().to_string(),
+            execute: true,
+        })
+        .await
+        .unwrap();
+}
+
 /// Batch `batch` of a lease, ending snapshot `batch + 1` (its one split).
 pub fn snapshot_commit(lease: &pb::Lease, batch: i64, latest_snapshot: Option<i64>) -> pb::CommitBatchRequest {
     pb::CommitBatchRequest {

@@ -27,17 +27,7 @@ fn key(id: &str) -> pb::ConsumerKey {
 
 async fn acquire(url: String, id: &str) -> pb::Lease {
     let mut client = CoordinatorClient::connect(url).await.expect("connect");
-    client
-        .acquire_lease(pb::AcquireLeaseRequest {
-            consumer: Some(key(id)),
-            holder: "cli-test".into(),
-            ttl: None,
-        })
-        .await
-        .expect("acquire")
-        .into_inner()
-        .lease
-        .expect("lease")
+    tidemark_testkit::load::acquire(&mut client, id, "cli-test").await
 }
 
 /// Commits batch 0 of `lease`, ending with snapshot `snapshot_id` complete.
@@ -572,17 +562,7 @@ async fn a_pin_file_left_by_a_killed_server_goes_once_its_lease_lapses() {
         "1s",
     ];
     let mut first = Served::start(&args, dir.path());
-    let mut admin = tidemark_proto::v1::admin_client::AdminClient::connect(first.url())
-        .await
-        .unwrap();
-    admin
-        .register_table(pb::RegisterTableRequest {
-            table: "db.orders".into(),
-            location: table_dir.display().to_string(),
-            execute: true,
-        })
-        .await
-        .unwrap();
+    tidemark_testkit::load::register_table(&first.url(), "db.orders", &table_dir).await;
     let mut client = CoordinatorClient::connect(first.url()).await.unwrap();
     let acquired = Instant::now();
     let lease = client

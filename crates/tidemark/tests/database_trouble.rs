@@ -149,17 +149,7 @@ async fn registrations_that_cannot_be_read_are_unavailable_never_unregistered() 
     let location = dir.path().join("lake/db.db/orders");
     tidemark_testkit::paimon_table_dir(&location, 3, 1, "");
     let served = Served::start(&["--database-url", &db.url, "--db-statement-timeout", "1s"], dir.path());
-    let mut admin = tidemark_proto::v1::admin_client::AdminClient::connect(served.url())
-        .await
-        .unwrap();
-    admin
-        .register_table(pb::RegisterTableRequest {
-            table: "db.orders".into(),
-            location: location.display().to_string(),
-            execute: true,
-        })
-        .await
-        .unwrap();
+    tidemark_testkit::load::register_table(&served.url(), "db.orders", &location).await;
     let mut client = coordinator(&served.url(), Duration::from_secs(30));
     // Registered: the worker's range (1..=100) is replaced by the directory's.
     let plan = client

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use support::Served;
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::coordinator_client::CoordinatorClient;
-use tidemark_testkit::load::{coordinator, key, snapshot_commit};
+use tidemark_testkit::load::{coordinator, snapshot_commit};
 use tidemark_testkit::postgres::FreshDatabase;
 use tonic::transport::Channel;
 
@@ -72,12 +72,7 @@ async fn until(ports: &[u16], what: &str, check: impl Fn(&[String]) -> bool) -> 
 
 /// Takes consumer `id`'s lease for holder `q-<id>`.
 async fn take_lease(client: &mut CoordinatorClient<Channel>, id: &str) -> pb::Lease {
-    let request = pb::AcquireLeaseRequest {
-        consumer: Some(key(id)),
-        holder: format!("q-{id}"),
-        ttl: None,
-    };
-    client.acquire_lease(request).await.unwrap().into_inner().lease.unwrap()
+    tidemark_testkit::load::acquire(client, id, &format!("q-{id}")).await
 }
 
 const LAG: &str = r#"tidemark_consumer_lag_snapshots{table="db.orders",branch="main"}"#;

@@ -308,19 +308,7 @@ async fn an_exhausted_connection_pool_answers_unavailable_instead_of_hanging() {
 async fn acquire_all(client: &CoordinatorClient<Channel>, prefix: &str, n: usize) -> Vec<pb::Lease> {
     let mut leases = Vec::new();
     for i in 0..n {
-        let lease = client
-            .clone()
-            .acquire_lease(pb::AcquireLeaseRequest {
-                consumer: Some(key(&format!("{prefix}-{i}"))),
-                holder: "q".into(),
-                ttl: None,
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .lease
-            .unwrap();
-        leases.push(lease);
+        leases.push(load::acquire(&mut client.clone(), &format!("{prefix}-{i}"), "q").await);
     }
     leases
 }

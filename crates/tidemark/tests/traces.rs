@@ -12,7 +12,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 use tidemark_proto::v1 as pb;
-use tidemark_testkit::load::{coordinator, key, snapshot_commit};
+use tidemark_testkit::load::{acquire, coordinator, key, register_table, snapshot_commit};
 use tidemark_testkit::postgres::FreshDatabase;
 use tidemark_testkit::process::ServerProcess;
 
@@ -100,6 +100,39 @@ fn caller(i: usize) -> ([u8; 16], [u8; 8]) {
     (trace, span)
 }
 
+/// The binary on `database_url`, exporting every span to `endpoint` over
+/// `protocol` within 100 ms, with `extra` arguments.
+fn exporting_server(
+    database_url: &str,
+    dir: &std::path::Path,
+    protocol: &str,
+    endpoint: &str,
+    extra: &[&str],
+) -> ServerProcess {
+    let args: Vec<String> = [
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "off",
+        "--database-url",
+        database_url,
+    ]
+    .iter()
+    .chain(extra)
+    .map(|a| (*a).to_owned())
+    .collect();
+    let env: Vec<(String, String)> = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_TRACES_SAMPLER", "parentbased_always_on"),
+    ]
+    .iter()
+    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+    .collect();
+    ServerProcess::start_with_env(std::path::Path::new(BIN), &args, &env, dir, "tidemark").expect("tidemark starts")
+}
+
 const WORKERS: usize = 16;
 const ROUNDS: i64 = 4;
 
@@ -110,30 +143,7 @@ async fn commits_are_traced(protocol: &str, endpoint: String, received: Received
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let args: Vec<String> = [
-        "--listen",
-        "127.0.0.1:0",
-        "--metrics-listen",
-        "off",
-        "--database-url",
-        &db.url,
-        "--sweep-interval",
-        "0s",
-    ]
-    .iter()
-    .map(|a| (*a).to_owned())
-    .collect();
-    let env: Vec<(String, String)> = [
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
-        ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
-        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ("OTEL_TRACES_SAMPLER", "parentbased_always_on"),
-    ]
-    .iter()
-    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-    .collect();
-    let server = ServerProcess::start_with_env(std::path::Path::new(BIN), &args, &env, dir.path(), "tidemark")
-        .expect("tidemark starts");
+    let server = exporting_server(&db.url, dir.path(), protocol, &endpoint, &["--sweep-interval", "0s"]);
     assert!(
         server.logs().contains("exporting traces over OTLP"),
         "{}",
@@ -262,4 +272,137 @@ async fn over_grpc_commits_join_their_callers_traces_and_statements_link_them() 
 async fn over_http_protobuf_the_same_spans_arrive() {
     let (endpoint, received) = http_receiver().await;
     commits_are_traced("http/protobuf", endpoint, received).await;
+}
+
+/// Names of the store's statement spans that the operator calls and the
+/// sweep below run (see `Store::statement`).
+const FENCE_VIEW: &str = "fence view";
+const HISTORY_PAGE: &str = "history page";
+const EXPIRED_KEYS: &str = "expired keys";
+const PRUNE: &str = "prune";
+const MIRROR_DONE: &str = "mirror done";
+
+/// Every database statement shows in the trace of the work it serves: an
+/// operator's fence and history calls (in the caller's trace), each sweep
+/// (a trace of its own, its search for expired consumers and its history
+/// prune inside) and each consumer file the mirror writes (the file's
+/// write and the record of it inside). A statement serving nothing — the mirror's and
+/// the gauges' polls of an idle replica — exports no span at all.
+#[tokio::test]
+async fn operator_calls_and_sweeps_trace_their_statements_and_idle_polls_export_none() {
+    let Some(db) = FreshDatabase::create().await else {
+        return;
+    };
+    let (endpoint, received) = grpc_receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = exporting_server(
+        &db.url,
+        dir.path(),
+        "grpc",
+        &endpoint,
+        &[
+            "--sweep-interval",
+            "300ms",
+            "--history-retention",
+            "1h",
+            "--mirror-interval",
+            "100ms",
+            "--gauge-interval",
+            "200ms",
+        ],
+    );
+    let url = server.url();
+    let started = Instant::now();
+
+    // A registered table, so the mirror writes the consumer's file.
+    let location = dir.path().join("lake/db.db/orders");
+    tidemark_testkit::paimon_table_dir(&location, 10, 1, "");
+    register_table(&url, "db.orders", &location).await;
+    // A consumer with history, so the history call reads rows.
+    let mut client = coordinator(&url, Duration::from_secs(10));
+    let lease = acquire(&mut client, "traced-admin", "query-1").await;
+    client.commit_batch(snapshot_commit(&lease, 0, Some(5))).await.unwrap();
+
+    let (trace, span) = caller(0);
+    let traceparent: tonic::metadata::MetadataValue<_> =
+        format!("00-{}-{}-01", hex(&trace), hex(&span)).parse().unwrap();
+    let mut retention = tidemark_proto::v1::retention_client::RetentionClient::connect(url.clone())
+        .await
+        .unwrap();
+    let mut fence = tonic::Request::new(pb::GetRetentionFenceRequest {
+        table: "db.orders".into(),
+        branch: "main".into(),
+        changelog_decoupled: false,
+    });
+    fence.metadata_mut().insert("traceparent", traceparent.clone());
+    retention.get_retention_fence(fence).await.unwrap();
+    let mut admin = tidemark_proto::v1::admin_client::AdminClient::connect(url.clone())
+        .await
+        .unwrap();
+    let mut history = tonic::Request::new(pb::ListHistoryRequest {
+        consumer: Some(key("traced-admin")),
+        ..Default::default()
+    });
+    history.metadata_mut().insert("traceparent", traceparent);
+    assert!(
+        !admin
+            .list_history(history)
+            .await
+            .unwrap()
+            .into_inner()
+            .entries
+            .is_empty()
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let spans = received.lock().unwrap().clone();
+        let by_id = |id: &[u8]| spans.iter().find(|s| s.span_id == id);
+        let in_call = |statement: &str, call: &str| {
+            spans.iter().any(|s| {
+                s.name == statement
+                    && s.trace_id == trace
+                    && by_id(&s.parent_span_id).is_some_and(|p| p.name == call && p.parent_span_id == span)
+            })
+        };
+        let in_sweep = |statement: &str| {
+            spans
+                .iter()
+                .any(|s| s.name == statement && by_id(&s.parent_span_id).is_some_and(|p| p.name == "tidemark.sweep"))
+        };
+        let in_mirror = |child: &str| {
+            spans.iter().any(|s| {
+                s.name == child && by_id(&s.parent_span_id).is_some_and(|p| p.name == "tidemark.mirror_consumer")
+            })
+        };
+        let done = in_call(FENCE_VIEW, "tidemark.v1.Retention/GetRetentionFence")
+            && in_mirror("paimon.write_consumer_file")
+            && in_mirror(MIRROR_DONE)
+            && in_call(HISTORY_PAGE, "tidemark.v1.Admin/ListHistory")
+            && in_sweep(EXPIRED_KEYS)
+            && in_sweep(PRUNE);
+        if done && started.elapsed() > Duration::from_secs(2) {
+            // Two seconds of 100 ms mirror polls and 200 ms gauge rounds:
+            // none of their statements was exported. (A shared statement
+            // has no parent but links to every call it served.)
+            let orphans: Vec<&str> = spans
+                .iter()
+                .filter(|s| s.parent_span_id.is_empty() && s.links.is_empty() && !s.name.starts_with("tidemark."))
+                .map(|s| s.name.as_str())
+                .collect();
+            assert!(orphans.is_empty(), "statement spans serving no work: {orphans:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "received {:?}",
+            spans
+                .iter()
+                .map(|s| (s.name.as_str(), by_id(&s.parent_span_id).map(|p| p.name.as_str())))
+                .collect::<HashSet<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(server);
+    db.drop_now().await;
 }

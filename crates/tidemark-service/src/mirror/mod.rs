@@ -41,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 use files::FileTurns;
 use keeper::Keeper;
 use rounds::{ROUND_LIMIT, round};
+use tracing::Instrument;
 
 /// The mirror's own settings (from `ServerConfig`).
 #[derive(Debug, Clone, Copy)]
@@ -85,7 +86,8 @@ pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: Cancellati
                 () = tokio::time::sleep(settings.interval) => {}
             }
             if keeper.due() {
-                keeper.pass(&store, &mut tables).await;
+                let span = tracing::debug_span!("mirror keeper pass", otel.name = "tidemark.mirror_keeper_pass");
+                keeper.pass(&store, &mut tables).instrument(span).await;
             }
         }
     };

@@ -10,6 +10,7 @@ use tidemark_store::{MirrorTask, Store};
 
 use super::files::{FileTurns, Rewritten, concurrently, delete_dropped, undo_if_dropped};
 use crate::metrics;
+use tracing::Instrument;
 
 /// Most files one round writes.
 pub(super) const ROUND_LIMIT: i64 = 500;
@@ -50,7 +51,10 @@ pub(super) async fn round(
             async move {
                 // Re-read, written and recorded in this file's turn.
                 let _turn = turns.take(&task.location, &task.key).await;
-                mirror_one(&store, &task, table).await
+                // A trace per file brought up to date: the re-read, the
+                // write to the table's store, the record of it.
+                let span = tracing::debug_span!("mirror consumer", otel.name = "tidemark.mirror_consumer", consumer = %task.key);
+                mirror_one(&store, &task, table).instrument(span).await
             }
         }
     })

@@ -11,6 +11,7 @@ use super::MAX_BATCH;
 use crate::backend::{CallContext, FindKey, KeyFilter, MAX_PAGE};
 use crate::error::StoreError;
 use crate::store::Store;
+use tracing::Instrument;
 
 /// One consumer a bulk change (clear, reset) looked at.
 #[derive(Debug, Clone)]
@@ -176,7 +177,11 @@ impl Store {
         let mut kept = Vec::new();
         let mut after: Option<ConsumerKey> = None;
         loop {
-            let page = self.backend().list_keys(filter, after.as_ref(), MAX_PAGE).await?;
+            let page = self
+                .backend()
+                .list_keys(filter, after.as_ref(), MAX_PAGE)
+                .instrument(self.statement("list keys"))
+                .await?;
             let Some((last, _)) = page.rows.last() else { break };
             after = Some(last.key.clone());
             let full = i64::try_from(page.rows.len()).unwrap_or(0) == MAX_PAGE;
@@ -265,6 +270,7 @@ impl Store {
         let candidates = self
             .backend()
             .expired_keys(table, branch, limit.clamp(1, MAX_BATCH))
+            .instrument(self.statement("expired keys"))
             .await?;
         let found = candidates.len();
         let mut expired = Vec::new();

@@ -9,6 +9,7 @@ use super::{ConsumerView, Planned};
 use crate::backend::{CallContext, FindKey, HistoryRecord, KeyFilter, MAX_PAGE};
 use crate::error::StoreError;
 use crate::store::Store;
+use tracing::Instrument;
 
 /// One page of a consumer listing.
 #[derive(Debug, Clone)]
@@ -28,7 +29,11 @@ impl Store {
         history: i64,
     ) -> Result<(ConsumerView, Vec<HistoryRecord>), StoreError> {
         // One snapshot for the row and its history (SPEC §8).
-        let (loaded, recent) = self.backend().load_with_history(key, history).await?;
+        let (loaded, recent) = self
+            .backend()
+            .load_with_history(key, history)
+            .instrument(self.statement("load with history"))
+            .await?;
         let Some(state) = loaded.state.filter(|s| s.consumer.is_some() || s.lease.is_some()) else {
             return Err(CoreError::ConsumerNotFound { key: key.clone() }.into());
         };
@@ -44,7 +49,11 @@ impl Store {
     ) -> Result<ConsumerPage, StoreError> {
         let page_size = page_size.clamp(1, MAX_PAGE);
         // One extra row says whether there is a next page.
-        let listed = self.backend().list_keys(filter, after, page_size + 1).await?;
+        let listed = self
+            .backend()
+            .list_keys(filter, after, page_size + 1)
+            .instrument(self.statement("list keys"))
+            .await?;
         let now = listed.now;
         let mut consumers: Vec<ConsumerView> = listed
             .rows

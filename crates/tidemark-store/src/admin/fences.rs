@@ -7,6 +7,7 @@ use super::ConsumerView;
 use crate::backend::MAX_PAGE;
 use crate::error::StoreError;
 use crate::store::Store;
+use tracing::Instrument;
 
 /// Something holding a branch's retention back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +69,7 @@ impl Store {
         let view = self
             .backend()
             .fence_view(table, branch, holders.clamp(1, MAX_PAGE))
+            .instrument(self.statement("fence view"))
             .await?;
         Ok(fence_report(view, changelog_decoupled))
     }
@@ -81,7 +83,11 @@ impl Store {
         limit: i64,
     ) -> Result<Explanation, StoreError> {
         let limit = limit.clamp(1, MAX_PAGE);
-        let view = self.backend().branch_view(table, branch, limit).await?;
+        let view = self
+            .backend()
+            .branch_view(table, branch, limit)
+            .instrument(self.statement("branch view"))
+            .await?;
         let report = fence_report(view.clone(), changelog_decoupled);
         let truncated = [&view.consumers, &view.pins]
             .iter()

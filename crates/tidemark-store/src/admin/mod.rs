@@ -88,7 +88,7 @@ impl Store {
             }
             return Ok(Planned { change, applied: true });
         }
-        let loaded = self.backend().load(find).await?;
+        let loaded = self.load(find).await?;
         if let Some(state) = &loaded.state {
             ctx.authorize(find, state)?;
         }

@@ -9,6 +9,7 @@ use super::Planned;
 use crate::backend::{CallContext, FindKey, HistoryFilter, HistoryRecord, MAX_PAGE, PruneRun, Pruned, StoredOptions};
 use crate::error::StoreError;
 use crate::store::Store;
+use tracing::Instrument;
 
 /// A table-options change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +23,10 @@ pub struct OptionsChange {
 impl Store {
     /// A5: deletes history rows and stale lease grants older than `max_age`.
     pub async fn prune(&self, max_age: Duration, limit: i64) -> Result<Pruned, StoreError> {
-        self.backend().prune(max_age, limit).await
+        self.backend()
+            .prune(max_age, limit)
+            .instrument(self.statement("prune"))
+            .await
     }
 
     /// A5, keeping up with any commit rate: prunes `batch` rows at a time
@@ -63,6 +67,7 @@ impl Store {
         let page = self
             .backend()
             .history_page(filter, before_id, page_size.clamp(1, MAX_PAGE))
+            .instrument(self.statement("history page"))
             .await?;
         // An empty first page of one consumer: a key tidemark has never
         // seen is NOT_FOUND (a typo must not read as "no history").
@@ -74,7 +79,7 @@ impl Store {
                 branch: branch.clone(),
                 consumer_id: consumer_id.clone(),
             };
-            if self.backend().load(FindKey::Key(&key)).await?.state.is_none() {
+            if self.load(FindKey::Key(&key)).await?.state.is_none() {
                 return Err(CoreError::ConsumerNotFound { key }.into());
             }
         }
@@ -83,7 +88,10 @@ impl Store {
 
     /// E1/A4: a table's options.
     pub async fn table_options(&self, table: &TableName) -> Result<StoredOptions, StoreError> {
-        self.backend().table_options(table).await
+        self.backend()
+            .table_options(table)
+            .instrument(self.statement("table options"))
+            .await
     }
 
     /// E1/A4: changes a table's options (plan-only unless `execute`).
@@ -96,7 +104,11 @@ impl Store {
         execute: bool,
     ) -> Result<Planned<OptionsChange>, StoreError> {
         for _ in 0..8 {
-            let before = self.backend().table_options(table).await?;
+            let before = self
+                .backend()
+                .table_options(table)
+                .instrument(self.statement("table options"))
+                .await?;
             let after = before.options.apply(set, unset).map_err(CoreError::InvalidArgument)?;
             let change = OptionsChange { before, after };
             if !execute {
@@ -105,6 +117,7 @@ impl Store {
             if self
                 .backend()
                 .save_table_options(table, &change.before, &after, ctx)
+                .instrument(self.statement("save table options"))
                 .await?
             {
                 return Ok(Planned { change, applied: true });
