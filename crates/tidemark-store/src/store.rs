@@ -34,7 +34,8 @@ fn backoff(attempt: u32) -> Duration {
 /// serving no span (a background loop polling for work) gets none, so an
 /// idle replica exports nothing.
 pub(crate) fn statement_span(backend: &dyn Backend, operation: &'static str) -> tracing::Span {
-    if tracing::Span::current().is_none() {
+    // Export off: one atomic load, as every trace hook (docs/performance.md).
+    if !tidemark_trace::enabled() || tracing::Span::current().is_none() {
         return tracing::Span::none();
     }
     tidemark_trace::statement(backend.name(), operation, 1, None)
