@@ -59,20 +59,13 @@ pub(super) async fn consumer(
     headers: HeaderMap,
     Query(query): Query<ConsumerQuery>,
 ) -> Response {
-    let viewer = match console.viewer(&headers) {
-        Ok(v) => v,
+    // The first thing wrong with the key is named.
+    let asked = ConsumerKey::parse(&query.table, &query.branch, &query.id, "")
+        .map_err(|violations| violations.into_iter().next().expect("a refused key names a field"));
+    let (viewer, key) = match console.viewing(&headers, asked, |key| &key.table) {
+        Ok(viewing) => viewing,
         Err(refused) => return *refused,
     };
-    let key = match ConsumerKey::parse(&query.table, &query.branch, &query.id, "") {
-        Ok(k) => k,
-        Err(violations) => {
-            let v = &violations[0];
-            return console.bad_request(&viewer, &v.field, &v.description);
-        }
-    };
-    if !viewer.sees(&key.table) {
-        return console.not_in_scope(&viewer, key.table.as_str());
-    }
     let described = match console.app.describe(&key, 1).await {
         Ok(d) => d,
         Err(e) => return console.store_error(&viewer, e),

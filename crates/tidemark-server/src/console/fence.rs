@@ -6,7 +6,6 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use http::HeaderMap;
 use serde::Deserialize;
-use tidemark_core::{BranchName, TableName};
 use tidemark_store::HolderKind;
 
 use super::Console;
@@ -60,20 +59,11 @@ pub(super) async fn fence(
     headers: HeaderMap,
     Query(query): Query<FenceQuery>,
 ) -> Response {
-    let viewer = match console.viewer(&headers) {
-        Ok(v) => v,
+    let asked = super::table_and_branch(&query.table, "table", &query.branch);
+    let (viewer, (table, branch)) = match console.viewing(&headers, asked, |(table, _)| table) {
+        Ok(viewing) => viewing,
         Err(refused) => return *refused,
     };
-    let (table, branch) = match (
-        TableName::parse(&query.table, "table"),
-        BranchName::parse(&query.branch, "branch"),
-    ) {
-        (Ok(t), Ok(b)) => (t, b),
-        (Err(e), _) | (_, Err(e)) => return console.bad_request(&viewer, &e.field, &e.description),
-    };
-    if !viewer.sees(&table) {
-        return console.not_in_scope(&viewer, table.as_str());
-    }
     let asked = match query.snapshot.trim() {
         "" => None,
         text => match text.parse::<i64>() {

@@ -29,6 +29,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use serde::Deserialize;
+use tidemark_core::{BranchName, FieldViolation, TableName};
 use tidemark_service::App;
 use tidemark_store::StoreError;
 use tokio::net::TcpListener;
@@ -59,6 +60,14 @@ impl Default for ConsoleSettings {
     }
 }
 
+/// A table (from the query's field `table_field`) and a branch.
+fn table_and_branch(table: &str, table_field: &str, branch: &str) -> Result<(TableName, BranchName), FieldViolation> {
+    Ok((
+        TableName::parse(table, table_field)?,
+        BranchName::parse(branch, "branch")?,
+    ))
+}
+
 /// What every console handler shares.
 #[derive(Debug, Clone)]
 pub(crate) struct Console {
@@ -72,6 +81,24 @@ impl Console {
     /// The caller, or the answer that turns it away (boxed: it is large).
     fn viewer(&self, headers: &HeaderMap) -> Result<Viewer, Box<Response>> {
         session::identify(&self.auth, &self.sessions, headers).map_err(|refusal| Box::new(refused(refusal, headers)))
+    }
+
+    /// The caller and what its page is about (`asked`, read from the
+    /// query), when the caller may see `table_of` it; otherwise the answer
+    /// that turns it away: a sign-in, a bad request naming the field, or
+    /// "not in your scope".
+    fn viewing<T>(
+        &self,
+        headers: &HeaderMap,
+        asked: Result<T, FieldViolation>,
+        table_of: impl Fn(&T) -> &TableName,
+    ) -> Result<(Viewer, T), Box<Response>> {
+        let viewer = self.viewer(headers)?;
+        let subject = asked.map_err(|e| Box::new(self.bad_request(&viewer, &e.field, &e.description)))?;
+        if !viewer.sees(table_of(&subject)) {
+            return Err(Box::new(self.not_in_scope(&viewer, table_of(&subject).as_str())));
+        }
+        Ok((viewer, subject))
     }
 
     fn chrome(&self, viewer: &Viewer) -> Chrome {

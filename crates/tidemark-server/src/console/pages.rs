@@ -7,7 +7,7 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use http::{HeaderMap, StatusCode};
 use serde::Deserialize;
-use tidemark_core::{BranchName, TableName, TablePattern};
+use tidemark_core::TablePattern;
 use tidemark_service::{ConsumerRow, OVERVIEW_CONSUMER_LIMIT};
 use tidemark_store::MirrorState;
 
@@ -232,20 +232,11 @@ pub(super) async fn table(
     headers: HeaderMap,
     Query(query): Query<TableQuery>,
 ) -> Response {
-    let viewer = match console.viewer(&headers) {
-        Ok(v) => v,
+    let asked = super::table_and_branch(&query.name, "name", &query.branch);
+    let (viewer, (table, branch)) = match console.viewing(&headers, asked, |(table, _)| table) {
+        Ok(viewing) => viewing,
         Err(refused) => return *refused,
     };
-    let (table, branch) = match (
-        TableName::parse(&query.name, "name"),
-        BranchName::parse(&query.branch, "branch"),
-    ) {
-        (Ok(t), Ok(b)) => (t, b),
-        (Err(e), _) | (_, Err(e)) => return console.bad_request(&viewer, &e.field, &e.description),
-    };
-    if !viewer.sees(&table) {
-        return console.not_in_scope(&viewer, table.as_str());
-    }
     let (mut rows, truncated) = match console.app.branch_consumers(&table, &branch, TABLE_PAGE_LIMIT).await {
         Ok(found) => found,
         Err(e) => return console.store_error(&viewer, e),
