@@ -101,13 +101,15 @@ fn caller(i: usize) -> ([u8; 16], [u8; 8]) {
 }
 
 /// The binary on `database_url`, exporting every span to `endpoint` over
-/// `protocol` within 100 ms, with `extra` arguments.
+/// `protocol` within 100 ms, with `extra` arguments and `settings` (more
+/// OpenTelemetry variables).
 fn exporting_server(
     database_url: &str,
     dir: &std::path::Path,
     protocol: &str,
     endpoint: &str,
     extra: &[&str],
+    settings: &[(&str, &str)],
 ) -> ServerProcess {
     let args: Vec<String> = [
         "--listen",
@@ -128,6 +130,7 @@ fn exporting_server(
         ("OTEL_TRACES_SAMPLER", "parentbased_always_on"),
     ]
     .iter()
+    .chain(settings)
     .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
     .collect();
     ServerProcess::start_with_env(std::path::Path::new(BIN), &args, &env, dir, "tidemark").expect("tidemark starts")
@@ -143,7 +146,14 @@ async fn commits_are_traced(protocol: &str, endpoint: String, received: Received
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let server = exporting_server(&db.url, dir.path(), protocol, &endpoint, &["--sweep-interval", "0s"]);
+    let server = exporting_server(
+        &db.url,
+        dir.path(),
+        protocol,
+        &endpoint,
+        &["--sweep-interval", "0s"],
+        &[],
+    );
     assert!(
         server.logs().contains("exporting traces over OTLP"),
         "{}",
@@ -310,6 +320,7 @@ async fn operator_calls_and_sweeps_trace_their_statements_and_idle_polls_export_
             "--gauge-interval",
             "200ms",
         ],
+        &[],
     );
     let url = server.url();
     let started = Instant::now();
@@ -404,5 +415,98 @@ async fn operator_calls_and_sweeps_trace_their_statements_and_idle_polls_export_
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     drop(server);
+    db.drop_now().await;
+}
+
+/// A collector that takes connections and never answers (a stalled
+/// network path, a collector stuck on its own backend): its endpoint, and
+/// the connections it holds open.
+async fn stalled_receiver() -> (String, Arc<Mutex<Vec<tokio::net::TcpStream>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let holding = Arc::clone(&held);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            holding.lock().unwrap().push(stream);
+        }
+    });
+    (format!("http://{addr}"), held)
+}
+
+/// Export to a collector that never answers costs the calls nothing: every
+/// commit of 16 workers is acknowledged without waiting on the exporter
+/// (whose timeout is 2 s here; spans wait in a bounded queue and are dropped
+/// when it is full), and SIGTERM still ends the process cleanly within the
+/// SDK's 5 s limit on the last export (measured: about 4 s; 5 s with the
+/// default 10 s export timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_never_answers_slows_no_call_and_no_shutdown() {
+    let Some(db) = FreshDatabase::create().await else {
+        return;
+    };
+    let (endpoint, held) = stalled_receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    for protocol in ["grpc", "http/protobuf"] {
+        let settings = [
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "256"),
+        ];
+        let mut server = exporting_server(&db.url, dir.path(), protocol, &endpoint, &[], &settings);
+        let url = server.url();
+        let mut tasks = Vec::new();
+        for i in 0..WORKERS {
+            let url = url.clone();
+            let protocol = protocol.replace('/', "-");
+            tasks.push(tokio::spawn(async move {
+                let mut client = coordinator(&url, Duration::from_secs(10));
+                let lease = acquire(&mut client, &format!("stalled-{protocol}-{i}"), "q").await;
+                let mut slowest = Duration::ZERO;
+                for batch in 0..20 {
+                    let sent = Instant::now();
+                    client
+                        .commit_batch(snapshot_commit(&lease, batch, Some(batch + 5)))
+                        .await
+                        .expect("a commit while the collector is stalled");
+                    slowest = slowest.max(sent.elapsed());
+                }
+                slowest
+            }));
+        }
+        let mut slowest = Duration::ZERO;
+        for task in tasks {
+            slowest = slowest.max(task.await.unwrap());
+        }
+        assert!(
+            !held.lock().unwrap().is_empty(),
+            "{protocol}: the exporter never reached the collector"
+        );
+        // The exporter's timeout is 2 s: a call that waited on it would
+        // take that long; 1 s is well over any commit here.
+        assert!(
+            slowest < Duration::from_secs(1),
+            "{protocol}: a commit took {slowest:?}"
+        );
+        server.signal("TERM");
+        let (exited, took) = server.wait_exit(Duration::from_secs(30)).await;
+        assert!(
+            exited,
+            "{protocol}: still running 30 s after SIGTERM\n{}",
+            server.logs()
+        );
+        // opentelemetry_sdk gives a provider's shutdown 5 s; 2x that.
+        assert!(
+            took < Duration::from_secs(10),
+            "{protocol}: SIGTERM took {took:?}\n{}",
+            server.logs()
+        );
+        assert_eq!(
+            server.exit_status().and_then(|s| s.code()),
+            Some(0),
+            "{}",
+            server.logs()
+        );
+        eprintln!("{protocol}: slowest commit {slowest:?}, SIGTERM to exit {took:?}");
+    }
     db.drop_now().await;
 }
