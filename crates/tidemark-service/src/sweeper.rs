@@ -63,7 +63,12 @@ pub(crate) async fn run(store: Store, settings: SweeperSettings, stop: Cancellat
         }
         // A span per sweep: its statements (the expiry's search, each
         // expiry's write, the prune batches) make one trace.
-        let span = tracing::debug_span!("sweep", otel.name = "tidemark.sweep");
+        let span = tracing::debug_span!(
+            "sweep",
+            otel.name = "tidemark.sweep",
+            expired = tracing::field::Empty,
+            pruned = tracing::field::Empty,
+        );
         backlog = sweep(&store, settings).instrument(span).await == Swept::CapReached;
     }
 }
@@ -125,7 +130,14 @@ pub(crate) async fn sweep(store: &Store, settings: SweeperSettings) -> Swept {
         );
     }
     match (expired, pruned) {
-        (Ok(expired), Ok(pruned)) => metrics::sweeper_run(true, expired, pruned),
+        (Ok(expired), Ok(pruned)) => {
+            // On the sweep's span (see `run`), for its trace: as i64, which
+            // OpenTelemetry exports as a number (u64 goes as a string).
+            let span = tracing::Span::current();
+            span.record("expired", i64::try_from(expired).unwrap_or(i64::MAX));
+            span.record("pruned", i64::try_from(pruned).unwrap_or(i64::MAX));
+            metrics::sweeper_run(true, expired, pruned);
+        }
         (expired, pruned) => {
             tracing::warn!(expired = ?expired.err(), pruned = ?pruned.err(), "sweep failed; retrying next interval");
             metrics::sweeper_run(false, 0, 0);

@@ -260,16 +260,22 @@ async fn commits_are_traced(protocol: &str, endpoint: String, received: Received
 
 /// The `batch.size` attribute of a statement span.
 fn statement_size(span: &Span) -> usize {
+    int_attribute(span, "batch.size")
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or_else(|| panic!("no batch.size attribute: {:?}", span.attributes))
+}
+
+/// A span's integer attribute `key`.
+fn int_attribute(span: &Span, key: &str) -> Option<i64> {
     use opentelemetry_proto::tonic::common::v1::any_value::Value;
     span.attributes
         .iter()
-        .find(|a| a.key == "batch.size")
+        .find(|a| a.key == key)
         .and_then(|a| a.value.as_ref()?.value.as_ref())
         .and_then(|v| match v {
-            Value::IntValue(n) => usize::try_from(*n).ok(),
+            Value::IntValue(n) => Some(*n),
             _ => None,
         })
-        .unwrap_or_else(|| panic!("no batch.size attribute: {:?}", span.attributes))
 }
 
 #[tokio::test]
@@ -391,7 +397,14 @@ async fn operator_calls_and_sweeps_trace_their_statements_and_idle_polls_export_
             && in_mirror(MIRROR_DONE)
             && in_call(HISTORY_PAGE, "tidemark.v1.Admin/ListHistory")
             && in_sweep(EXPIRED_KEYS)
-            && in_sweep(PRUNE);
+            && in_sweep(PRUNE)
+            // A sweep's span says what it did: nothing had expired, and
+            // the history is younger than its hour of retention.
+            && spans.iter().any(|s| {
+                s.name == "tidemark.sweep"
+                    && int_attribute(s, "expired") == Some(0)
+                    && int_attribute(s, "pruned") == Some(0)
+            });
         if done && started.elapsed() > Duration::from_secs(2) {
             // Two seconds of 100 ms mirror polls and 200 ms gauge rounds:
             // none of their statements was exported. (A shared statement
