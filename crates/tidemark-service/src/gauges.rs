@@ -14,10 +14,10 @@ use tidemark_core::state::lag;
 use tidemark_core::{BranchName, TableName};
 use tidemark_store::Store;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::metrics;
 use crate::tables::{Tables, waited_since};
-use tracing::Instrument;
 
 /// Most branches reported per round.
 const BRANCH_LIMIT: i64 = 1000;
@@ -48,9 +48,11 @@ pub(crate) async fn run(store: Store, tables: Arc<Tables>, settings: GaugeSettin
             }
         };
         metrics::replica(collecting, store.pool_stats());
-        let span = tracing::debug_span!("fleet gauges", otel.name = "tidemark.fleet_gauges");
-        if collecting && let Err(e) = collect(&store, &tables, &settings).instrument(span).await {
-            tracing::warn!("fleet gauges not computed this round: {e}");
+        if collecting {
+            let span = tracing::debug_span!("fleet gauges", otel.name = "tidemark.fleet_gauges");
+            if let Err(e) = collect(&store, &tables, &settings).instrument(span).await {
+                tracing::warn!("fleet gauges not computed this round: {e}");
+            }
         }
         tokio::select! {
             () = stop.cancelled() => return,

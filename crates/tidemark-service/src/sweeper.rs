@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tidemark_store::{CallContext, Store};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::metrics;
-use tracing::Instrument;
 
 /// The sweeper's own settings (from `ServerConfig`).
 #[derive(Debug, Clone, Copy)]

@@ -7,11 +7,11 @@ use futures::StreamExt;
 use tidemark_core::restore::{self, ExportedKey, ImportPolicy, KeyImport};
 use tidemark_core::{ConsumerKey, CoreError, KeyState, TableName, TableOptions, Timestamp};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::backend::{CallContext, ExportPart, FindKey, RegisteredTable};
 use crate::error::StoreError;
 use crate::store::Store;
-use tracing::Instrument;
 
 /// Key rows per page of an export.
 pub const EXPORT_PAGE: i64 = 2000;

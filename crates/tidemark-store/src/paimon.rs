@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use tidemark_core::{ConsumerKey, TableName};
+use tracing::Instrument;
 
 use crate::backend::{Backend, CallContext, MirrorEntry, MirrorState, MirrorTask, RegisteredTable};
 use crate::error::StoreError;
 use crate::store::Store;
-use tracing::Instrument;
 
 /// Registered Paimon tables (SPEC §9) and what the mirror wrote to their
 /// consumer files.

@@ -37,11 +37,11 @@ use std::time::Duration;
 use tidemark_paimon::PaimonTable;
 use tidemark_store::Store;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use files::FileTurns;
 use keeper::Keeper;
 use rounds::{ROUND_LIMIT, round};
-use tracing::Instrument;
 
 /// The mirror's own settings (from `ServerConfig`).
 #[derive(Debug, Clone, Copy)]

@@ -7,10 +7,10 @@ use std::time::Duration;
 use tidemark_core::KeyState;
 use tidemark_paimon::{ObjectVersion, PaimonTable, Written};
 use tidemark_store::{MirrorTask, Store};
+use tracing::Instrument;
 
 use super::files::{FileTurns, Rewritten, concurrently, delete_dropped, undo_if_dropped};
 use crate::metrics;
-use tracing::Instrument;
 
 /// Most files one round writes.
 pub(super) const ROUND_LIMIT: i64 = 500;

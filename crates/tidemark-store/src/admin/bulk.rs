@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 use tidemark_core::admin::{self, AdminChange, ConsumerSelector};
 use tidemark_core::lease;
 use tidemark_core::{BranchName, ConsumerKey, CoreError, KeyState, Revoked, TableName, Timestamp};
+use tracing::Instrument;
 
 use super::MAX_BATCH;
 use crate::backend::{CallContext, FindKey, KeyFilter, MAX_PAGE};
 use crate::error::StoreError;
 use crate::store::Store;
-use tracing::Instrument;
 
 /// One consumer a bulk change (clear, reset) looked at.
 #[derive(Debug, Clone)]

@@ -4,12 +4,12 @@
 use tidemark_core::admin::{self, AdminChange};
 use tidemark_core::lease;
 use tidemark_core::{ConsumerKey, CoreError, EventKind, Revoked};
+use tracing::Instrument;
 
 use super::{ConsumerView, Planned};
 use crate::backend::{CallContext, FindKey, HistoryRecord, KeyFilter, MAX_PAGE};
 use crate::error::StoreError;
 use crate::store::Store;
-use tracing::Instrument;
 
 /// One page of a consumer listing.
 #[derive(Debug, Clone)]

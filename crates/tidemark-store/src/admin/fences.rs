@@ -2,12 +2,12 @@
 
 use tidemark_core::retention::{self, FenceInputs, Fences};
 use tidemark_core::{BranchName, KeyState, TableName, TableOptions, Timestamp};
+use tracing::Instrument;
 
 use super::ConsumerView;
 use crate::backend::MAX_PAGE;
 use crate::error::StoreError;
 use crate::store::Store;
-use tracing::Instrument;
 
 /// Something holding a branch's retention back.
 #[derive(Debug, Clone, PartialEq, Eq)]

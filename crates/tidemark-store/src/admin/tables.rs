@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use tidemark_core::{ConsumerKey, CoreError, TableName, TableOptions};
+use tracing::Instrument;
 
 use super::Planned;
 use crate::backend::{CallContext, FindKey, HistoryFilter, HistoryRecord, MAX_PAGE, PruneRun, Pruned, StoredOptions};
 use crate::error::StoreError;
 use crate::store::Store;
-use tracing::Instrument;
 
 /// A table-options change.
 #[derive(Debug, Clone, PartialEq, Eq)]
