@@ -523,3 +523,59 @@ async fn a_collector_that_never_answers_slows_no_call_and_no_shutdown() {
     }
     db.drop_now().await;
 }
+
+/// Two replicas on one database, each exporting to a receiver of its own,
+/// with no traffic and the sweeper and mirror off: only the replica that
+/// holds the gauge-collector role sends anything (its gauge rounds, each
+/// with its statements inside); the other, idle, sends no span at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_idle_replicas_only_the_gauge_collector_exports_spans() {
+    let Some(db) = FreshDatabase::create().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let quiet = [
+        "--sweep-interval",
+        "0s",
+        "--mirror-interval",
+        "0s",
+        "--gauge-interval",
+        "200ms",
+    ];
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let (endpoint, received) = grpc_receiver().await;
+        let server = exporting_server(&db.url, dir.path(), "grpc", &endpoint, &quiet, &[]);
+        replicas.push((server, received));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let seen: Vec<Vec<Span>> = replicas.iter().map(|(_, r)| r.lock().unwrap().clone()).collect();
+        let rounds = |spans: &[Span]| spans.iter().filter(|s| s.name == "tidemark.fleet_gauges").count();
+        if let Some(collector) = seen.iter().position(|spans| rounds(spans) >= 5) {
+            let collected = &seen[collector];
+            assert!(
+                collected.iter().any(|s| s.name == "fleet stats"
+                    && collected
+                        .iter()
+                        .any(|p| p.span_id == s.parent_span_id && p.name == "tidemark.fleet_gauges")),
+                "a gauge round without its statement"
+            );
+            let idle = &seen[1 - collector];
+            assert!(
+                idle.is_empty(),
+                "the idle replica exported {:?}",
+                idle.iter().map(|s| s.name.as_str()).collect::<Vec<_>>()
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gauge rounds per replica: {:?}",
+            seen.iter().map(|s| rounds(s)).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(replicas);
+    db.drop_now().await;
+}
