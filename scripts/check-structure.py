@@ -11,7 +11,13 @@ under crates/:
   binary's `main.rs` is;
 - no cycle between crates (their `tidemark-*` dependencies in Cargo.toml);
 - no file under crates/*/src longer than 600 lines, counting the whole file;
-- layers (`LAYERS`): the storage backends never use a Store-level module.
+- layers (`LAYERS`): the storage backends never use a Store-level module;
+
+and for the Python SDK (clients/python/tidemark): no file over 600 lines, no
+import cycle between its modules (a module's edges are the package's modules
+it imports, at the top or inside a function), and its layers
+(`PYTHON_LAYERS`): the Spark source's planning, table and reading modules
+never import the tidemark client or its protos.
 
 Prints every violation and exits 1 if there is one not in the known list
 below (empty since issue 31; an entry that no longer occurs fails the
@@ -43,6 +49,15 @@ LAYERS: Dict[str, List[tuple]] = {
         ({"postgres", "sqlite"}, {"admin", "audit", "cache", "backup", "paimon", "store"}),
     ],
 }
+
+# The Python SDK: per rule, (modules, the modules they must not import),
+# dotted names inside the `tidemark` package. Executors plan nothing and
+# call no tidemark: plan, table and read stay free of the client (only
+# paimon.coordination talks to tidemark).
+PYTHON_PACKAGE = ROOT / "clients" / "python" / "tidemark"
+PYTHON_LAYERS: List[tuple] = [
+    ({"paimon.plan", "paimon.table", "paimon.read", "paimon.partitions", "paimon.stream"}, {"client", "errors", "v1"}),
+]
 
 USE_BLOCK = re.compile(r"\buse\s+((?:crate|super|self)(?:::[^;]*)?);", re.S)
 INLINE = re.compile(r"\b((?:crate|super|self)(?:::\w+)+)")
@@ -332,8 +347,75 @@ def violations() -> List[str]:
     return found
 
 
+def python_modules() -> Dict[str, pathlib.Path]:
+    """The package's modules by dotted name (`paimon.plan`; a package by its
+    own name, the root package as "")."""
+    modules = {}
+    for path in sorted(PYTHON_PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PYTHON_PACKAGE).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def python_imports(name: str, path: pathlib.Path, known: Set[str]) -> Set[str]:
+    """The package modules (or generated ones, such as `v1`) `name` imports."""
+    import ast
+
+    package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".") if name else []
+    targets: Set[str] = set()
+
+    def resolve(dotted: str) -> str:
+        # The longest known module the dotted path names; `v1...` (generated
+        # stubs) by its first part.
+        parts = dotted.split(".") if dotted else []
+        for end in range(len(parts), 0, -1):
+            if ".".join(parts[:end]) in known:
+                return ".".join(parts[:end])
+        return parts[0] if parts else ""
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "tidemark" or alias.name.startswith("tidemark."):
+                    targets.add(resolve(alias.name[len("tidemark."):] if "." in alias.name else ""))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                module = ".".join(base + ([node.module] if node.module else []))
+            elif node.module == "tidemark" or (node.module or "").startswith("tidemark."):
+                module = node.module[len("tidemark."):] if "." in node.module else ""
+            else:
+                continue
+            for alias in node.names:
+                full = f"{module}.{alias.name}" if module else alias.name
+                targets.add(full if full in known else resolve(module))
+    targets.discard(name)
+    return targets
+
+
+def python_violations() -> List[str]:
+    found = []
+    modules = python_modules()
+    graph = {(name,): {(t,) for t in python_imports(name, path, set(modules))} for name, path in modules.items()}
+    for component in cycles(graph):
+        found.append("cycle in the Python SDK: " + " ".join(m[0] or "(root)" for m in component))
+    for lower, forbidden in PYTHON_LAYERS:
+        for (module,), targets in sorted(graph.items()):
+            if module in lower:
+                for (target,) in sorted(targets):
+                    if target.split(".")[0] in forbidden:
+                        found.append(f"layering in the Python SDK: {module} imports {target}")
+    for path in modules.values():
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_LINES:
+            found.append(f"over {MAX_LINES} lines: {path.relative_to(ROOT)}")
+    return found
+
+
 def main() -> int:
-    found = violations()
+    found = violations() + python_violations()
     report = "--report" in sys.argv
     new = [v for v in found if v not in KNOWN]
     gone = sorted(KNOWN - set(found))

@@ -82,17 +82,33 @@ def test_options_that_would_change_rows_are_refused_by_name_and_others_accepted(
     for key, value in [
         ("scan.tag-name", "t1"),
         ("scan.watermark", "5"),
-        ("scan.version", "3"),
+        ("scan.version", "tag-1"),
         ("incremental-between", "1,2"),
         ("scan.bucket", "0"),
         ("scan.ignore-lost-files", "true"),
     ]:
         with pytest.raises(ValueError, match=f'option "{key}" is not supported'):
             opened(**{key: value})
+    # Paimon's internal stream scan modes (file-monitor: every file a
+    # snapshot touched, compaction's too) change which rows arrive.
+    with pytest.raises(ValueError, match='option "stream-scan-mode" is not supported'):
+        opened(**{"stream-scan-mode": "file-monitor"})
+    opened(**{"stream-scan-mode": "none"})
     with pytest.raises(ValueError, match='scan.mode "latest-delta" is not supported'):
         opened(**{"scan.mode": "latest-delta"})
-    # Options that change no row are accepted, as Paimon accepts them.
+    # Options that change no row are accepted, as Paimon accepts them; so
+    # are the incremental options Paimon reads only beside
+    # incremental-between (on their own it ignores them).
     opened(**{"scan.manifest.parallelism": "4", "read.batch-size": "100", "scan.ignore-lost-files": "false"})
+    for key, value in [
+        ("incremental-to-auto-tag", "t1"),
+        ("incremental-between-scan-mode", "delta"),
+        ("incremental-between-tag-to-snapshot", "true"),
+    ]:
+        opened(**{key: value})
+    # A numeric scan.version is a snapshot id, as Paimon reads it.
+    version = SourceOptions({"path": table.path, "consumer-id": "c", "scan.version": "1"}).resolve(table.table)
+    assert (version.scan_mode, version.scan_snapshot_id) == ("from-snapshot", 1)
     # Paimon's `full` is latest-full; scan.timestamp is read in local time.
     assert SourceOptions({"path": table.path, "consumer-id": "c", "scan.mode": "full"}).resolve(table.table).scan_mode == "latest-full"
     spelled = SourceOptions({"path": table.path, "consumer-id": "c", "scan.timestamp": "2026-12-03 10:15:00.250"})
@@ -107,18 +123,23 @@ def test_options_that_would_change_rows_are_refused_by_name_and_others_accepted(
 def test_compacted_full_starts_at_the_latest_compaction(tmp_path):
     from harness import PaimonTable
 
-    from tidemark.paimon_source import SourceOptions, TidemarkPaimonStreamReader
+    from tidemark.paimon.options import SourceOptions
+    from tidemark.paimon.runner import open_source
+    from tidemark.paimon.startup import startup
+    from tidemark.paimon.table import TableSnapshots
+
+    def start_of(latest: int):
+        options = SourceOptions({"path": table.path, "consumer-id": "c", "scan.mode": "compacted-full"})
+        opened, _ = open_source(options)
+        return startup(options, TableSnapshots(opened, options.effective), latest)
 
     table = PaimonTable(tmp_path / "warehouse", "compacted")
     table.commit()
-    assert TidemarkPaimonStreamReader(
-        SourceOptions({"path": table.path, "consumer-id": "c", "scan.mode": "compacted-full"})
-    )._latest_compaction(1) == 1, "no compaction: the latest snapshot"
+    assert start_of(1) == ("from-snapshot-full", 1), "no compaction: the latest snapshot"
     table.commit()
     compacted = table.compact()
     latest = table.commit()
-    reader = TidemarkPaimonStreamReader(SourceOptions({"path": table.path, "consumer-id": "c", "scan.mode": "compacted-full"}))
-    assert reader._latest_compaction(latest) == compacted
+    assert start_of(latest) == ("from-snapshot-full", compacted)
 
 
 def test_the_changelog_outlives_snapshots_as_paimon_decides_it():
@@ -192,7 +213,7 @@ class SizedSplit:
 
 
 def grouped(sizes_mb, target_mb: int, min_partitions: int, buckets=None):
-    from tidemark.paimon_source import group_splits
+    from tidemark.paimon.partitions import group_splits
 
     splits = [
         SizedSplit(f"s{i}", size << 20, buckets[i] if buckets else 0) for i, size in enumerate(sizes_mb)
@@ -223,7 +244,7 @@ def test_a_batch_is_spread_over_the_cores_in_runs_of_consecutive_splits():
 
 
 def test_min_partitions_is_checked_by_name(tmp_path):
-    from tidemark.paimon_source import SourceOptions, default_min_partitions
+    from tidemark.paimon.options import SourceOptions, default_min_partitions
 
     options = {"path": str(tmp_path / "t"), "consumer-id": "c"}
     assert SourceOptions(options).min_partitions == default_min_partitions() >= 1

@@ -11,8 +11,11 @@ import pathlib
 import pytest
 from harness import REPO, PaimonTable, PrimaryKeyTable, paimon_stream, write_table
 
-from tidemark import paimon_plan
-from tidemark.paimon_plan import Planner, ReadOptions, first_snapshot_at_or_after
+from tidemark.paimon import plan as paimon_plan
+from tidemark.paimon import read as paimon_read
+from tidemark.paimon.plan import Planner, ReadOptions, filter_levels
+from tidemark.paimon.read import read_with_row_kind
+from tidemark.paimon.table import first_snapshot_at_or_after
 
 VECTORS = json.loads((REPO / "testdata" / "first_snapshot_at_or_after.json").read_text())
 
@@ -99,38 +102,17 @@ def test_an_overwrite_of_a_primary_key_table_is_read_as_paimon_streams_it(tmp_pa
     shutil.rmtree(tmp_path / "warehouse")
 
 
-def test_a_replayed_batch_whose_splits_differ_is_refused(tmp_path):
-    from tidemark.paimon_source import QueryFailed, SourceOptions, TidemarkPaimonStreamReader, make_offset
-
-    table = PaimonTable(tmp_path / "warehouse", "replay")
-    table.commit()
-    table.commit()
-    reader = TidemarkPaimonStreamReader(SourceOptions({"path": table.path, "consumer-id": "c"}))
-    start = make_offset(1, 2, False, 3, "h")
-    end = make_offset(2, 1, False, 3, "h")
-    positions = reader._positions(start, end)
-    from tidemark.paimon_plan import fingerprint
-
-    end["batchFingerprint"] = fingerprint([reader._identity(s, i, full) for s, i, full in positions])
-    assert reader._check_replayed_plan(start, end) == positions, "the same plan replays"
-    end["batchFingerprint"] = "0" * 16
-    with pytest.raises(QueryFailed, match="^REPLAY_PLAN_MISMATCH"):
-        reader._check_replayed_plan(start, end)
-    with pytest.raises(QueryFailed, match="^REPLAY_PLAN_MISMATCH"):
-        reader._check_replayed_plan(start, make_offset(2, 1, False, 5, "h"))
-
-
 def rows_of(table, options, planned) -> list:
     return [
         row
         for split in planned
-        for batch in paimon_plan.read_planned(table, ReadOptions(table, options), split, spark_schema_of(table, options))
+        for batch in paimon_read.read_planned(table, ReadOptions(table, options), split, spark_schema_of(table, options))
         for row in batch.to_pylist()
     ]
 
 
 def spark_schema_of(table, options):
-    return paimon_plan.spark_schema(table, ReadOptions(table, options))
+    return paimon_read.spark_schema(table, ReadOptions(table, options))
 
 
 def in_commit_order(table, snapshot_id: int) -> list:
@@ -251,9 +233,9 @@ def test_the_level_filtered_full_scan_keeps_each_files_deletion_vector(tmp_path)
     deletion = DeletionFile(str(index), 0, len(serialized) - 8, 1)
     split = DataSplit([compacted, second], scanned.partition, scanned.bucket, data_deletion_files=[deletion, None])
 
-    kept = Planner._filter_levels([split], lambda level: level > 0)
+    kept = filter_levels([split], lambda level: level > 0)
     assert [f.level for f in kept[0].files] == [5]
-    rows = paimon_plan._read_with_row_kind(table.table).to_arrow(kept).to_pylist()
+    rows = read_with_row_kind(table.table).to_arrow(kept).to_pylist()
     assert sorted(r["id"] for r in rows) == [1, 2], "key 3 stays deleted; key 4 (level 0) is not read"
 
 
@@ -272,7 +254,7 @@ def test_rows_of_newer_schemas_are_read_with_the_querys_schema_by_field_id(tmp_p
     catalog.alter_table(table.id, [SchemaChange.add_column("extra", AtomicType("STRING"))])
     at_start = catalog.get_table(table.id)
     started = spark_schema_of(at_start, {})
-    fields = paimon_plan.query_fields(at_start, started)
+    fields = paimon_read.query_fields(at_start, started)
     catalog.alter_table(table.id, [SchemaChange.add_column("note", AtomicType("STRING"))])
     catalog.alter_table(table.id, [SchemaChange.rename_column("value", "val")])
     catalog.alter_table(table.id, [SchemaChange.drop_column("extra")])
@@ -284,18 +266,18 @@ def test_rows_of_newer_schemas_are_read_with_the_querys_schema_by_field_id(tmp_p
     [planned] = planned_ids(evolved, {}, snapshot)
     read = lambda schema, fields: [  # noqa: E731
         row
-        for batch in paimon_plan.read_planned(evolved, ReadOptions(evolved, {}), planned, schema, fields)
+        for batch in paimon_read.read_planned(evolved, ReadOptions(evolved, {}), planned, schema, fields)
         for row in batch.to_pylist()
     ]
     assert read(started, fields) == [{"id": 7, "part": "p1", "value": "v7", "extra": None}]
     from pyspark.sql.types import StructType
 
     only_id = StructType([started["id"]])
-    assert read(only_id, paimon_plan.query_fields(table.table, only_id)) == [{"id": 7}]
+    assert read(only_id, paimon_read.query_fields(table.table, only_id)) == [{"id": 7}]
     with pytest.raises(ValueError, match="has a column 'nope'"):
         from pyspark.sql.types import StringType, StructField
 
-        paimon_plan.query_fields(table.table, StructType([StructField("nope", StringType())]))
+        paimon_read.query_fields(table.table, StructType([StructField("nope", StringType())]))
 
 
 def bytes_read_by_this_process() -> int:
@@ -325,12 +307,12 @@ def test_a_query_of_two_of_fifty_columns_reads_about_a_twenty_fifth_of_the_bytes
     two = StructType([everything["c3"], everything["c17"]])
 
     def read(schema):
-        fields = paimon_plan.query_fields(table, schema)
+        fields = paimon_read.query_fields(table, schema)
         before = bytes_read_by_this_process()
         count = sum(
             batch.num_rows
             for p in planned
-            for batch in paimon_plan.read_planned(table, ReadOptions(table, {}), p, schema, fields)
+            for batch in paimon_read.read_planned(table, ReadOptions(table, {}), p, schema, fields)
         )
         return bytes_read_by_this_process() - before, count
 
@@ -349,14 +331,14 @@ def test_batches_are_sized_by_the_bytes_of_the_querys_columns():
     import pyarrow as pa
 
     narrow = pa.schema([("id", pa.int64()), ("part", pa.string()), ("value", pa.string()), ("amount", pa.float64())])
-    assert paimon_plan.row_bytes_estimate(narrow) == 8 + 36 + 36 + 8
-    assert paimon_plan.batch_rows(narrow) == paimon_plan.BATCH_ROWS_MAX
+    assert paimon_read.row_bytes_estimate(narrow) == 8 + 36 + 36 + 8
+    assert paimon_read.batch_rows(narrow) == paimon_read.BATCH_ROWS_MAX
     wide = pa.schema([pa.field(f"s{i}", pa.string()) for i in range(200)])
-    assert paimon_plan.batch_rows(wide) == paimon_plan.BATCH_BYTES // (200 * 36)
-    assert paimon_plan.batch_rows(pa.schema([pa.field(f"s{i}", pa.string()) for i in range(2000)])) == 1_024
+    assert paimon_read.batch_rows(wide) == paimon_read.BATCH_BYTES // (200 * 36)
+    assert paimon_read.batch_rows(pa.schema([pa.field(f"s{i}", pa.string()) for i in range(2000)])) == 1_024
     nested = pa.schema([("point", pa.struct([("x", pa.float64()), ("y", pa.float64())])), ("tags", pa.list_(pa.int32()))])
-    assert paimon_plan.row_bytes_estimate(nested) == 16 + 4 + 4 * 4
-    assert paimon_plan.batch_rows(narrow, merges=True) == 10_000
+    assert paimon_read.row_bytes_estimate(nested) == 16 + 4 + 4 * 4
+    assert paimon_read.batch_rows(narrow, merges=True) == 10_000
 
 
 def test_an_append_tables_batches_are_bigger_than_sparks_ten_thousand_rows_and_long_values_are_sliced(
@@ -389,7 +371,7 @@ def test_an_append_tables_batches_are_bigger_than_sparks_ten_thousand_rows_and_l
         return [
             batch
             for p in planned_ids(table_now, {}, snapshot)
-            for batch in paimon_plan.read_planned(table_now, ReadOptions(table_now, {}), p, schema)
+            for batch in paimon_read.read_planned(table_now, ReadOptions(table_now, {}), p, schema)
         ]
 
     narrow = batches(narrow_snapshot, {})
@@ -397,7 +379,7 @@ def test_an_append_tables_batches_are_bigger_than_sparks_ten_thousand_rows_and_l
     assert [b.num_rows for b in batches(narrow_snapshot, {"read.batch-size": "25000"})] == [25_000, 25_000, 10_000]
 
     # 4,000 rows of 1 KB: one batch of 4 MB as read; sliced to 1 MiB for Spark.
-    monkeypatch.setattr(paimon_plan, "BATCH_BYTES", 1 << 20)
+    monkeypatch.setattr(paimon_read, "BATCH_BYTES", 1 << 20)
     sliced = batches(long_snapshot, {})
     assert len(sliced) >= 4, [b.num_rows for b in sliced]
     assert all(b.nbytes <= (1 << 20) * 1.05 for b in sliced), [b.nbytes for b in sliced]
@@ -405,3 +387,32 @@ def test_an_append_tables_batches_are_bigger_than_sparks_ten_thousand_rows_and_l
     assert ids == list(range(rows, rows + long_rows)), "every row once, in the file's order"
     # An asked-for row count is kept even when its batches are big.
     assert [b.num_rows for b in batches(long_snapshot, {"read.batch-size": "4000"})] == [4_000]
+
+
+def test_a_bucket_unaware_append_commit_is_packed_as_paimon_packs_a_batch(tmp_path):
+    """Java `AppendOnlySplitGenerator.splitForStreaming`: by the table's
+    bucket mode, an unaware table (`bucket = -1`, no primary key) packs a
+    commit's files as `splitForBatch` does (by `source.split.target-size`
+    and the open-file cost), although its files live in bucket 0. The
+    oracle: pypaimon's batch scan of the table holding only that commit."""
+    import numpy as np
+    import pyarrow as pa
+    from pypaimon import CatalogFactory, Schema
+
+    catalog = CatalogFactory.create({"warehouse": str(tmp_path / "warehouse")})
+    catalog.create_database("unaware", True)
+    arrow = pa.schema([("id", pa.int64()), ("doc", pa.string())])
+    options = {"target-file-size": "8 kb", "source.split.target-size": "32 kb", "source.split.open-file-cost": "1 kb"}
+    catalog.create_table("unaware.t", Schema.from_pyarrow_schema(arrow, options=options), False)
+    table = catalog.get_table("unaware.t")
+    rows = 20_000
+    data = pa.table({"id": np.arange(rows, dtype=np.int64), "doc": [f"row-{i:08d}" for i in range(rows)]}, schema=arrow)
+    snapshot = write_table(table, data)
+    batch_splits = table.new_read_builder().new_scan().plan().splits()
+    assert len(batch_splits) > 1, "the commit's files fill several batch splits"
+    files = sum(len(split.files) for split in batch_splits)
+    assert files > len(batch_splits)
+
+    planned = Planner(table, ReadOptions(table, {})).plan(table.snapshot_manager().get_snapshot_by_id(snapshot), False)
+    assert [len(p.split.files) for p in planned] == [len(split.files) for split in batch_splits]
+    assert sum(p.stats()[0] for p in planned) == rows

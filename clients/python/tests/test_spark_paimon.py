@@ -190,6 +190,35 @@ def test_restart_from_the_same_checkpoint_delivers_every_row_exactly_once(
     assert sink.ids() == table.ids(), "every row exactly once after another restart"
 
 
+def test_a_restart_replays_from_the_next_snapshot_once_its_finished_start_snapshot_expired(
+    spark, tidemark_server, client_for, tmp_path, unique
+):
+    # Batch 0 ends on the last split of snapshot 1; batch 1 is logged, Spark
+    # commits batch 0 (the consumer moves to 2, so tidemark's fence lets 1
+    # expire), and the query dies in batch 1's sink. Snapshot 1 expires. The
+    # restart on the same checkpoint replays batch 1 from snapshot 2 without
+    # planning the finished snapshot 1 again (it once failed
+    # REPLAY_PLAN_MISMATCH "snapshot 1 ... no longer exists").
+    client = client_for(tidemark_server)
+    table = PaimonTable(tmp_path / "warehouse", unique("finished"))
+    for _ in range(3):
+        table.commit()  # 3 splits each
+    q = Query(spark, tmp_path, table, unique("etl"), tidemark_server)
+    sink = Sink(tmp_path / "sink")
+    sink.fail_once = {1}
+    options = {"scan.mode": "from-snapshot", "scan.snapshot-id": 1, "max-splits-per-batch": 3}
+
+    message = run_to_failure(q.start("a", sink, options=options))
+    assert "injected sink failure in batch 1" in message
+    assert next_snapshot(client, table, q.consumer) == 2, "batch 0 (all of snapshot 1) was committed"
+    assert table.expire_below(2) == [1]
+
+    run_to_end(q.start("a", sink, options=options))
+    assert sink.calls.count(1) == 2, "batch 1 was replayed from the offset log"
+    assert sink.ids() == table.ids(), "every row exactly once"
+    assert len(sink.ids()) == len(set(sink.ids()))
+
+
 def test_a_second_query_on_the_same_consumer_fails_fast_until_the_first_stops(
     spark, tidemark_server, client_for, tmp_path, unique
 ):

@@ -1,0 +1,147 @@
+"""The stream without Spark: the one walk from an offset to a batch's end,
+the plan cache, the replay check, where a query starts, and what the
+partitions and the reader carry to executors (never tidemark's token)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from harness import PaimonTable
+
+from tidemark.paimon.errors import QueryFailed
+from tidemark.paimon.offsets import Offset
+from tidemark.paimon.options import SourceOptions
+from tidemark.paimon.plan import Planner
+from tidemark.paimon.runner import open_source
+from tidemark.paimon.stream import PLANS_KEPT, Stream
+from tidemark.paimon.table import TableSnapshots
+
+
+def stream_of(table: PaimonTable, **options) -> Stream:
+    opts = SourceOptions({"path": table.path, "consumer-id": "c", **options})
+    opened, read_options = open_source(opts)
+    return Stream(TableSnapshots(opened, opts.effective), Planner(opened, read_options), table.id)
+
+
+def test_a_replayed_batch_whose_splits_differ_is_refused(tmp_path):
+    table = PaimonTable(tmp_path / "warehouse", "replay")
+    table.commit()
+    table.commit()
+    stream = stream_of(table)
+    start = Offset(1, 1, False, 3, "h")
+    end = Offset(2, 1, False, 3, "h")
+    batch = stream.batch(start, end)
+    assert batch.positions == [(1, 2, False), (2, 0, False), (2, 1, False)]
+    logged = Offset(2, 1, False, 3, "h", batch.end.fingerprint)
+    assert stream_of(table).replay(start, logged).positions == batch.positions, "the same plan replays"
+    with pytest.raises(QueryFailed, match="^REPLAY_PLAN_MISMATCH"):
+        stream_of(table).replay(start, Offset(2, 1, False, 3, "h", "0" * 16))
+    with pytest.raises(QueryFailed, match="^REPLAY_PLAN_MISMATCH"):
+        stream_of(table).replay(start, Offset(2, 1, False, 5, "h"))
+
+
+def test_a_finished_start_snapshot_is_never_planned_again(tmp_path):
+    # Batch N ended on the last split of snapshot 1, the consumer moved to 2
+    # and snapshot 1 expired: the walk from that end (a replay of batch N+1,
+    # or the next batch) starts at snapshot 2 without planning 1 again
+    # (Paimon's Spark source restores from the next snapshot too).
+    table = PaimonTable(tmp_path / "warehouse", "finished")
+    for _ in range(3):
+        table.commit()
+    assert table.expire_below(2) == [1]
+    stream = stream_of(table)
+    finished = Offset(1, 2, False, 3, "h")
+    batch = stream.batch(finished, None, latest=3)
+    assert batch.positions[0] == (2, 0, False) and batch.end.position == (3, 2)
+    logged = batch.end
+    assert stream_of(table).replay(finished, logged).positions == batch.positions
+    # A partly read snapshot that expired is another matter: its rest is
+    # gone, and the query fails rather than skip it.
+    with pytest.raises(QueryFailed, match="snapshot 1 of .* no longer exists"):
+        stream_of(table).batch(Offset(1, 1, False, 3, "h"), None, latest=3)
+    # So is an offset that does not know its snapshot's size.
+    with pytest.raises(QueryFailed, match="snapshot 1 of .* no longer exists"):
+        stream_of(table).batch(Offset(1, -1, False, None, "h"), None, latest=3)
+
+
+def test_a_batch_over_a_long_backlog_is_planned_once(tmp_path):
+    # latestOffset walks the backlog; partitions asks for the same batch and
+    # gets it without planning again, however many snapshots it spans.
+    table = PaimonTable(tmp_path / "warehouse", "backlog")
+    snapshots = PLANS_KEPT + 16
+    for _ in range(snapshots):
+        table.commit(rows=3)
+    stream = stream_of(table)
+    start = Offset(1, -1, False, None, "h")
+    batch = stream.batch(start, None, latest=snapshots)
+    assert stream.plans_made == snapshots
+    again = stream.batch(start, Offset.from_json(batch.end.to_json()))
+    assert again is batch and stream.plans_made == snapshots
+
+
+def test_an_empty_batch_plans_nothing(tmp_path):
+    # Spark's first batch when nothing is new starts and ends at the same
+    # offset, possibly one past the latest snapshot.
+    table = PaimonTable(tmp_path / "warehouse", "empty")
+    table.commit()
+    stream = stream_of(table)
+    assert stream.batch(Offset(2, -1, False, None, "h"), None, latest=1) is None
+    assert stream.plans_made == 0
+
+
+def test_executors_never_receive_the_tidemark_token(tmp_path, tidemark_server):
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    from tidemark.paimon_source import TidemarkPaimonDataSource
+
+    table = PaimonTable(tmp_path / "warehouse", "pickled")
+    table.commit()
+    token = "tok-3c0a7e5d-never-on-executors"
+    source = TidemarkPaimonDataSource(
+        CaseInsensitiveDict(
+            {
+                "path": table.path,
+                "consumer-id": "pickled",
+                "tidemark.endpoint": tidemark_server.endpoint,
+                "tidemark.token": token,
+                "tidemark.lease-ttl": "5",
+                "s3.endpoint": "http://127.0.0.1:1",
+            }
+        )
+    )
+    reader = source.streamReader(source.schema())
+    try:
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, None)
+        partitions = reader.partitions(start, end)
+        assert partitions, "the batch has splits"
+        shipped = [pickle.dumps(reader), pickle.dumps(partitions), pickle.dumps(source)]
+        for payload in shipped:
+            assert token.encode() not in payload
+            assert tidemark_server.endpoint.encode() not in payload
+            assert b"tidemark.token" not in payload
+        # Storage options do travel: executors open the table with them.
+        assert all(p.spec.storage == {"s3.endpoint": "http://127.0.0.1:1"} for p in partitions)
+        # What executors get still reads the batch.
+        copy = pickle.loads(shipped[0])
+        rows = sum(batch.num_rows for part in pickle.loads(shipped[1]) for batch in copy.read(part))
+        assert rows == 6
+    finally:
+        reader.stop()
+
+
+def test_the_snapshot_delay_holds_back_deltas_but_not_the_initial_full_scan(tmp_path):
+    # Java DataTableStreamScan: `streaming.read.snapshot.delay` applies to
+    # the follow-up snapshots (NextSnapshotFetcher), not to tryFirstPlan.
+    table = PaimonTable(tmp_path / "warehouse", "delay")
+    table.commit()
+    table.commit()
+    stream = stream_of(table, **{"streaming.read.snapshot.delay": "1 h"})
+    latest = stream.snapshots.readable_latest(delay_ms=3_600_000)
+    assert latest == 0, "both snapshots are younger than the delay"
+    batch = stream.batch(Offset(2, -1, True, None, "h"), None, latest=latest)
+    assert batch is not None and {s for s, _, full in batch.positions} == {2}
+    assert all(full for _, _, full in batch.positions)
+    # The deltas after it wait for the delay.
+    assert stream.batch(batch.end, None, latest=latest) is None
