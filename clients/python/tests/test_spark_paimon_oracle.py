@@ -7,8 +7,8 @@ per commit): the same rows, the same number of batches with rows, and the
 same end offsets (`snapshotId`, `index`, `scanSnapshot`).
 
 Where tidemark differs on purpose a test says so and docs/spark.md says why.
-Trigger timings keep generous margins (a 5 s `maxTriggerDelayMs` is waited
-out with 7 s)."""
+Trigger timings keep generous margins (`maxTriggerDelayMs` of 15 s where the
+oracle has 5 s, waited out with 17 s)."""
 
 from __future__ import annotations
 
@@ -299,10 +299,11 @@ def test_min_rows_per_trigger_needs_max_trigger_delay(tmp_path, streams):
 
 def test_min_rows_per_trigger_waits_until_max_trigger_delay(tmp_path, streams):
     # "default scan mode + minRowsPerTrigger and maxTriggerDelayMs": the
-    # first batch is always made; 3 new rows wait (minimum 5) until 5 s
-    # passed since the last batch.
+    # first batch is always made; 3 new rows wait (minimum 5) until the
+    # delay passed since the last batch. The oracle's 5 s delay is widened
+    # to 15 s so that a loaded machine cannot pass it before the check.
     table = OracleTable(tmp_path / "w", 3, has_pk=True)
-    stream = streams(table, {"read.stream.minRowsPerTrigger": 5, "read.stream.maxTriggerDelayMs": 5000})
+    stream = streams(table, {"read.stream.minRowsPerTrigger": 5, "read.stream.maxTriggerDelayMs": 15000})
     stream.process_all()
     assert stream.batches_with_rows() == 1
     assert stream.rows() == table.snapshot_data()
@@ -312,7 +313,7 @@ def test_min_rows_per_trigger_waits_until_max_trigger_delay(tmp_path, streams):
     assert stream.batches_with_rows() == 1
     assert stream.end_offset() == (3, 1, True)
 
-    time.sleep(7)  # past maxTriggerDelayMs, with a margin
+    time.sleep(17)  # past maxTriggerDelayMs, with a margin
     stream.process_all()
     assert stream.batches_with_rows() == 2
     assert stream.end_offset() == (4, 1, False)
@@ -323,7 +324,8 @@ def test_from_snapshot_on_an_empty_table_with_max_and_min_rows(tmp_path, streams
     # "from-snapshot scan mode + maxRowsPerTrigger, minRowsPerTrigger and
     # maxTriggerDelayMs read limits" on a table with no snapshot yet.
     table = OracleTable(tmp_path / "w", 0, has_pk=False)
-    limits = {"read.stream.maxRowsPerTrigger": 6, "read.stream.minRowsPerTrigger": 4, "read.stream.maxTriggerDelayMs": 5000}
+    # (The oracle's 5 s delay widened to 60 s: the test never waits for it.)
+    limits = {"read.stream.maxRowsPerTrigger": 6, "read.stream.minRowsPerTrigger": 4, "read.stream.maxTriggerDelayMs": 60000}
     stream = streams(table, {"scan.mode": "from-snapshot", "scan.snapshot-id": 1, **limits})
     table.insert([10, 11, 12])
     stream.process_all()
