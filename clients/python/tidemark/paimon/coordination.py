@@ -18,7 +18,7 @@ from tidemark.client import Client, RetryPolicy
 from tidemark.client import offset as pb_offset
 from tidemark.errors import TidemarkError
 from tidemark.paimon.errors import QueryFailed
-from tidemark.paimon.offsets import Offset
+from tidemark.paimon.offsets import BEFORE_FIRST_SPLIT, Offset
 from tidemark.paimon.options import SourceOptions
 from tidemark.paimon.table import TableSnapshots
 from tidemark.v1 import coordinator_pb2
@@ -148,7 +148,7 @@ class Coordination:
         LOG.info("starting %s/%s at snapshot %s (%s, %s)", self.opts.table_id, self.opts.consumer_id,
                  start.snapshot_id, "full" if start.scan_snapshot else "delta",
                  coordinator_pb2.RecoverySource.Name(response.source))
-        return Offset(start.snapshot_id, -1, start.scan_snapshot, None, self.holder)
+        return Offset(start.snapshot_id, BEFORE_FIRST_SPLIT, start.scan_snapshot, None, self.holder)
 
     def check_replay(
         self, snapshots: TableSnapshots, startup: Tuple[str, int], start: Offset, end: Offset

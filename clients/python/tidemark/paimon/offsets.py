@@ -75,9 +75,6 @@ class Offset:
     def with_holder(self, holder: Optional[str]) -> "Offset":
         return replace(self, holder=holder)
 
-    def without_fingerprint(self) -> "Offset":
-        return replace(self, fingerprint=None)
-
     def __str__(self) -> str:
         kind = "full" if self.full else "delta"
         total = "?" if self.total is None else self.total

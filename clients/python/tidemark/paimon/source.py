@@ -61,10 +61,9 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
 
     def __init__(self, options: SourceOptions, schema=None):
         self._runner = Runner(options, schema)
-        self._limits = options.limits
 
     def __getstate__(self):
-        return {"_limits": self._limits}
+        return {}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -77,7 +76,7 @@ class TidemarkPaimonStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         # Spark's Python API has no composite limit: Spark is told one of
         # them (so it knows the batches are limited) and latestOffset
         # applies them all.
-        limits = self._limits
+        limits = self._runner.opts.limits
         if limits.max_files is not None:
             return ReadMaxFiles(limits.max_files)
         if limits.max_rows is not None:
