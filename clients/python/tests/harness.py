@@ -591,3 +591,36 @@ def commit_latency_summary() -> Optional[str]:
         f"commit() -> CommitBatch latency: first commit of a query: {describe(first)}; "
         f"later commits: {describe(later)}"
     )
+
+
+def partition_fragment_cases() -> list:
+    """testdata/spark_partition_fragments.json, each case's values decoded
+    to what pypaimon gives for a partition (date, datetime, Decimal, ...)."""
+    import datetime
+    import decimal
+    import struct
+
+    def decode(value):
+        kind = value["kind"]
+        if kind == "null":
+            return None
+        if kind == "date":
+            return datetime.date.fromisoformat(value["text"])
+        if kind == "timestamp":
+            return datetime.datetime.fromisoformat(value["text"])
+        if kind == "decimal":
+            return decimal.Decimal(value["text"])
+        if kind == "double":
+            return float(value["text"])
+        if kind == "float":
+            # pypaimon reads a FLOAT as the Python float of its 32 bits.
+            return struct.unpack(">f", struct.pack(">f", float(value["text"])))[0]
+        if kind == "string":
+            return value["text"]
+        return value["value"]
+
+    document = json.loads((REPO / "testdata" / "spark_partition_fragments.json").read_text())
+    cases = []
+    for case in document["cases"]:
+        cases.append({**case, "decoded": [decode(v) for v in case["values"]], "default_name": document["default_name"]})
+    return cases

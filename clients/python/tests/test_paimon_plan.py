@@ -9,10 +9,11 @@ import json
 import pathlib
 
 import pytest
-from harness import REPO, PaimonTable, PrimaryKeyTable, paimon_stream, write_table
+from harness import REPO, PaimonTable, PrimaryKeyTable, paimon_stream, partition_fragment_cases, write_table
 
 from tidemark.paimon import plan as paimon_plan
 from tidemark.paimon import read as paimon_read
+from tidemark.paimon.partition_order import paimon_value_string, partition_fragment
 from tidemark.paimon.plan import Planner, ReadOptions, filter_levels
 from tidemark.paimon.read import read_with_row_kind
 from tidemark.paimon.table import first_snapshot_at_or_after
@@ -159,6 +160,37 @@ def test_two_files_of_one_commit_touching_one_key_are_read_in_commit_order(tmp_p
     # Key 1's changes in the order they were made: 10, then 11.
     assert rows == [("+I", 1, 10), ("+I", 2, 20), ("+U", 1, 11)]
     assert [(r["id"], r["balance"]) for r in in_commit_order(table.table, snapshot)] == [(1, 10), (2, 20), (1, 11)]
+
+
+FRAGMENT_CASES = partition_fragment_cases()
+
+
+@pytest.mark.parametrize("case", FRAGMENT_CASES, ids=[c["name"] for c in FRAGMENT_CASES])
+def test_a_partition_is_spelled_as_paimons_spark_source_orders_it(case):
+    """testdata/spark_partition_fragments.json (its fragments checked
+    against Spark's own getPathFragment by test_spark_partition_order.py)."""
+    types, legacy = case["paimon_types"], case["legacy"]
+    strings = [paimon_value_string(v, t, legacy) for v, t in zip(case["decoded"], types)]
+    assert strings == case["paimon_strings"]
+    assert partition_fragment(case["columns"], types, case["decoded"], case["default_name"], legacy) == case["fragment"]
+
+
+def test_a_plans_splits_are_ordered_as_sparks_partition_paths_compare(tmp_path):
+    """Java compares `dt=a` with `dt=a-1` (a prefix first; a trailing `/`
+    put `a-1` first), and `dt=x%2F` with `dt=x.` (Spark escapes `/`, and
+    `%` sorts before `.`; unescaped, `x.` came first)."""
+    import pyarrow as pa
+    from pypaimon import CatalogFactory, Schema
+
+    schema = pa.schema([("dt", pa.string()), ("v", pa.int64())])
+    catalog = CatalogFactory.create({"warehouse": str(tmp_path / "warehouse")})
+    catalog.create_database("order", True)
+    catalog.create_table("order.t", Schema.from_pyarrow_schema(schema, partition_keys=["dt"]), False)
+    table = catalog.get_table("order.t")
+    values = ["a-1", "x.", "a", "x/", "Z"]
+    snapshot = write_table(table, pa.table({"dt": values, "v": list(range(len(values)))}, schema=schema))
+    planned = planned_ids(table, {}, snapshot, full=True)
+    assert [p.split.partition.values[0] for p in planned] == ["Z", "a", "a-1", "x/", "x."]
 
 
 def test_a_bucketed_append_table_keeps_each_buckets_order(tmp_path):

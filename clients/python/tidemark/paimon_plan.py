@@ -11,9 +11,15 @@ from tidemark.paimon.plan import (  # noqa: F401
     ReadOptions,
     check_pypaimon,
     order_splits,
-    partition_path,
 )
+from tidemark.paimon.partition_order import PartitionOrder  # noqa: F401
 from tidemark.paimon.read import batch_rows, query_fields, read_planned, row_bytes_estimate, spark_schema  # noqa: F401
 from tidemark.paimon.stream import fingerprint  # noqa: F401
 from tidemark.paimon.table import changelog_decoupled, first_snapshot_at_or_after  # noqa: F401
 from tidemark.paimon.options import parse_duration_ms  # noqa: F401
+
+
+def partition_path(table, partition) -> str:
+    """The partition as Paimon's Spark source orders it (now Spark's path
+    fragment: escaped, no trailing `/`)."""
+    return PartitionOrder(table).fragment(partition)

@@ -36,6 +36,7 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 from tidemark.paimon.options import effective, truthy
+from tidemark.paimon.partition_order import PartitionOrder
 
 PYPAIMON_VERSION = "2.1.0"
 
@@ -238,23 +239,14 @@ class Planned:
         return f"{json.dumps(list(partition))}:{self.split.bucket}:{','.join(files)}"
 
 
-def partition_path(table, partition) -> str:
-    """A partition as Paimon spells it in a path (`k1=v1/k2=v2/`, the
-    default partition name for a null): what Paimon's Spark source compares
-    to order a plan's splits (Java `StreamHelper.compareByPartitionAndBucket`,
-    through `PartitioningUtils.getPathFragment`)."""
-    keys = list(getattr(table, "partition_keys", None) or [])
-    values = list(getattr(partition, "values", None) or []) if partition is not None else []
-    default = table.options.options.to_map().get("partition.default-name", "__DEFAULT_PARTITION__")
-    return "".join(f"{key}={default if value is None else value}/" for key, value in zip(keys, values))
-
-
 def order_splits(table, splits: list) -> list:
     """A plan's splits in the order Paimon's Spark source indexes them
-    (Java `StreamHelper.convertPlanToIndexedSplits`): by partition path, then
-    bucket, and a stable sort, so the splits of one bucket keep the order
-    the split generator gave them (for the files of a bucket, commit order)."""
-    return sorted(splits, key=lambda split: (partition_path(table, split.partition), split.bucket))
+    (Java `StreamHelper.convertPlanToIndexedSplits`): by partition as Spark
+    spells its path (partition_order), then bucket, and a stable sort, so
+    the splits of one bucket keep the order the split generator gave them
+    (for the files of a bucket, commit order)."""
+    order = PartitionOrder(table)
+    return sorted(splits, key=lambda split: (order.key(split.partition), split.bucket))
 
 
 def filter_levels(splits, keep) -> list:
@@ -443,5 +435,6 @@ class Planner:
             after = [f for f in added if f.file_name not in both]
             if before or after:
                 changes.append(OverwriteBucket(snapshot.id, partitions[key], key[1], before, after))
-        changes.sort(key=lambda c: (partition_path(self.table, c.partition), c.bucket))
+        order = PartitionOrder(self.table)
+        changes.sort(key=lambda c: (order.key(c.partition), c.bucket))
         return [Planned(overwrite=change) for change in changes]
