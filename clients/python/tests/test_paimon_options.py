@@ -80,15 +80,21 @@ def test_options_that_would_change_rows_are_refused_by_name_and_others_accepted(
         return open_source(SourceOptions({"path": table.path, "consumer-id": "c", **extra}))[0]
 
     for key, value in [
-        ("scan.tag-name", "t1"),
         ("scan.watermark", "5"),
-        ("scan.version", "tag-1"),
         ("incremental-between", "1,2"),
         ("scan.bucket", "0"),
         ("scan.ignore-lost-files", "true"),
     ]:
         with pytest.raises(ValueError, match=f'option "{key}" is not supported'):
             opened(**{key: value})
+    # scan.version is a tag when one of that name exists, else a snapshot id
+    # (Java TimeTravelUtil.adaptScanVersion); a tag start is checked against
+    # the tag file when the query starts (test_paimon_stream.py).
+    with pytest.raises(ValueError, match='option "scan.version" names no tag and no snapshot id'):
+        opened(**{"scan.version": "tag-1"})
+    with pytest.raises(ValueError, match='"scan.tag-name" needs scan.mode "from-snapshot"'):
+        opened(**{"scan.tag-name": "t1", "scan.mode": "latest"})
+    assert SourceOptions({"path": table.path, "consumer-id": "c", "scan.tag-name": "t1"}).resolve(table.table).scan_mode == "from-snapshot"
     # Paimon's internal stream scan modes (file-monitor: every file a
     # snapshot touched, compaction's too) change which rows arrive.
     with pytest.raises(ValueError, match='option "stream-scan-mode" is not supported'):

@@ -145,3 +145,127 @@ def test_the_snapshot_delay_holds_back_deltas_but_not_the_initial_full_scan(tmp_
     assert all(full for _, _, full in batch.positions)
     # The deltas after it wait for the delay.
     assert stream.batch(batch.end, None, latest=latest) is None
+
+
+def runner_of(table: PaimonTable, server, consumer: str, **options):
+    from tidemark.paimon.runner import Runner
+
+    return Runner(
+        SourceOptions(
+            {"path": table.path, "consumer-id": consumer, "tidemark.endpoint": server.endpoint,
+             "tidemark.lease-ttl": "5", **options}
+        )
+    )
+
+
+class Counted:
+    """Wraps one method of an object and counts its calls (and arguments)."""
+
+    def __init__(self, target, name: str):
+        self.calls = []
+        original = getattr(target, name)
+
+        def counted(*args, **kwargs):
+            self.calls.append(args)
+            return original(*args, **kwargs)
+
+        setattr(target, name, counted)
+
+
+def test_a_restart_replays_a_compacted_full_batch_without_walking_back_to_the_compaction(tmp_path, tidemark_server):
+    # The walk back to the latest COMPACT is the startup options' (Java
+    # CompactedStartingScanner); a replay of a logged batch whose start is
+    # readable never falls back to them, so it reads no snapshot for it.
+    table = PaimonTable(tmp_path / "warehouse", "compacted")
+    table.commit()
+    compacted = table.compact()
+    for _ in range(40):
+        table.commit(rows=3)
+    first = runner_of(table, tidemark_server, "etl", **{"scan.mode": "compacted-full", "max-splits-per-batch": "2"})
+    start = first.initial_offset()
+    assert Offset.from_json(start).position == (compacted, -1)
+    end_1 = first.latest_offset(start, False)
+    first.partitions(start, end_1)
+    first.commit(end_1)
+    end_2 = first.latest_offset(end_1, False)
+    first.stop()  # killed after logging batch 2
+
+    restarted = runner_of(table, tidemark_server, "etl", **{"scan.mode": "compacted-full", "max-splits-per-batch": "2"})
+    reads = Counted(restarted.snapshots.manager, "get_snapshot_by_id")
+    partitions = restarted.partitions(end_1, end_2)
+    assert partitions, "batch 2 replayed"
+    walked = [args[0] for args in reads.calls if args[0] > compacted + 2]
+    assert walked == [], f"read {len(walked)} snapshots after the batch for the startup options"
+    restarted.stop()
+
+
+def test_a_batch_looks_for_the_latest_snapshot_once_without_a_latest_hint(tmp_path, tidemark_server):
+    import os
+
+    table = PaimonTable(tmp_path / "warehouse", "nohint")
+    for _ in range(3):
+        table.commit()
+    os.remove(os.path.join(table.path, "snapshot", "LATEST"))
+    runner = runner_of(table, tidemark_server, "etl")
+    start = runner.initial_offset()
+    listings = Counted(runner.snapshots.manager.file_io, "list_status")
+    end = runner.latest_offset(start, False)
+    runner.partitions(start, end)
+    runner.commit(end)
+    snapshot_dir = os.path.join(table.path, "snapshot")
+    listed = [args for args in listings.calls if str(args[0]).rstrip("/").endswith(snapshot_dir.rstrip("/"))]
+    assert len(listed) == 1, f"the snapshot directory was listed {len(listed)} times for one batch"
+    runner.stop()
+
+
+def test_a_tag_start_scans_the_tags_snapshot_and_refuses_once_it_expired(tmp_path, tidemark_server):
+    table = PaimonTable(tmp_path / "warehouse", "tagged")
+    table.commit()
+    tagged = table.commit()
+    table.table.create_tag("release", tagged)
+    table.commit()
+    runner = runner_of(table, tidemark_server, "from_tag", **{"scan.tag-name": "release"})
+    assert Offset.from_json(runner.initial_offset()).position == (tagged, -1)
+    assert Offset.from_json(runner.initial_offset()).full
+    runner.stop()
+    # scan.version naming the tag is the same start (Java adaptScanVersion).
+    by_version = runner_of(table, tidemark_server, "by_version", **{"scan.version": "release"})
+    assert Offset.from_json(by_version.initial_offset()).position == (tagged, -1)
+    by_version.stop()
+
+    # The tag keeps its data, not snapshot-2: starting there would silently
+    # scan the earliest snapshot instead (R3's max(id, earliest)).
+    table.expire_below(tagged + 1)
+    with pytest.raises(ValueError, match=f"tag 'release' .* is of snapshot {tagged}, which has expired"):
+        runner_of(table, tidemark_server, "late", **{"scan.tag-name": "release"}).initial_offset()
+    with pytest.raises(ValueError, match="has no tag 'nope'"):
+        runner_of(table, tidemark_server, "none", **{"scan.tag-name": "nope"}).initial_offset()
+    # Should the snapshot expire between the look and tidemark's answer, the
+    # start tidemark moved is refused too.
+    late = runner_of(table, tidemark_server, "race")
+    late.coordination.ensure_lease(None)
+    with pytest.raises(QueryFailed, match=f"snapshot {tagged} of .* expired before this query started"):
+        late.coordination.start(late.snapshots, ("from-snapshot-full", tagged), exact=True)
+    late.stop()
+
+
+def test_from_timestamp_searches_the_changelogs_that_outlive_snapshots(tmp_path):
+    import time
+
+    from tidemark.paimon.startup import startup
+
+    table = PaimonTable(tmp_path / "warehouse", "decoupled", options={"changelog.time-retained": "2 h"})
+    for _ in range(4):
+        table.commit()
+        time.sleep(0.01)
+    times = {s: table.table.snapshot_manager().get_snapshot_by_id(s).time_millis for s in range(1, 5)}
+    assert table.expire_keeping_changelog_below(3) == [1, 2]
+    opts = SourceOptions({"path": table.path, "consumer-id": "c", "scan.timestamp-millis": str(times[2])})
+    opened, _ = open_source(opts)
+    snapshots = TableSnapshots(opened, opts.effective)
+    # Snapshot 2 (now changelog-2) is the first committed at or after the
+    # time; searching live snapshots only started at 3 and lost its rows.
+    assert startup(opts, snapshots, 4) == ("from-snapshot", 2)
+    early = SourceOptions({"path": table.path, "consumer-id": "c", "scan.timestamp-millis": str(times[1] - 1000)})
+    open_source(early)
+    assert startup(early, snapshots, 4) == ("from-snapshot", 1)

@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 import uuid
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 from tidemark.client import Client, RetryPolicy
 from tidemark.client import offset as pb_offset
@@ -24,6 +24,11 @@ from tidemark.paimon.table import TableSnapshots
 from tidemark.v1 import coordinator_pb2
 
 LOG = logging.getLogger("tidemark.paimon_source")
+
+# What a replay check sends before it knows the startup options are needed
+# (check_replay asks again with the real ones when the server falls back to
+# them).
+UNUSED_STARTUP = ("latest", 0)
 
 # Reasons of a replay check that fail the query with tidemark's guidance.
 REPLAY_REFUSALS = ("REPLAY_SCAN_MISMATCH", "REPLAY_RANGE_EXPIRED", "POSITION_EXPIRED")
@@ -139,8 +144,10 @@ class Coordination:
             **kwargs,
         )
 
-    def start(self, snapshots: TableSnapshots, startup: Tuple[str, int]) -> Offset:
-        """Where a query without a checkpoint starts (R1-R3)."""
+    def start(self, snapshots: TableSnapshots, startup: Tuple[str, int], exact: bool = False) -> Offset:
+        """Where a query without a checkpoint starts (R1-R3). `exact`: a
+        start from the startup options must be the snapshot asked for (a
+        tag's; R3 moves a full scan of an expired one to the earliest)."""
         response = self._recovery_position(snapshots, startup)
         for warning in response.warnings:
             LOG.warning("tidemark: %s", warning)
@@ -148,17 +155,41 @@ class Coordination:
         LOG.info("starting %s/%s at snapshot %s (%s, %s)", self.opts.table_id, self.opts.consumer_id,
                  start.snapshot_id, "full" if start.scan_snapshot else "delta",
                  coordinator_pb2.RecoverySource.Name(response.source))
+        if exact and response.source == coordinator_pb2.RECOVERY_SOURCE_STARTUP_OPTIONS and (
+            start.snapshot_id != startup[1]
+        ):
+            raise QueryFailed(
+                f"snapshot {startup[1]} of {self.opts.table_id} expired before this query started from it "
+                f"(tidemark would start at {start.snapshot_id}); see option \"scan.tag-name\""
+            )
         return Offset(start.snapshot_id, BEFORE_FIRST_SPLIT, start.scan_snapshot, None, self.holder)
 
     def check_replay(
-        self, snapshots: TableSnapshots, startup: Tuple[str, int], start: Offset, end: Offset
+        self, snapshots: TableSnapshots, startup: Callable[[], Tuple[str, int]], start: Offset, end: Offset
     ) -> Optional[Offset]:
         """R4: before planning a batch this runner did not plan itself (the
         logged batch Spark replays after a restart), ask tidemark whether it
         can be replayed exactly. None: replay it as logged; otherwise the
-        start tidemark falls back to. Fails with tidemark's guidance."""
+        start tidemark falls back to. Fails with tidemark's guidance.
+
+        The startup options matter only when the server falls back to them
+        (no readable checkpoint and no consumer), so `startup` is called only
+        then: a `compacted-full` query does not walk back to its compaction,
+        and a tag's expiry does not fail, on every restart."""
+        response = self._replay_check(snapshots, UNUSED_STARTUP, start, end)
+        if response.source == coordinator_pb2.RECOVERY_SOURCE_STARTUP_OPTIONS:
+            response = self._replay_check(snapshots, startup(), start, end)
+        if response.source == coordinator_pb2.RECOVERY_SOURCE_CHECKPOINT:
+            return None
+        for warning in response.warnings:
+            LOG.warning("tidemark: %s", warning)
+        s = response.start
+        return Offset(s.snapshot_id, s.index, s.scan_snapshot,
+                      s.total_splits if s.HasField("total_splits") else None, self.holder)
+
+    def _replay_check(self, snapshots: TableSnapshots, startup: Tuple[str, int], start: Offset, end: Offset):
         try:
-            response = self._recovery_position(
+            return self._recovery_position(
                 snapshots,
                 startup,
                 checkpoint=(
@@ -170,13 +201,6 @@ class Coordination:
             if error.reason in REPLAY_REFUSALS:
                 raise QueryFailed(f"tidemark {error.reason}: {error.message}") from error
             raise
-        if response.source == coordinator_pb2.RECOVERY_SOURCE_CHECKPOINT:
-            return None
-        for warning in response.warnings:
-            LOG.warning("tidemark: %s", warning)
-        s = response.start
-        return Offset(s.snapshot_id, s.index, s.scan_snapshot,
-                      s.total_splits if s.HasField("total_splits") else None, self.holder)
 
     def commit(self, end: Offset, latest: int) -> None:
         """CommitBatch for a batch Spark committed (a failure fails the query)."""

@@ -22,8 +22,6 @@ SCAN_MODES = sorted(
 # connector option is accepted, as Paimon accepts them). The value says why
 # and what to do instead.
 REFUSED_OPTIONS = {
-    "scan.tag-name": "Paimon's streaming read cannot start from a tag either (\"Cannot scan from tag in streaming "
-    "mode\"); start from the tag's snapshot with scan.mode=from-snapshot-full and scan.snapshot-id",
     "scan.watermark": "Paimon's streaming read cannot start from a watermark either; use scan.snapshot-id or "
     "scan.timestamp-millis",
     "scan.bounded.watermark": "a stream that ends at a watermark is not implemented",
@@ -217,28 +215,38 @@ class SourceOptions:
         if self.scan_mode == "full":
             self.scan_mode = "latest-full"
         snapshot_id = get("scan.snapshot-id")
+        self.scan_tag = get("scan.tag-name")
         version = get("scan.version")
         if version is not None:
-            # Paimon reads a numeric scan.version as scan.snapshot-id; a tag
-            # or watermark it names cannot start a streaming read.
-            if not version.strip().isdigit():
+            # As Paimon reads scan.version (Java TimeTravelUtil.adaptScanVersion):
+            # a tag when one of that name exists, else a snapshot id when it
+            # is digits; a watermark cannot start a streaming read.
+            version = version.strip()
+            if table.tag_manager().tag_exists(version):
+                self.scan_tag = self.scan_tag or version
+            elif version.isdigit():
+                snapshot_id = snapshot_id or version
+            else:
                 raise ValueError(
-                    'option "scan.version" is not supported by tidemark_paimon unless it is a snapshot id: Paimon\'s '
-                    "streaming read cannot start from a tag or a watermark; use scan.snapshot-id"
+                    f'option "scan.version" names no tag and no snapshot id ({version!r}): Paimon\'s streaming '
+                    "read cannot start from a watermark; use scan.snapshot-id or scan.tag-name"
                 )
-            snapshot_id = snapshot_id or version.strip()
         timestamp = get("scan.timestamp-millis")
         if timestamp is None and get("scan.timestamp") is not None:
             timestamp = str(parse_scan_timestamp(get("scan.timestamp")))
         if self.scan_mode == "default":
-            self.scan_mode = "from-timestamp" if timestamp else "from-snapshot" if snapshot_id else "latest-full"
+            self.scan_mode = (
+                "from-timestamp" if timestamp else "from-snapshot" if snapshot_id or self.scan_tag else "latest-full"
+            )
         self.scan_snapshot_id = int(snapshot_id or "0")
         self.scan_timestamp_millis = int(timestamp) if timestamp else None
         if self.scan_mode == "from-timestamp" and self.scan_timestamp_millis is None:
             raise ValueError('scan.mode "from-timestamp" needs option "scan.timestamp-millis" or "scan.timestamp"')
         delay = get("streaming.read.snapshot.delay")
         self.snapshot_delay_ms = parse_duration_ms("streaming.read.snapshot.delay", delay) if delay else 0
-        if self.scan_mode.startswith("from-snapshot") and self.scan_snapshot_id < 1:
+        if self.scan_tag is not None and self.scan_mode != "from-snapshot":
+            raise ValueError(f'option "scan.tag-name" needs scan.mode "from-snapshot" (or unset), not {self.scan_mode!r}')
+        if self.scan_tag is None and self.scan_mode.startswith("from-snapshot") and self.scan_snapshot_id < 1:
             raise ValueError(f'scan.mode "{self.scan_mode}" needs option "scan.snapshot-id" (>= 1)')
         self.ignore_progress = truthy(get("consumer.ignore-progress", "false"))
         self.limits = limits.TriggerLimits.from_options(get)

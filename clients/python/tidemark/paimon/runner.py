@@ -57,6 +57,7 @@ class Runner:
         # When latestOffset last returned a new batch (Paimon's
         # lastTriggerMillis; 0: never, so the first batch is never held back).
         self._last_batch_ms = 0
+        self._seen_latest: Optional[int] = None
 
     def _startup(self, latest: int):
         return startup(self.opts, self.snapshots, latest)
@@ -73,7 +74,9 @@ class Runner:
         if self._initial is None:
             self.coordination.ensure_lease(self.opts.holder)
             latest = self.snapshots.range()[1]
-            self._initial = self.coordination.start(self.snapshots, self._startup(latest)).to_json()
+            self._initial = self.coordination.start(
+                self.snapshots, self._startup(latest), exact=self.opts.scan_tag is not None
+            ).to_json()
         return dict(self._initial)
 
     def prepare_available_now(self) -> None:
@@ -89,7 +92,8 @@ class Runner:
         guard = None
         if not everything and self.opts.limits.any():
             guard = self.opts.limits.guard(self._last_batch_ms, now_ms)
-        batch = self.stream.batch(begin, None, self._latest(), guard)
+        self._seen_latest = self._latest()
+        batch = self.stream.batch(begin, None, self._seen_latest, guard)
         if batch is None:
             return start
         self._last_batch_ms = now_ms
@@ -117,7 +121,9 @@ class Runner:
         return [SplitsPartition(self.spec, group, epoch) for group in groups]
 
     def _replay(self, start: Offset, end: Offset) -> Batch:
-        fallback = self.coordination.check_replay(self.snapshots, self._startup(self.snapshots.range()[1]), start, end)
+        fallback = self.coordination.check_replay(
+            self.snapshots, lambda: self._startup(self.snapshots.range()[1]), start, end
+        )
         if fallback is None:
             return self.stream.replay(start, end)
         return self.stream.batch(fallback, end)
@@ -125,7 +131,11 @@ class Runner:
     def commit(self, end: dict) -> None:
         finish = Offset.from_json(end)
         self.coordination.ensure_lease(finish.holder)
-        self.coordination.commit(finish, self._latest())
+        # The latest snapshot as the last latestOffset saw it (for the lag
+        # tidemark reports): one look at the table per batch, not two (with
+        # no LATEST hint, each look lists the snapshot directory).
+        latest = self._seen_latest if self._seen_latest is not None else self._latest()
+        self.coordination.commit(finish, max(latest, finish.snapshot))
 
     def stop(self) -> None:
         self.coordination.stop()

@@ -99,6 +99,12 @@ class TableSnapshots:
             snapshot = self.table.changelog_manager().try_get_changelog(snapshot_id)
         return snapshot
 
+    def tag_snapshot(self, name: str) -> Optional[int]:
+        """The snapshot id tag `name` was taken of (its tag file), or None
+        when there is no such tag."""
+        tag = self.table.tag_manager().get(name)
+        return None if tag is None else tag.id
+
     def earliest_changelog(self) -> Optional[int]:
         """The earliest long-lived changelog (changelog/changelog-N, kept
         after snapshot N expired), when changelogs outlive snapshots."""
@@ -149,14 +155,21 @@ class TableSnapshots:
         return found
 
     def first_at_or_after(self, at_millis: int, latest: int) -> Optional[int]:
-        """Binary search over the live snapshots' commit times (Paimon keeps
-        them in commit order), with the rule of `first_snapshot_at_or_after`."""
+        """Binary search over the commit times (Paimon keeps them in commit
+        order), with the rule of `first_snapshot_at_or_after`. When the
+        changelog outlives snapshots the search starts at the earliest
+        long-lived changelog and reads changelog-N where snapshot-N expired
+        (Java `TimeTravelUtil.earlierThanTimeMills(..., changelogDecoupled)`
+        as `ContinuousFromTimestampStartingScanner` calls it)."""
         if latest < 1:
             return None
         earliest = self.range()[0]
+        changelog = self.earliest_changelog()
+        if changelog is not None and changelog < earliest:
+            earliest = changelog
 
         def millis(snapshot_id: int) -> int:
-            return self.manager.get_snapshot_by_id(snapshot_id).time_millis
+            return self.get(snapshot_id, changelog_too=True).time_millis
 
         low, high = earliest, latest
         # The last snapshot committed strictly before the time, if any.
