@@ -448,3 +448,23 @@ def test_a_bucket_unaware_append_commit_is_packed_as_paimon_packs_a_batch(tmp_pa
     planned = Planner(table, ReadOptions(table, {})).plan(table.snapshot_manager().get_snapshot_by_id(snapshot), False)
     assert [len(p.split.files) for p in planned] == [len(split.files) for split in batch_splits]
     assert sum(p.stats()[0] for p in planned) == rows
+
+
+def test_an_initial_full_scan_with_read_changelog_keeps_the_deletes_not_compacted_yet(tmp_path):
+    """Java reads `read.changelog` through `AuditLogTable`, whose read calls
+    `forceKeepDelete()`: a key whose latest record is a delete that no
+    compaction dropped yet arrives as -D in the initial full scan (pypaimon's
+    merge drops it). Without read.changelog the full scan has no -D."""
+    table = PrimaryKeyTable(tmp_path / "warehouse", "deletes")
+    table.write([("+I", 1, 10), ("+I", 2, 20), ("+I", 3, 30)])
+    latest = table.write([("-D", 1, 10), ("+U", 3, 31)])
+    options = {"read.changelog": "true"}
+    planned = planned_ids(table.table, options, latest, full=True)
+    rows = sorted((r["rowkind"], r["id"], r["balance"]) for r in rows_of(table.table, options, planned))
+    assert rows == [("+I", 2, 20), ("+U", 3, 31), ("-D", 1, 10)]
+    plain = sorted((r["id"], r["balance"]) for r in rows_of(table.table, {}, planned_ids(table.table, {}, latest, full=True)))
+    assert plain == [(2, 20), (3, 31)]
+    # Other reads of the table in the same process still drop deletes.
+    builder = table.table.new_read_builder()
+    batch_read = builder.new_read().to_arrow(builder.new_scan().plan().splits())
+    assert sorted(batch_read.column("id").to_pylist()) == [2, 3]

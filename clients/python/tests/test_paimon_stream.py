@@ -269,3 +269,51 @@ def test_from_timestamp_searches_the_changelogs_that_outlive_snapshots(tmp_path)
     early = SourceOptions({"path": table.path, "consumer-id": "c", "scan.timestamp-millis": str(times[1] - 1000)})
     open_source(early)
     assert startup(early, snapshots, 4) == ("from-snapshot", 1)
+
+
+def test_a_time_travel_start_reads_with_the_schema_of_its_snapshot(tmp_path, tidemark_server):
+    """Java `AbstractFileStoreTable.tryTimeTravel`: with scan.snapshot-id
+    (or a time, or a tag) the query's schema is that snapshot's; rows
+    written since under a renamed column arrive under the start's name, a
+    column added since is not delivered."""
+    from pypaimon.schema.data_types import AtomicType
+    from pypaimon.schema.schema_change import SchemaChange
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    from tidemark.paimon_source import TidemarkPaimonDataSource
+
+    table = PaimonTable(tmp_path / "warehouse", "travel")
+    first = table.commit(rows=3)
+    table.catalog.alter_table(table.id, [SchemaChange.rename_column("value", "label")])
+    table.catalog.alter_table(table.id, [SchemaChange.add_column("note", AtomicType("STRING"))])
+    table.table = table.catalog.get_table(table.id)
+    import pyarrow as pa
+
+    from harness import write_table
+
+    evolved = pa.schema([("id", pa.int64()), ("part", pa.string()), ("label", pa.string()), ("note", pa.string())])
+    write_table(table.table, pa.table({"id": [100], "part": ["p0"], "label": ["v100"], "note": ["n"]}, schema=evolved))
+    options = {
+        "path": table.path, "consumer-id": "travel", "tidemark.endpoint": tidemark_server.endpoint,
+        "tidemark.lease-ttl": "5", "scan.snapshot-id": str(first),
+    }
+    source = TidemarkPaimonDataSource(CaseInsensitiveDict(options))
+    schema = source.schema()
+    assert schema.names == ["id", "part", "value"]
+    latest = TidemarkPaimonDataSource(CaseInsensitiveDict({**options, "scan.snapshot-id": None, "scan.mode": "latest"}))
+    assert latest.schema().names == ["id", "part", "label", "note"]
+    reader = source.streamReader(schema)
+    try:
+        offset = reader.initialOffset()
+        rows = []
+        for _ in range(5):
+            end = reader.latestOffset(offset, None)
+            if end == offset:
+                break
+            for partition in reader.partitions(offset, end):
+                rows += [row for batch in reader.read(partition) for row in batch.to_pylist()]
+            reader.commit(end)
+            offset = end
+        assert sorted((r["id"], r["value"]) for r in rows) == [(0, "v0"), (1, "v1"), (2, "v2"), (100, "v100")]
+    finally:
+        reader.stop()

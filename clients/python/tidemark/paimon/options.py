@@ -207,6 +207,12 @@ class SourceOptions:
                 f"{stream_scan_mode!r}): Paimon's internal modes for compaction jobs and file monitors deliver "
                 "every file a snapshot touched, not its rows' changes"
             )
+        if truthy(get("read.changelog", "false")) and truthy(get("table-read.sequence-number.enabled", "false")):
+            raise ValueError(
+                'option "table-read.sequence-number.enabled" is not supported by tidemark_paimon: Paimon\'s audit '
+                "log adds a _SEQUENCE_NUMBER column after rowkind, and pypaimon's reader does not give a record's "
+                "sequence number; leave it unset for this query (docs/spark.md)"
+            )
         self.scan_mode = get("scan.mode", "default").lower()
         if self.scan_mode in REFUSED_SCAN_MODES:
             raise ValueError(f'scan.mode "{self.scan_mode}" is not supported: {REFUSED_SCAN_MODES[self.scan_mode]}')

@@ -30,6 +30,7 @@ fails at once with an error naming the one required.
 
 from __future__ import annotations
 
+import contextvars
 import importlib.metadata
 import json
 import os
@@ -60,6 +61,43 @@ def check_pypaimon() -> None:
             f"tidemark_paimon plans snapshots with pypaimon {PYPAIMON_VERSION}'s internal planners and found "
             f"pypaimon {found}; install pypaimon=={PYPAIMON_VERSION} (see docs/spark.md)"
         )
+
+
+# The attribute marking a full-scan split read as Paimon's audit log reads it
+# (read.changelog): Java `AuditLogRead` calls `forceKeepDelete()`, so the
+# merge keeps a key's delete that compaction has not dropped yet and the
+# query receives it as -D; pypaimon's merge read always drops them
+# (`DropDeleteRecordReader`). The mark travels with the split to executors.
+KEEP_DELETES = "tidemark_keep_deletes"
+_keeping_deletes = contextvars.ContextVar("tidemark_keeping_deletes", default=False)
+
+
+def install_keep_deletes() -> None:
+    """Teaches pypaimon's merge read to keep deletes for splits marked
+    KEEP_DELETES (only while such a split's reader is built; every other
+    read is unchanged). Idempotent; called where marked splits are read."""
+    from pypaimon.read import split_read
+
+    if getattr(split_read, "_tidemark_keep_deletes", False):
+        return
+    drop_deletes = split_read.DropDeleteRecordReader
+    create_reader = split_read.MergeFileSplitRead.create_reader
+
+    def maybe_drop_deletes(reader):
+        return reader if _keeping_deletes.get() else drop_deletes(reader)
+
+    def create_reader_keeping_deletes(self):
+        if not getattr(self.split, KEEP_DELETES, False):
+            return create_reader(self)
+        token = _keeping_deletes.set(True)
+        try:
+            return create_reader(self)
+        finally:
+            _keeping_deletes.reset(token)
+
+    split_read.DropDeleteRecordReader = maybe_drop_deletes
+    split_read.MergeFileSplitRead.create_reader = create_reader_keeping_deletes
+    split_read._tidemark_keep_deletes = True
 
 
 class ReadOptions:
@@ -295,6 +333,9 @@ class Planner:
         follow-up plan (empty when Paimon skips it)."""
         if full:
             splits = self._initial(snapshot)
+            if self.options.read_changelog and self.options.primary_key:
+                for split in splits:
+                    setattr(split, KEEP_DELETES, True)
         elif snapshot.commit_kind == "OVERWRITE" and self.options.read_overwrite:
             return self._overwrite(snapshot)
         elif self.options.changelog_producer != "none":

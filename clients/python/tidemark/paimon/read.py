@@ -5,7 +5,19 @@ from __future__ import annotations
 
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from tidemark.paimon.plan import DELETE, INSERT, ROWKIND_COLUMN, UPDATE_AFTER, UPDATE_BEFORE, OverwriteBucket, Planned, ReadOptions
+from tidemark.paimon.plan import (
+    DELETE,
+    INSERT,
+    KEEP_DELETES,
+    ROWKIND_COLUMN,
+    UPDATE_AFTER,
+    UPDATE_BEFORE,
+    OverwriteBucket,
+    Planned,
+    ReadOptions,
+    install_keep_deletes,
+)
+
 
 def spark_schema(table, options: ReadOptions):
     """The rows' Spark schema, as Paimon declares the table (nullability and
@@ -69,6 +81,8 @@ def read_planned(table, options: ReadOptions, planned: Planned, schema, fields=N
         # takes the first rows while the rest are read. Only primary-key
         # tables carry row kinds (an append table's rows are all +I, and
         # pypaimon adds the column row by row in Python).
+        if getattr(planned.split, KEEP_DELETES, False):
+            install_keep_deletes()
         reader = read_with_row_kind(table, names, with_kinds=options.primary_key)
         pieces = iter(reader.to_arrow_batch_reader([planned.split]).read_next_batch, None)
     import pyarrow as pa

@@ -15,7 +15,7 @@ from tidemark.paimon.plan import ROWKIND_COLUMN, Planner, ReadOptions
 from tidemark.paimon.read import query_fields
 from tidemark.paimon.startup import startup
 from tidemark.paimon.stream import Batch, Stream
-from tidemark.paimon.table import TableSnapshots, open_table
+from tidemark.paimon.table import TableSnapshots, as_of_start, open_table
 
 
 def open_source(options: SourceOptions):
@@ -45,7 +45,7 @@ class Runner:
             added = {ROWKIND_COLUMN} if read_options.read_changelog else set()
             if opts.epoch_column:
                 added.add(opts.epoch_column)
-            fields = query_fields(table, schema, leave_out=added)
+            fields = query_fields(as_of_start(table, opts.effective), schema, leave_out=added)
         self.spec = ReadSpec(
             opts.path, opts.branch, dict(opts.storage), dict(opts.split_overrides), dict(opts.read_overrides),
             schema, fields, opts.epoch_column,

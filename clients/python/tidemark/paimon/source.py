@@ -18,6 +18,7 @@ from pyspark.sql.streaming.datasource import (
 from tidemark.paimon.options import SourceOptions
 from tidemark.paimon.read import read_partition, spark_schema
 from tidemark.paimon.runner import Runner, open_source
+from tidemark.paimon.table import as_of_start
 
 FORMAT = "tidemark_paimon"
 
@@ -35,7 +36,7 @@ class TidemarkPaimonDataSource(DataSource):
     def schema(self):
         options = SourceOptions(self.options)
         table, read_options = open_source(options)
-        schema = spark_schema(table, read_options)
+        schema = spark_schema(as_of_start(table, options.effective), read_options)
         if options.epoch_column:
             from pyspark.sql.types import LongType, StructField, StructType
 

@@ -30,6 +30,29 @@ def open_table(path: str, branch: str, storage: Optional[dict] = None, split_ove
     return table
 
 
+# The options that pick a time-travel snapshot (Java TimeTravelUtil.SCAN_KEYS
+# and scan.version).
+TIME_TRAVEL_KEYS = (
+    "scan.version", "scan.snapshot-id", "scan.tag-name", "scan.watermark", "scan.timestamp", "scan.timestamp-millis",
+)
+
+
+def as_of_start(table, options: Dict[str, str]):
+    """The table with the schema a query starting as `options` say reads
+    with: Paimon fixes a time-travel start's schema at that snapshot's (Java
+    `AbstractFileStoreTable.tryTimeTravel`, through pypaimon's own `copy`),
+    and keeps the latest when no option picks a snapshot or the one picked
+    cannot be found. Only for the query's columns: rows are still read with
+    the table's schema now and mapped by field id (read.query_fields)."""
+    chosen = {key: options[key] for key in TIME_TRAVEL_KEYS if key in options}
+    if not chosen:
+        return table
+    try:
+        return table.copy(chosen)
+    except Exception:  # noqa: BLE001 - Paimon falls back to the latest schema too
+        return table
+
+
 def changelog_decoupled(options: Dict[str, str]) -> bool:
     """Whether the table's changelog outlives its snapshots (Java
     `CoreOptions.changelogLifecycleDecoupled`): a `changelog.*` retention
