@@ -23,18 +23,49 @@ from tidemark.paimon.table import as_of_start
 FORMAT = "tidemark_paimon"
 
 
+# Session settings Paimon's Spark source reads as options, lowest first:
+# `spark.paimon.*` (Java `OptionUtils.copyWithSQLConf`) and
+# `spark.datasource.paimon.*` (`SessionConfigSupport`, key prefix "paimon");
+# the query's own options win over both.
+SESSION_PREFIXES = ("spark.paimon.", "spark.datasource.paimon.")
+
+
+def session_options(conf: dict) -> dict:
+    """The Paimon options a session's settings give every query. tidemark's
+    own options are left out: they are the query's (the token never rides
+    with what executors receive)."""
+    found = {}
+    for prefix in SESSION_PREFIXES:
+        for key, value in conf.items():
+            name = key[len(prefix):] if key.startswith(prefix) else None
+            if name and not name.lower().startswith("tidemark."):
+                found[name] = value
+    return found
+
+
 def register(spark) -> None:
-    """Makes `spark.readStream.format("tidemark_paimon")` available."""
-    spark.dataSource.register(TidemarkPaimonDataSource)
+    """Makes `spark.readStream.format("tidemark_paimon")` available, with
+    the session's `spark.paimon.*` and `spark.datasource.paimon.*` settings
+    as of now (a Python data source cannot read Spark's conf later: call
+    register again after changing them)."""
+    settings = session_options(dict(spark.conf.getAll))
+    source = type("TidemarkPaimonDataSource", (TidemarkPaimonDataSource,), {"session_options": settings})
+    spark.dataSource.register(source)
 
 
 class TidemarkPaimonDataSource(DataSource):
+    # The session's Paimon settings (see register); the query's options win.
+    session_options: dict = {}
+
     @classmethod
     def name(cls) -> str:
         return FORMAT
 
+    def _options(self) -> SourceOptions:
+        return SourceOptions({**self.session_options, **dict(self.options)})
+
     def schema(self):
-        options = SourceOptions(self.options)
+        options = self._options()
         table, read_options = open_source(options)
         schema = spark_schema(as_of_start(table, options.effective), read_options)
         if options.epoch_column:
@@ -46,7 +77,7 @@ class TidemarkPaimonDataSource(DataSource):
         return schema
 
     def streamReader(self, schema):
-        reader = TidemarkPaimonStreamReader(SourceOptions(self.options), schema)
+        reader = TidemarkPaimonStreamReader(self._options(), schema)
         # PySpark ships this data source to executors with the read function
         # (for its name): they get the options without tidemark's endpoint,
         # token and TLS files, which the reader made above keeps.
