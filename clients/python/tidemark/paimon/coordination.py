@@ -176,8 +176,11 @@ class Coordination:
         (no readable checkpoint and no consumer), so `startup` is called only
         then: a `compacted-full` query does not walk back to its compaction,
         and a tag's expiry does not fail, on every restart."""
-        response = self._replay_check(snapshots, UNUSED_STARTUP, start, end)
-        if response.source == coordinator_pb2.RECOVERY_SOURCE_STARTUP_OPTIONS:
+        try:
+            response = self._replay_check(snapshots, UNUSED_STARTUP, start, end)
+        except QueryFailed:
+            response = None  # a refusal may come of the start it fell back to
+        if response is None or response.source == coordinator_pb2.RECOVERY_SOURCE_STARTUP_OPTIONS:
             response = self._replay_check(snapshots, startup(), start, end)
         if response.source == coordinator_pb2.RECOVERY_SOURCE_CHECKPOINT:
             return None
