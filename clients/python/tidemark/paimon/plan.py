@@ -277,13 +277,13 @@ class Planned:
         return f"{json.dumps(list(partition))}:{self.split.bucket}:{','.join(files)}"
 
 
-def order_splits(table, splits: list) -> list:
+def order_splits(table, splits: list, order: Optional[PartitionOrder] = None) -> list:
     """A plan's splits in the order Paimon's Spark source indexes them
     (Java `StreamHelper.convertPlanToIndexedSplits`): by partition as Spark
     spells its path (partition_order), then bucket, and a stable sort, so
     the splits of one bucket keep the order the split generator gave them
     (for the files of a bucket, commit order)."""
-    order = PartitionOrder(table)
+    order = order or PartitionOrder(table)
     return sorted(splits, key=lambda split: (order.key(split.partition), split.bucket))
 
 
@@ -324,6 +324,8 @@ class Planner:
         from pypaimon.manifest.manifest_list_manager import ManifestListManager
 
         self.table = table
+        # How this table's partitions sort (fixed for the planner's table).
+        self._order = PartitionOrder(table)
         self.options = options
         self._lists = ManifestListManager(table)
         self._files = ManifestFileManager(table)
@@ -347,7 +349,7 @@ class Planner:
             splits = self._streaming_splits(snapshot, self._lists.read_delta(snapshot))
         else:
             splits = []  # COMPACT, ANALYZE, an OVERWRITE not asked for
-        return [Planned(split=s) for s in order_splits(self.table, self._chosen_partitions(splits))]
+        return [Planned(split=s) for s in order_splits(self.table, self._chosen_partitions(splits), self._order)]
 
     def _in_chosen_partition(self, partition) -> bool:
         return self.options.partitions is None or self.options.partitions.accepts(partition)
@@ -446,7 +448,7 @@ class Planner:
         if not self.options.primary_key:
             # Append tables: the files the overwrite added, as inserts.
             splits = self._streaming_splits(snapshot, self._lists.read_delta(snapshot))
-            return [Planned(split=s) for s in order_splits(self.table, self._chosen_partitions(splits))]
+            return [Planned(split=s) for s in order_splits(self.table, self._chosen_partitions(splits), self._order)]
         # Primary-key tables: per bucket, the files the overwrite removed and
         # those it added (Java SnapshotReaderImpl.readChanges; files in both
         # lists left out, as its deduplicate does). Unlike a comparison of
@@ -476,6 +478,5 @@ class Planner:
             after = [f for f in added if f.file_name not in both]
             if before or after:
                 changes.append(OverwriteBucket(snapshot.id, partitions[key], key[1], before, after))
-        order = PartitionOrder(self.table)
-        changes.sort(key=lambda c: (order.key(c.partition), c.bucket))
+        changes.sort(key=lambda c: (self._order.key(c.partition), c.bucket))
         return [Planned(overwrite=change) for change in changes]
