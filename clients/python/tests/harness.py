@@ -449,6 +449,28 @@ class PrimaryKeyTable:
         return {row["id"]: row["balance"] for row in rows}
 
 
+def raw_key_value_records(paths) -> list:
+    """The oracle for sequence numbers: each record of a PrimaryKeyTable's
+    data files at `paths` as Paimon wrote it, (row kind, _SEQUENCE_NUMBER,
+    id, balance), file by file in path order, read with Arrow straight from
+    the files."""
+    import fastavro
+    import pyarrow.parquet as pq
+
+    def rows_of(path):
+        if str(path).endswith(".avro"):  # a postpone bucket's files
+            with open(path, "rb") as f:
+                return list(fastavro.reader(f))
+        return pq.read_table(path).to_pylist()
+
+    kinds = {0: "+I", 1: "-U", 2: "+U", 3: "-D"}
+    records = []
+    for path in sorted(paths):
+        for row in rows_of(path):
+            records.append((kinds[row["_VALUE_KIND"]], row["_SEQUENCE_NUMBER"], row["id"], row["balance"]))
+    return records
+
+
 def paimon_stream(table, from_snapshot: int, with_row_kind: bool = True) -> List[dict]:
     """The oracle: what Paimon's own streaming read (pypaimon's
     StreamReadBuilder) delivers from `from_snapshot` up to the latest

@@ -9,7 +9,15 @@ import json
 import pathlib
 
 import pytest
-from harness import REPO, PaimonTable, PrimaryKeyTable, paimon_stream, partition_fragment_cases, write_table
+from harness import (
+    REPO,
+    PaimonTable,
+    PrimaryKeyTable,
+    paimon_stream,
+    partition_fragment_cases,
+    raw_key_value_records,
+    write_table,
+)
 
 from tidemark.paimon import plan as paimon_plan
 from tidemark.paimon import read as paimon_read
@@ -448,6 +456,52 @@ def test_a_bucket_unaware_append_commit_is_packed_as_paimon_packs_a_batch(tmp_pa
     planned = Planner(table, ReadOptions(table, {})).plan(table.snapshot_manager().get_snapshot_by_id(snapshot), False)
     assert [len(p.split.files) for p in planned] == [len(split.files) for split in batch_splits]
     assert sum(p.stats()[0] for p in planned) == rows
+
+
+def test_read_changelog_with_table_read_sequence_numbers_adds_each_records_number_after_rowkind(tmp_path):
+    """Java `AuditLogTable` with `table-read.sequence-number.enabled`:
+    `_SEQUENCE_NUMBER` (BIGINT NOT NULL) after `rowkind`, each row carrying
+    its record's number (`ValueContentRowDataRecordIterator`): a delta's
+    records as its files hold them, a full scan's merged winners (a kept
+    delete too), checked against the files read directly."""
+    table = PrimaryKeyTable(tmp_path / "warehouse", "sequences", options={"table-read.sequence-number.enabled": "true"})
+    bucket = pathlib.Path(table.path) / "bucket-0"
+
+    def files():
+        return set(bucket.glob("*.parquet"))
+
+    table.write([("+I", 1, 10), ("+I", 2, 20), ("+I", 3, 30)])
+    first = files()
+    second = table.write([("-D", 1, 10), ("+U", 3, 31), ("+I", 4, 40)])
+    added = files() - first
+    options = {"read.changelog": "true"}
+    schema = spark_schema_of(table.table, options)
+    assert schema.names[:3] == ["rowkind", "_SEQUENCE_NUMBER", "id"]
+    assert schema["_SEQUENCE_NUMBER"].dataType.typeName() == "long" and not schema["_SEQUENCE_NUMBER"].nullable
+
+    def shown(rows):
+        return [(r["rowkind"], r["_SEQUENCE_NUMBER"], r["id"], r["balance"]) for r in rows]
+
+    delta = shown(rows_of(table.table, options, planned_ids(table.table, options, second)))
+    assert delta == raw_key_value_records(added) and len(delta) == 3
+    winners = {}
+    for record in raw_key_value_records(files()):
+        if record[2] not in winners or record[1] > winners[record[2]][1]:
+            winners[record[2]] = record
+    full = shown(rows_of(table.table, options, planned_ids(table.table, options, second, full=True)))
+    assert sorted(full) == sorted(winners.values())
+    assert ("-D", winners[1][1], 1, 10) in full
+    # Without read.changelog the rows are the table's columns only.
+    assert "_SEQUENCE_NUMBER" not in spark_schema_of(table.table, {}).names
+    # The query's option does the same on a table that does not set it.
+    plain = PrimaryKeyTable(tmp_path / "warehouse", "sequences", name="plain")
+    latest = plain.write([("+I", 7, 70)])
+    asked = {"read.changelog": "true", "table-read.sequence-number.enabled": "true"}
+    plain_files = (pathlib.Path(plain.path) / "bucket-0").glob("*.parquet")
+    assert shown(rows_of(plain.table, asked, planned_ids(plain.table, asked, latest))) == raw_key_value_records(plain_files)
+    # Another read in the same process keeps pypaimon's own behaviour.
+    builder = table.table.new_read_builder()
+    assert "_SEQUENCE_NUMBER" not in builder.new_read().to_arrow(builder.new_scan().plan().splits()).column_names
 
 
 def test_an_initial_full_scan_with_read_changelog_keeps_the_deletes_not_compacted_yet(tmp_path):

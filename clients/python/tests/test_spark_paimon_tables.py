@@ -16,7 +16,7 @@ import pathlib
 import time
 
 import pytest
-from harness import PaimonTable, PrimaryKeyTable, RowSink, paimon_stream, write_table
+from harness import PaimonTable, PrimaryKeyTable, RowSink, paimon_stream, raw_key_value_records, write_table
 from test_spark_paimon import Query, next_snapshot, run_to_end, run_to_failure, wait_lease_free
 
 pytestmark = pytest.mark.spark
@@ -579,6 +579,16 @@ def test_a_postpone_bucket_tables_rows_not_compacted_yet_are_read(spark, tidemar
     run_to_end(q.start("a", sink, options={"read.changelog": "true"}))  # latest-full
     assert kinds_ids_balances(sink.rows()) == [("+I", 1, 10), ("+I", 2, 20), ("+U", 1, 11), ("-D", 2, 20), ("+I", 3, 30)]
     assert apply_changelog(sink.rows()) == {1: 11, 3: 30}
+    # With table-read.sequence-number.enabled (Java AuditLogTable), each row
+    # carries its record's number after rowkind, as the files hold it.
+    numbered = RowSink(tmp_path / "sink-numbered")
+    q2 = Query(spark, tmp_path, table, unique("etl2"), tidemark_server)
+    run_to_end(q2.start("numbered", numbered, options={"read.changelog": "true", "table-read.sequence-number.enabled": "true"}))
+    rows = numbered.rows()
+    assert list(rows[0].keys())[:3] == ["rowkind", "_SEQUENCE_NUMBER", "id"]
+    shown = [(r["rowkind"], r["_SEQUENCE_NUMBER"], r["id"], r["balance"]) for r in rows]
+    assert [(kind, key, balance) for kind, _, key, balance in shown] == kinds_ids_balances(sink.rows())
+    assert sorted(shown) == sorted(raw_key_value_records(pathlib.Path(table.path).glob("bucket-postpone/*.avro")))
 
 
 def test_scan_partitions_reads_only_the_named_partitions_files(spark, tidemark_server, tmp_path, unique):

@@ -49,7 +49,13 @@ REFUSED_SCAN_MODES = {
 
 # Read options passed on to the planner and reader on executors (the table's
 # unless the query sets them).
-READ_OPTIONS = ("streaming-read-overwrite", "streaming-read-append-overwrite", "read.changelog", "scan.partitions")
+READ_OPTIONS = (
+    "streaming-read-overwrite",
+    "streaming-read-append-overwrite",
+    "read.changelog",
+    "table-read.sequence-number.enabled",
+    "scan.partitions",
+)
 # Split sizing and read batching the query may override for its reads.
 SPLIT_OPTIONS = ("source.split.target-size", "source.split.open-file-cost", "read.batch-size")
 # Storage options passed to pypaimon's file IO (S3 endpoint, credentials...).
@@ -206,12 +212,6 @@ class SourceOptions:
                 f'option "stream-scan-mode" is not supported by tidemark_paimon unless "none" (it is '
                 f"{stream_scan_mode!r}): Paimon's internal modes for compaction jobs and file monitors deliver "
                 "every file a snapshot touched, not its rows' changes"
-            )
-        if truthy(get("read.changelog", "false")) and truthy(get("table-read.sequence-number.enabled", "false")):
-            raise ValueError(
-                'option "table-read.sequence-number.enabled" is not supported by tidemark_paimon: Paimon\'s audit '
-                "log adds a _SEQUENCE_NUMBER column after rowkind, and pypaimon's reader does not give a record's "
-                "sequence number; leave it unset for this query (docs/spark.md)"
             )
         self.scan_mode = get("scan.mode", "default").lower()
         if self.scan_mode in REFUSED_SCAN_MODES:

@@ -48,6 +48,9 @@ POSTPONE_BUCKET = -2
 # Row kinds as Paimon writes them.
 INSERT, UPDATE_BEFORE, UPDATE_AFTER, DELETE = "+I", "-U", "+U", "-D"
 ROWKIND_COLUMN = "rowkind"
+# The column Paimon's audit log adds after `rowkind` when the table reads
+# sequence numbers (Java `SpecialFields.SEQUENCE_NUMBER`).
+SEQUENCE_COLUMN = "_SEQUENCE_NUMBER"
 
 
 def check_pypaimon() -> None:
@@ -100,6 +103,74 @@ def install_keep_deletes() -> None:
     split_read._tidemark_keep_deletes = True
 
 
+# The attribute through which a split being read collects the sequence
+# numbers of its records (read.changelog with table-read.sequence-number.enabled):
+# Java's `ValueContentRowDataRecordIterator` joins `kv.sequenceNumber()` in
+# front of each row; pypaimon's `KeyValueUnwrapIterator` drops it, so the
+# numbers are taken as the records pass and joined to the rows they became.
+SEQUENCE_SINK = "tidemark_sequence_sink"
+_sequence_sink = contextvars.ContextVar("tidemark_sequence_sink", default=None)
+
+
+class _SequenceRecorder:
+    """A KeyValue reader that appends each record's sequence number to
+    `sink` as it hands the record on."""
+
+    def __init__(self, reader, sink):
+        self._reader, self._sink = reader, sink
+
+    def read_batch(self):
+        batch = self._reader.read_batch()
+        return None if batch is None else _SequenceRecordingIterator(batch, self._sink)
+
+    def close(self) -> None:
+        self._reader.close()
+
+
+class _SequenceRecordingIterator:
+    def __init__(self, batch, sink):
+        self._batch, self._sink = batch, sink
+
+    def next(self):
+        kv = self._batch.next()
+        if kv is not None:
+            self._sink.append(kv.sequence_number)
+        return kv
+
+
+def install_sequence_numbers() -> None:
+    """Teaches pypaimon's primary-key read to hand the sequence number of
+    every record it unwraps to the `SEQUENCE_SINK` of the split being read
+    (only such splits; every other read is unchanged). Deletes are dropped
+    before the unwrap, and tidemark reads with no filter or limit, so the
+    sink holds one number per delivered row, in the rows' order.
+    Idempotent; called where such splits are read."""
+    from pypaimon.read import split_read
+
+    if getattr(split_read, "_tidemark_sequence_numbers", False):
+        return
+    unwrap = split_read.KeyValueUnwrapRecordReader
+    create_reader = split_read.MergeFileSplitRead.create_reader
+
+    def unwrap_recording(kv_reader):
+        sink = _sequence_sink.get()
+        return unwrap(kv_reader if sink is None else _SequenceRecorder(kv_reader, sink))
+
+    def create_reader_recording(self):
+        sink = getattr(self.split, SEQUENCE_SINK, None)
+        if sink is None:
+            return create_reader(self)
+        token = _sequence_sink.set(sink)
+        try:
+            return create_reader(self)
+        finally:
+            _sequence_sink.reset(token)
+
+    split_read.KeyValueUnwrapRecordReader = unwrap_recording
+    split_read.MergeFileSplitRead.create_reader = create_reader_recording
+    split_read._tidemark_sequence_numbers = True
+
+
 class ReadOptions:
     """What shapes a table's stream: its own options, overridden by the
     query's (Paimon: dynamic options over table options)."""
@@ -133,6 +204,15 @@ class ReadOptions:
         else:
             self.read_overwrite = truthy(merged.get("streaming-read-append-overwrite"))
         self.read_changelog = truthy(merged.get("read.changelog"))
+        reads_sequence = truthy(merged.get("table-read.sequence-number.enabled"))
+        if reads_sequence and not self.primary_key:
+            # Java SchemaValidation.validateChangelogReadSequenceNumber.
+            raise ValueError(
+                "Cannot enable 'table-read.sequence-number.enabled' for non-primary-key table. "
+                "Sequence number is only available for primary key tables."
+            )
+        # Java AuditLogTable: `_SEQUENCE_NUMBER` after `rowkind`.
+        self.sequence_numbers = self.read_changelog and reads_sequence
         partitions = str(merged.get("scan.partitions") or "").strip()
         self.partitions = PartitionFilter(table, partitions) if partitions else None
         self.num_levels = int(merged.get("num-levels") or int(merged.get("num-sorted-run.compaction-trigger", "5")) + 1)

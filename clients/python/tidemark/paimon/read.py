@@ -10,22 +10,26 @@ from tidemark.paimon.plan import (
     INSERT,
     KEEP_DELETES,
     ROWKIND_COLUMN,
+    SEQUENCE_COLUMN,
+    SEQUENCE_SINK,
     UPDATE_AFTER,
     UPDATE_BEFORE,
     OverwriteBucket,
     Planned,
     ReadOptions,
     install_keep_deletes,
+    install_sequence_numbers,
 )
 
 
 def spark_schema(table, options: ReadOptions):
     """The rows' Spark schema, as Paimon declares the table (nullability and
     nested types included), with a leading `rowkind` column when
-    `read.changelog` is set."""
+    `read.changelog` is set, followed by `_SEQUENCE_NUMBER` when the table
+    reads sequence numbers (Java `AuditLogTable`)."""
     from pypaimon.schema.data_types import PyarrowFieldParser
     from pyspark.sql.pandas.types import from_arrow_schema
-    from pyspark.sql.types import StringType, StructField, StructType
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
     import pyarrow as pa
 
     arrow = pa.schema(PyarrowFieldParser.from_paimon_schema(table.table_schema.fields))
@@ -33,7 +37,12 @@ def spark_schema(table, options: ReadOptions):
     if options.read_changelog:
         if ROWKIND_COLUMN in schema.names:
             raise ValueError(f"the table has a column named {ROWKIND_COLUMN!r}, which read.changelog would add")
-        schema = StructType([StructField(ROWKIND_COLUMN, StringType(), False)] + list(schema.fields))
+        added = [StructField(ROWKIND_COLUMN, StringType(), False)]
+        if options.sequence_numbers:
+            if SEQUENCE_COLUMN in schema.names:
+                raise ValueError(f"the table has a column named {SEQUENCE_COLUMN!r}, which read.changelog would add")
+            added.append(StructField(SEQUENCE_COLUMN, LongType(), False))
+        schema = StructType(added + list(schema.fields))
     return schema
 
 
@@ -74,8 +83,9 @@ def read_planned(table, options: ReadOptions, planned: Planned, schema, fields=N
     table, cap_bytes = _in_spark_sized_batches(table, target, merges=_merges(options, planned))
     now = {f.id: f.name for f in table.table_schema.fields}
     names = None if fields is None else [now[field_id] for field_id, _ in fields if field_id in now]
+    sequences = SequenceNumbers() if options.sequence_numbers else None
     if planned.overwrite is not None:
-        pieces = iter([overwrite_changes(table, planned.overwrite, names)])
+        pieces = iter([overwrite_changes(table, planned.overwrite, names, sequences is not None)])
     else:
         # Batch by batch, so a split is never whole in memory and Spark
         # takes the first rows while the rest are read. Only primary-key
@@ -83,6 +93,8 @@ def read_planned(table, options: ReadOptions, planned: Planned, schema, fields=N
         # pypaimon adds the column row by row in Python).
         if getattr(planned.split, KEEP_DELETES, False):
             install_keep_deletes()
+        if sequences is not None:
+            sequences.collect_from(planned.split)
         reader = read_with_row_kind(table, names, with_kinds=options.primary_key)
         pieces = iter(reader.to_arrow_batch_reader([planned.split]).read_next_batch, None)
     import pyarrow as pa
@@ -90,10 +102,47 @@ def read_planned(table, options: ReadOptions, planned: Planned, schema, fields=N
     for rows in pieces:
         if isinstance(rows, pa.RecordBatch):
             rows = pa.Table.from_batches([rows])
+        if sequences is not None and planned.overwrite is None:
+            rows = sequences.joined(rows)
         if fields is not None:
             rows = _as_query_columns(rows, fields, now, target)
         for batch in _shape(rows, options, target):
             yield from _within_bytes(batch, cap_bytes)
+    if sequences is not None and planned.overwrite is None:
+        sequences.check_all_joined()
+
+
+class SequenceNumbers:
+    """The sequence numbers of one split's records, as pypaimon's read hands
+    them over (plan.install_sequence_numbers), joined to the rows they
+    became as a `_SEQUENCE_NUMBER` column."""
+
+    def __init__(self):
+        import collections
+
+        self._sink = collections.deque()
+
+    def collect_from(self, split) -> None:
+        install_sequence_numbers()
+        setattr(split, SEQUENCE_SINK, self._sink)
+
+    def joined(self, rows):
+        import pyarrow as pa
+
+        if len(self._sink) < rows.num_rows:
+            raise RuntimeError(
+                f"pypaimon delivered {rows.num_rows} rows for {len(self._sink)} records; the sequence numbers "
+                "cannot be joined to them (is pypaimon the version tidemark_paimon was written for?)"
+            )
+        numbers = [self._sink.popleft() for _ in range(rows.num_rows)]
+        return rows.append_column(pa.field(SEQUENCE_COLUMN, pa.int64(), nullable=False), pa.array(numbers, pa.int64()))
+
+    def check_all_joined(self) -> None:
+        if self._sink:
+            raise RuntimeError(
+                f"pypaimon read {len(self._sink)} records more than it delivered rows; the sequence numbers "
+                "cannot be joined to them"
+            )
 
 
 # Arrow batches handed to Spark when neither the table nor the query sets
@@ -175,9 +224,10 @@ def _as_query_columns(rows, fields, now: Dict[int, str], target):
     import pyarrow as pa
 
     columns, names = [], []
-    if "_row_kind" in rows.column_names:
-        columns.append(rows.column("_row_kind"))
-        names.append("_row_kind")
+    for system in ("_row_kind", SEQUENCE_COLUMN):
+        if system in rows.column_names:
+            columns.append(rows.column(system))
+            names.append(system)
     for field_id, name in fields:
         current = now.get(field_id)
         if current is not None and current in rows.column_names:
@@ -217,6 +267,9 @@ def _shape(data, options: ReadOptions, target) -> Iterator:
     if options.read_changelog:
         if kinds is None:
             kinds = pa.array([INSERT] * data.num_rows, pa.string())
+        if SEQUENCE_COLUMN in data.column_names:
+            numbers = data.column(SEQUENCE_COLUMN)
+            data = data.drop([SEQUENCE_COLUMN]).add_column(0, SEQUENCE_COLUMN, numbers)
         data = data.add_column(0, ROWKIND_COLUMN, kinds)
     elif kinds is not None:
         keep = pc.is_in(kinds, value_set=pa.array([INSERT, UPDATE_AFTER]))
@@ -236,12 +289,13 @@ def _shape(data, options: ReadOptions, target) -> Iterator:
         yield batch
 
 
-def overwrite_changes(table, change: OverwriteBucket, names: Optional[List[str]] = None):
+def overwrite_changes(table, change: OverwriteBucket, names: Optional[List[str]] = None, with_sequence_numbers=False):
     """The rows one bucket of a primary-key overwrite delivers, with their
     kinds, as Paimon's streaming read of an `IncrementalSplit` makes them
     (Java `IncrementalChangelogReadProvider`): the merged rows of the files
-    the overwrite removed, each as `-D` (`ReverseReader`), then the merged
-    rows of the files it added, each with its own kind."""
+    the overwrite removed, each as `-D` (`ReverseReader`, which keeps a
+    record's sequence number), then the merged rows of the files it added,
+    each with its own kind; with `_SEQUENCE_NUMBER` when asked."""
     import pyarrow as pa
 
     def merged(files):
@@ -250,7 +304,13 @@ def overwrite_changes(table, change: OverwriteBucket, names: Optional[List[str]]
         from pypaimon.read.split import DataSplit
 
         split = DataSplit(files, change.partition, change.bucket, raw_convertible=False, snapshot_id=change.snapshot_id)
-        return read_with_row_kind(table, names).to_arrow([split])
+        if not with_sequence_numbers:
+            return read_with_row_kind(table, names).to_arrow([split])
+        sequences = SequenceNumbers()
+        sequences.collect_from(split)
+        rows = sequences.joined(read_with_row_kind(table, names).to_arrow([split]))
+        sequences.check_all_joined()
+        return rows
 
     before, after = merged(change.before), merged(change.after)
     parts = []

@@ -11,7 +11,7 @@ from tidemark.paimon.coordination import Coordination
 from tidemark.paimon.offsets import Offset
 from tidemark.paimon.options import SourceOptions
 from tidemark.paimon.partitions import ReadSpec, SplitsPartition, group_splits
-from tidemark.paimon.plan import ROWKIND_COLUMN, Planner, ReadOptions
+from tidemark.paimon.plan import ROWKIND_COLUMN, SEQUENCE_COLUMN, Planner, ReadOptions
 from tidemark.paimon.read import query_fields
 from tidemark.paimon.startup import startup
 from tidemark.paimon.stream import Batch, Stream
@@ -43,6 +43,8 @@ class Runner:
         fields = None
         if schema is not None:
             added = {ROWKIND_COLUMN} if read_options.read_changelog else set()
+            if read_options.sequence_numbers:
+                added.add(SEQUENCE_COLUMN)
             if opts.epoch_column:
                 added.add(opts.epoch_column)
             fields = query_fields(as_of_start(table, opts.effective), schema, leave_out=added)
