@@ -12,6 +12,9 @@ under crates/:
 - no cycle between crates (their `tidemark-*` dependencies in Cargo.toml);
 - no file under crates/*/src longer than 600 lines, counting the whole file;
 - layers (`LAYERS`): the storage backends never use a Store-level module;
+- one door (`CRATE_DEPENDENCIES`): a transport crate's `tidemark-*`
+  [dependencies] are only those listed (the gRPC server reaches the store
+  and the Paimon crate through `tidemark-service`, never directly);
 
 and for the Python SDK (clients/python/tidemark): no file over 600 lines, no
 import cycle between its modules (a module's edges are the package's modules
@@ -48,6 +51,13 @@ LAYERS: Dict[str, List[tuple]] = {
     "tidemark-store": [
         ({"postgres", "sqlite"}, {"admin", "audit", "cache", "backup", "paimon", "store"}),
     ],
+}
+
+# Per crate, the only `tidemark-*` crates its [dependencies] may name (its
+# dev-dependencies may differ): the transport reaches the application
+# through `tidemark-service` alone.
+CRATE_DEPENDENCIES: Dict[str, Set[str]] = {
+    "tidemark-server": {"tidemark-service", "tidemark-core", "tidemark-proto", "tidemark-trace"},
 }
 
 # The Python SDK: per rule, (modules, the modules they must not import),
@@ -289,15 +299,15 @@ def cycles(graph: Dict[tuple, Set[tuple]]) -> List[List[tuple]]:
     return found
 
 
-def crate_dependencies() -> Dict[str, Set[str]]:
+def crate_dependencies(sections_named=("dependencies]", "build-dependencies]")) -> Dict[str, Set[str]]:
     deps: Dict[str, Set[str]] = {}
     for manifest in sorted((ROOT / "crates").glob("*/Cargo.toml")):
         text = manifest.read_text()
         sections = re.split(r"^\[", text, flags=re.M)
         names = set()
         for section in sections:
-            if section.startswith(("dependencies]", "build-dependencies]")):
-                names |= set(re.findall(r"^(tidemark[\w-]*)\s*=", section, flags=re.M))
+            if section.startswith(sections_named):
+                names |= set(re.findall(r"^(tidemark[\w-]*)\s*[=.]", section, flags=re.M))
         deps[manifest.parent.name] = names
     return deps
 
@@ -344,6 +354,10 @@ def violations() -> List[str]:
     deps = crate_dependencies()
     for component in cycles({(k,): {(d,) for d in v} for k, v in deps.items()}):
         found.append("cycle between crates: " + " ".join(m[0] for m in component))
+    direct = crate_dependencies(("dependencies]",))
+    for crate, allowed in sorted(CRATE_DEPENDENCIES.items()):
+        for extra in sorted(direct.get(crate, set()) - allowed):
+            found.append(f"{crate} depends on {extra}: only {', '.join(sorted(allowed))} (one door)")
     return found
 
 

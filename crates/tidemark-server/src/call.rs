@@ -5,7 +5,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use tidemark_core::CoreError;
-use tidemark_store::{CallContext, StoreError, UnavailableSignal};
+use tidemark_service::store::{CallContext, StoreError, UnavailableSignal};
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 

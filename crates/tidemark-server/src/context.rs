@@ -1,7 +1,7 @@
 //! Per-call context: the request id and the principal, for logs and the
 //! audit trail.
 
-use tidemark_store::CallContext;
+use tidemark_service::store::CallContext;
 
 use crate::auth::{Authenticated, Role};
 use tonic::metadata::MetadataValue;

@@ -117,7 +117,7 @@ pub(crate) fn lease_info(lease: &tidemark_core::LeaseRecord, now: Timestamp) -> 
 
 /// A key as operators see it.
 pub(crate) fn consumer_info(
-    view: &tidemark_store::ConsumerView,
+    view: &tidemark_service::store::ConsumerView,
     lag: Option<&tidemark_service::Lag>,
 ) -> pb::ConsumerInfo {
     let state = &view.state;
@@ -159,7 +159,7 @@ pub(crate) fn mirror_info(file: &tidemark_service::MirrorFile) -> pb::MirrorInfo
 }
 
 /// A history row as a proto entry.
-pub(crate) fn history_entry(h: &tidemark_store::HistoryRecord) -> pb::HistoryEntry {
+pub(crate) fn history_entry(h: &tidemark_service::store::HistoryRecord) -> pb::HistoryEntry {
     pb::HistoryEntry {
         id: h.id,
         at: Some(timestamp(h.at)),
@@ -193,13 +193,13 @@ pub(crate) fn consumer_change(key: &ConsumerKey, change: &tidemark_core::admin::
 }
 
 /// Something holding retention back.
-pub(crate) fn retention_holder(h: &tidemark_store::Holder) -> pb::RetentionHolder {
+pub(crate) fn retention_holder(h: &tidemark_service::store::Holder) -> pb::RetentionHolder {
     let state = &h.view.state;
     let live = state.live_lease(h.view.now);
     pb::RetentionHolder {
         kind: match h.kind {
-            tidemark_store::HolderKind::Consumer => pb::HolderKind::Consumer,
-            tidemark_store::HolderKind::FullScanPin => pb::HolderKind::FullScanPin,
+            tidemark_service::store::HolderKind::Consumer => pb::HolderKind::Consumer,
+            tidemark_service::store::HolderKind::FullScanPin => pb::HolderKind::FullScanPin,
         }
         .into(),
         consumer_id: state.key.consumer_id.as_str().to_owned(),
@@ -207,16 +207,18 @@ pub(crate) fn retention_holder(h: &tidemark_store::Holder) -> pb::RetentionHolde
         lease_holder: live.map(|l| l.holder.clone()).unwrap_or_default(),
         lease_epoch: live.map_or(0, |l| l.epoch),
         idle: match h.kind {
-            tidemark_store::HolderKind::Consumer => h.view.liveness.map(|l| duration_to_pb(l.idle)),
-            tidemark_store::HolderKind::FullScanPin => None,
+            tidemark_service::store::HolderKind::Consumer => h.view.liveness.map(|l| duration_to_pb(l.idle)),
+            tidemark_service::store::HolderKind::FullScanPin => None,
         },
         expires_in: match h.kind {
-            tidemark_store::HolderKind::Consumer => h.view.liveness.and_then(|l| l.expires_in).map(duration_to_pb),
-            tidemark_store::HolderKind::FullScanPin => None,
+            tidemark_service::store::HolderKind::Consumer => {
+                h.view.liveness.and_then(|l| l.expires_in).map(duration_to_pb)
+            }
+            tidemark_service::store::HolderKind::FullScanPin => None,
         },
         lag: match h.kind {
-            tidemark_store::HolderKind::Consumer => state.lag(),
-            tidemark_store::HolderKind::FullScanPin => None,
+            tidemark_service::store::HolderKind::Consumer => state.lag(),
+            tidemark_service::store::HolderKind::FullScanPin => None,
         },
     }
 }

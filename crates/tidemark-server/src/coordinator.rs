@@ -24,7 +24,7 @@ impl CoordinatorService {
     /// fail with DEADLINE_EXCEEDED.
     pub fn new(app: App, request_timeout: Duration) -> Self {
         Self {
-            rpcs: Rpcs::new("Coordinator", request_timeout, app.store().unavailable_signal()),
+            rpcs: Rpcs::new("Coordinator", request_timeout, app.unavailable_signal()),
             app,
         }
     }
@@ -39,7 +39,7 @@ impl Coordinator for CoordinatorService {
         self.rpcs
             .handle("AcquireLease", request, |ctx, req| async move {
                 let (key, holder) = (&req.key, &req.holder);
-                let acquired = self.app.store().acquire_lease(&ctx, key, holder, req.ttl).await?;
+                let acquired = self.app.acquire_lease(&ctx, key, holder, req.ttl).await?;
                 let lease = &acquired.lease;
                 metrics::lease_acquired(acquired.takeover);
                 if acquired.takeover {
@@ -77,7 +77,7 @@ impl Coordinator for CoordinatorService {
         self.rpcs
             .handle("RenewLease", request, |ctx, req| async move {
                 let (lease_id, epoch) = (req.lease_id, req.epoch);
-                let ttl = self.app.store().renew_lease(&ctx, lease_id, epoch, req.ttl).await?;
+                let ttl = self.app.renew_lease(&ctx, lease_id, epoch, req.ttl).await?;
                 tracing::debug!(%lease_id, epoch, "lease renewed");
                 Ok(pb::RenewLeaseResponse {
                     ttl: Some(convert::duration_to_pb(ttl)),
@@ -93,7 +93,7 @@ impl Coordinator for CoordinatorService {
         self.rpcs
             .handle("ReleaseLease", request, |ctx, req| async move {
                 let (lease_id, epoch) = (req.lease_id, req.epoch);
-                let released = self.app.store().release_lease(&ctx, lease_id, epoch).await?;
+                let released = self.app.release_lease(&ctx, lease_id, epoch).await?;
                 tracing::debug!(%lease_id, epoch, released, "lease release");
                 Ok(pb::ReleaseLeaseResponse { released })
             })

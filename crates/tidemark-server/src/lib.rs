@@ -1,6 +1,6 @@
 //! tidemark's gRPC server.
 //!
-//! [`serve`] runs the `tidemark.v1` services over a [`tidemark_store::Store`]
+//! [`serve`] runs the `tidemark.v1` services over a [`tidemark_service::store::Store`]
 //! with `grpc.health.v1`, server reflection (v1 and v1alpha, so grpcurl works
 //! with no proto files), request timeouts, concurrency limits with load
 //! shedding, and a graceful drain on shutdown. Every error is a gRPC status

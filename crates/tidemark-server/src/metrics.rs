@@ -40,12 +40,12 @@ pub mod names {
     /// the sweeper, the mirror).
     pub use tidemark_service::metrics::names::*;
     /// Counters of Postgres group commit (recorded by the store).
-    pub use tidemark_store::group_commit_metrics::{
+    pub use tidemark_service::store::group_commit_metrics::{
         STATEMENT_WRITES as COMMIT_STATEMENT_WRITES, STATEMENTS as COMMIT_STATEMENTS,
         WRITES_ALONE as COMMIT_WRITES_ALONE,
     };
     /// Counters of Postgres group reads (recorded by the store).
-    pub use tidemark_store::group_read_metrics::{
+    pub use tidemark_service::store::group_read_metrics::{
         STATEMENT_READS as READ_STATEMENT_READS, STATEMENTS as READ_STATEMENTS,
     };
 }

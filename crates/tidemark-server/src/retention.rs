@@ -4,25 +4,25 @@ use std::time::Duration;
 
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::retention_server::Retention;
-use tidemark_store::Store;
+use tidemark_service::App;
 use tonic::{Request, Response, Status};
 
 use crate::call::Rpcs;
 use crate::convert;
 
-/// Retention fences over a [`Store`].
+/// Retention fences over the application.
 #[derive(Debug, Clone)]
 pub struct RetentionService {
-    store: Store,
+    app: App,
     rpcs: Rpcs,
 }
 
 impl RetentionService {
-    /// The service over `store`.
-    pub fn new(store: Store, request_timeout: Duration) -> Self {
+    /// The service over `app`.
+    pub fn new(app: App, request_timeout: Duration) -> Self {
         Self {
-            rpcs: Rpcs::new("Retention", request_timeout, store.unavailable_signal()),
-            store,
+            rpcs: Rpcs::new("Retention", request_timeout, app.unavailable_signal()),
+            app,
         }
     }
 }
@@ -37,7 +37,7 @@ impl Retention for RetentionService {
             .handle("GetRetentionFence", request, |_, req| async move {
                 let (table, branch) = (&req.table, &req.branch);
                 let report = self
-                    .store
+                    .app
                     .fence(table, branch, req.changelog_decoupled, req.limit)
                     .await?;
                 Ok(pb::GetRetentionFenceResponse {
@@ -60,8 +60,8 @@ impl Retention for RetentionService {
             .handle("ExplainRetention", request, |_, req| async move {
                 let (table, branch) = (&req.table, &req.branch);
                 let explained = self
-                    .store
-                    .explain(table, branch, req.changelog_decoupled, req.limit)
+                    .app
+                    .explain_retention(table, branch, req.changelog_decoupled, req.limit)
                     .await?;
                 let report = &explained.fences;
                 Ok(pb::ExplainRetentionResponse {

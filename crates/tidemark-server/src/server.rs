@@ -7,7 +7,8 @@ use std::time::Duration;
 use tidemark_proto::v1::admin_server::AdminServer;
 use tidemark_proto::v1::coordinator_server::CoordinatorServer;
 use tidemark_proto::v1::retention_server::RetentionServer;
-use tidemark_store::Store;
+use tidemark_service::App;
+use tidemark_service::store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
@@ -88,7 +89,7 @@ pub struct ServerConfig {
     pub keepalive_timeout: Duration,
     /// Where table registrations may point; `None`: anywhere the server can
     /// reach.
-    pub allowed_table_locations: Option<tidemark_paimon::LocationAllowList>,
+    pub allowed_table_locations: Option<tidemark_service::paimon::LocationAllowList>,
     /// What this replica allows of ExportState streams.
     pub exports: crate::ExportLimits,
     /// Credentials and their roles; empty means no authentication.
@@ -219,12 +220,12 @@ pub async fn serve_listeners(
         .build_v1alpha()?;
 
     // One application per replica: every service shares its registered tables.
-    let app = tidemark_service::App::new(store.clone())
+    let app = App::new(store)
         .with_mirror_refresh(config.mirror_refresh)
         .with_allowed_locations(config.allowed_table_locations.clone());
     let coordinator = CoordinatorServer::new(CoordinatorService::new(app.clone(), config.request_timeout))
         .max_decoding_message_size(config.max_message_bytes);
-    let retention = RetentionServer::new(RetentionService::new(store.clone(), config.request_timeout))
+    let retention = RetentionServer::new(RetentionService::new(app.clone(), config.request_timeout))
         .max_decoding_message_size(config.max_message_bytes);
     let admin =
         AdminServer::new(AdminService::new(app.clone(), config.request_timeout).with_export_limits(config.exports))
@@ -233,7 +234,7 @@ pub async fn serve_listeners(
     let stop_accepting = CancellationToken::new();
     let readiness = tokio::spawn(track_readiness(
         reporter.clone(),
-        store.clone(),
+        app.clone(),
         config.readiness_interval,
         stop_accepting.clone(),
     ));
@@ -438,14 +439,14 @@ const RECHECK_SPACING: Duration = Duration::from_millis(100);
 /// Keeps the readiness status in step with the database until `stop`: a
 /// look every `every`, and one at once (while ready) when a call reports
 /// the database unavailable.
-async fn track_readiness(reporter: HealthReporter, store: Store, every: Duration, stop: CancellationToken) {
-    let unavailable = store.unavailable_signal();
+async fn track_readiness(reporter: HealthReporter, app: App, every: Duration, stop: CancellationToken) {
+    let unavailable = app.unavailable_signal();
     let mut ready = None;
     loop {
         // A ping stuck behind an unreachable host, or a commit that cannot
         // complete, counts as a failure as soon as the next check is due.
         let limit = every.clamp(Duration::from_millis(500), Duration::from_secs(5));
-        let now_ready = matches!(tokio::time::timeout(limit, store.ping()).await, Ok(Ok(())));
+        let now_ready = matches!(tokio::time::timeout(limit, app.ping()).await, Ok(Ok(())));
         if ready != Some(now_ready) {
             let status = if now_ready {
                 tracing::info!("database reachable and writable: ready");

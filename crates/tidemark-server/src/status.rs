@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use tidemark_core::CoreError;
-use tidemark_store::StoreError;
+use tidemark_service::store::StoreError;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 

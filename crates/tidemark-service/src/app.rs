@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tidemark_core::TableName;
 use tidemark_paimon::LocationAllowList;
-use tidemark_store::Store;
+use tidemark_store::{RegisteredTable, Store, StoreError, UnavailableSignal};
 use tokio_util::sync::CancellationToken;
 
 use crate::gauges::{self, GaugeSettings};
@@ -62,9 +63,20 @@ impl App {
         self
     }
 
-    /// The store, for calls that are one store operation.
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// Raised while the database cannot be reached (the request layer
+    /// answers `UNAVAILABLE` at once instead of queueing).
+    pub fn unavailable_signal(&self) -> UnavailableSignal {
+        self.store.unavailable_signal()
+    }
+
+    /// Whether the database answers (the readiness probe).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        self.store.ping().await
+    }
+
+    /// The registration of `table`, if any, as the database holds it now.
+    pub async fn registration(&self, table: &TableName) -> Result<Option<RegisteredTable>, StoreError> {
+        crate::tables::registration(&self.store, table).await
     }
 
     /// The registered tables.
@@ -75,7 +87,7 @@ impl App {
     /// `LOCATION_NOT_ALLOWED` unless the allow-list (if any) takes
     /// `location`: the one check before anything reads or records a
     /// location (SPEC §9).
-    pub(crate) fn check_location(&self, principal: &str, location: &str) -> Result<(), tidemark_store::StoreError> {
+    pub(crate) fn check_location(&self, principal: &str, location: &str) -> Result<(), StoreError> {
         match &self.allowed_locations {
             Some(allowed) if !allowed.allows(location) => Err(tidemark_core::access::Denied::LocationNotAllowed {
                 principal: principal.to_owned(),

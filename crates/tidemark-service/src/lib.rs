@@ -1,13 +1,14 @@
 //! tidemark's application layer: what a call does, without transport.
 //!
 //! [`App`] owns the store and one [`Tables`] (the registration cache, the
-//! registered tables' directories, lag, pin files) and offers the
-//! operations the gRPC handlers make: a recovery ([`App::recover`]) and a
-//! commit ([`App::commit`]) for workers; registration, import, export,
-//! listings with lag and the mirror's view for operators. Handlers parse,
-//! make one call and encode; calls that are one store operation with
-//! nothing around it go to [`App::store`] directly. The background jobs
-//! (the mirror and its keeper, the sweeper, the gauge collector) run from
+//! registered tables' directories, lag, pin files) and is the one door from
+//! a transport to the application: every worker RPC ([`workers`]: leases,
+//! recovery, commit) and every operator RPC ([`operators`], one file per
+//! entity) is one `App` call, and handlers parse, make that call and
+//! encode. The store itself is not reachable from outside; the types a
+//! transport needs from the store and the Paimon crate are re-exported
+//! here ([`store`], [`paimon`]). The background jobs (the mirror and its
+//! keeper, the sweeper, the gauge collector) run from
 //! [`App::run_background`].
 //!
 //! Depends on the store and the Paimon crate; never on tonic or the protos.
@@ -17,21 +18,37 @@ pub mod backup;
 mod gauges;
 pub mod metrics;
 mod mirror;
-mod operator;
+pub mod operators;
 mod overview;
 mod registry;
+mod retention;
 mod sweeper;
 mod tables;
-mod transfer;
-mod worker;
+pub mod workers;
 
 pub use app::{App, Background};
 pub use gauges::GaugeSettings;
 pub use mirror::MirrorSettings;
-pub use operator::{Consumer, ConsumerListing, Described, Registration};
+pub use operators::{Consumer, ConsumerListing, Described, Export, ImportSettings, Registration};
 pub use overview::{BranchSummary, ConsumerRow, FencePicture, OVERVIEW_CONSUMER_LIMIT, Overview};
 pub use registry::{ImportOutcome, ImportSkipped, MirrorFile};
 pub use sweeper::SweeperSettings;
 pub use tables::{Lag, Registered, Tables};
-pub use transfer::{Export, ImportSettings};
-pub use worker::RecoveryDone;
+pub use workers::RecoveryDone;
+
+/// The store's types a transport sees in the application's calls and
+/// answers (the store itself stays behind [`App`]).
+pub mod store {
+    pub use tidemark_store::{
+        BulkChange, CallContext, ConsumerView, Expired, Explanation, FenceReport, HistoryFilter, HistoryRecord, Holder,
+        HolderKind, ImportReport, KeyFilter, MAX_BATCH, MAX_PAGE, MirrorState, OptionsChange, Planned, RegisteredTable,
+        Store, StoreError, StoredOptions, UnavailableSignal, audit, group_commit_metrics, group_read_metrics,
+    };
+}
+
+/// The Paimon crate's types a transport sees: a table location as parsed
+/// from a request, the allow-list a replica is configured with, and a
+/// table's snapshot range.
+pub mod paimon {
+    pub use tidemark_paimon::{LocationAllowList, PaimonTable, SnapshotRange};
+}

@@ -12,7 +12,7 @@ use tidemark_paimon::SnapshotRange;
 use tidemark_store::{Explanation, FenceReport, KeyFilter, MirrorState, RegisteredTable, StoreError};
 
 use crate::app::App;
-use crate::operator::Consumer;
+use crate::operators::Consumer;
 
 /// Most consumers one overview walks (pages of the API's largest size).
 pub const OVERVIEW_CONSUMER_LIMIT: usize = 50_000;
@@ -74,7 +74,7 @@ impl App {
     /// `in_scope` admits, with consumer counts, worst lag and fence.
     pub async fn overview(&self, in_scope: impl Fn(&TableName) -> bool) -> Result<Overview, StoreError> {
         let mut branches: BTreeMap<(String, String), BranchSummary> = BTreeMap::new();
-        let registered = self.store.paimon().registered_tables().await?;
+        let registered = crate::tables::registrations(&self.store).await?;
         for r in registered.iter().filter(|r| in_scope(&r.table)) {
             let branch = BranchName::main();
             branches.insert(
@@ -132,7 +132,7 @@ impl App {
             consumer_id_prefix: None,
         };
         // Only whether it is registered: the directory is not read here.
-        let registered = crate::registry::registration(&self.store, table).await?.is_some();
+        let registered = crate::tables::registration(&self.store, table).await?.is_some();
         let (mut rows, mut after) = (Vec::new(), None::<ConsumerKey>);
         loop {
             let page = self

@@ -9,12 +9,6 @@ use tidemark_core::{ConsumerKey, TableName, Timestamp};
 use tidemark_paimon::{FileState, FoundConsumer, PaimonTable, SnapshotRange};
 use tidemark_store::{CallContext, RegisteredTable, Store, StoreError};
 
-/// The registration of `table`, if any.
-pub(crate) async fn registration(store: &Store, table: &TableName) -> Result<Option<RegisteredTable>, StoreError> {
-    let tables = store.paimon().registered_tables().await?;
-    Ok(tables.into_iter().find(|t| &t.table == table))
-}
-
 /// A consumer's Paimon file as read from storage now, and what the mirror
 /// last wrote there.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,5 +1,6 @@
-//! Registered Paimon tables (SPEC §9): a short-lived cache of
-//! registrations, so a recovery on a registered table reads the snapshot
+//! Registered Paimon tables (SPEC §9): the one place registrations are
+//! read ([`registrations`], [`registration`], and a short-lived cache of
+//! them), so a recovery on a registered table reads the snapshot
 //! range from the table's own directory without an extra database round
 //! trip on every call; the latest snapshot and commit times behind the lag
 //! of their consumers; and the range a recovery or a bulk reset plans with.
@@ -11,6 +12,17 @@ use std::time::{Duration, Instant};
 use tidemark_core::{ConsumerKey, CoreError, SnapshotRange, TableName};
 use tidemark_paimon::PaimonTable;
 use tidemark_store::{RegisteredTable, Store, StoreError};
+
+/// Every registration, as the database holds it now (uncached: for
+/// operator calls and the mirror's keeper, which must see a change at once).
+pub(crate) async fn registrations(store: &Store) -> Result<Vec<RegisteredTable>, StoreError> {
+    store.paimon().registered_tables().await
+}
+
+/// The registration of `table`, if any, as the database holds it now.
+pub(crate) async fn registration(store: &Store, table: &TableName) -> Result<Option<RegisteredTable>, StoreError> {
+    Ok(registrations(store).await?.into_iter().find(|t| &t.table == table))
+}
 
 /// How long a read of the registrations is reused.
 const FRESHNESS: Duration = Duration::from_secs(5);
@@ -203,7 +215,7 @@ impl Tables {
         let tables = match self.fresh_tables() {
             Some(tables) => tables,
             None => {
-                let registered = self.store.paimon().registered_tables().await.map_err(|e| {
+                let registered = registrations(&self.store).await.map_err(|e| {
                     tracing::warn!(error = %e, "cannot read the table registrations");
                     StoreError::Unavailable(format!("cannot read the table registrations: {e}"))
                 })?;
@@ -369,7 +381,7 @@ pub(crate) async fn reset_snapshots(
     branch: &str,
     at_millis: Option<i64>,
 ) -> Result<tidemark_core::reset::TableSnapshots, StoreError> {
-    let Some(registration) = crate::registry::registration(store, table).await? else {
+    let Some(registration) = registration(store, table).await? else {
         return Err(CoreError::TableNotRegistered {
             table: table.as_str().to_owned(),
         }

@@ -80,7 +80,7 @@ const MAX_LISTED_KEYS: usize = 1000;
 
 pub(super) fn response(
     parsed: &tidemark_service::backup::Parsed,
-    report: &tidemark_store::ImportReport,
+    report: &tidemark_service::store::ImportReport,
 ) -> pb::ImportStateResponse {
     use tidemark_core::restore::ConsumerOutcome;
     let mut response = pb::ImportStateResponse {

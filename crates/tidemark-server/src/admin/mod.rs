@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::admin_server::Admin;
+use tidemark_service::store::RegisteredTable;
 use tidemark_service::{App, ImportOutcome};
-use tidemark_store::RegisteredTable;
 use tonic::{Request, Response, Status};
 
 mod export;
@@ -51,7 +51,7 @@ impl AdminService {
     /// The service over `app`.
     pub fn new(app: App, request_timeout: Duration) -> Self {
         Self {
-            rpcs: Rpcs::new("Admin", request_timeout, app.store().unavailable_signal()),
+            rpcs: Rpcs::new("Admin", request_timeout, app.unavailable_signal()),
             app,
             exports: ExportLimits::default(),
             running_exports: std::sync::Arc::new(tokio::sync::Semaphore::new(ExportLimits::default().max_concurrent)),
@@ -79,7 +79,7 @@ fn registered_to_pb(t: &RegisteredTable) -> pb::RegisteredTable {
 
 /// A bulk change's outcomes: the changes made (or planned), and the
 /// consumers left alone with why.
-fn split_bulk(outcomes: &[tidemark_store::BulkChange]) -> (Vec<pb::ConsumerChange>, Vec<pb::SkippedConsumer>) {
+fn split_bulk(outcomes: &[tidemark_service::store::BulkChange]) -> (Vec<pb::ConsumerChange>, Vec<pb::SkippedConsumer>) {
     let mut changes = Vec::new();
     let mut skipped = Vec::new();
     for outcome in outcomes {
@@ -185,7 +185,6 @@ impl Admin for AdminService {
                 let key = &req.key;
                 let planned = self
                     .app
-                    .store()
                     .delete_consumer(&ctx, key, req.expected_next_snapshot, req.force, req.execute)
                     .await?;
                 if planned.applied && planned.change.changes_anything() {
@@ -209,7 +208,6 @@ impl Admin for AdminService {
             .handle("ClearConsumers", request, |ctx, req| async move {
                 let cleared = self
                     .app
-                    .store()
                     .clear_consumers(
                         &ctx,
                         &req.table,
@@ -273,7 +271,7 @@ impl Admin for AdminService {
         request: Request<pb::RevokeLeaseRequest>,
     ) -> Result<Response<pb::RevokeLeaseResponse>, Status> {
         self.rpcs.handle("RevokeLease", request, |ctx, req| async move {
-            let planned = self.app.store().revoke(&ctx, &req.key, &req.reason, req.execute).await?;
+            let planned = self.app.revoke_lease(&ctx, &req.key, &req.reason, req.execute).await?;
             if planned.applied && planned.change.lease.is_some() {
                 tracing::info!(consumer = %req.key, epoch = planned.change.epoch, reason = req.reason, "lease revoked");
             }
@@ -298,14 +296,13 @@ impl Admin for AdminService {
         let until = self.rpcs.bulk_deadline(&request);
         self.rpcs
             .handle("RevokeLeases", request, |ctx, req| async move {
-                let filter = tidemark_store::KeyFilter {
+                let filter = tidemark_service::store::KeyFilter {
                     table: req.table.clone(),
                     branch: req.branch.clone(),
                     consumer_id_prefix: None,
                 };
                 let (revoked, left) = self
                     .app
-                    .store()
                     .revoke_leases(&ctx, &filter, &req.selector, &req.reason, req.execute, Some(until))
                     .await?;
                 Ok(pb::RevokeLeasesResponse {
@@ -336,11 +333,7 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::ListHistoryResponse>, Status> {
         self.rpcs
             .handle("ListHistory", request, |_, req| async move {
-                let entries = self
-                    .app
-                    .store()
-                    .list_history(&req.filter, req.before, req.page_size)
-                    .await?;
+                let entries = self.app.list_history(&req.filter, req.before, req.page_size).await?;
                 let full = i64::try_from(entries.len()).unwrap_or(0) == req.page_size;
                 Ok(pb::ListHistoryResponse {
                     next_page_token: entries
@@ -360,7 +353,7 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::GetTableOptionsResponse>, Status> {
         self.rpcs
             .handle("GetTableOptions", request, |_, req| async move {
-                let stored = self.app.store().table_options(&req.table).await?;
+                let stored = self.app.table_options(&req.table).await?;
                 let options = stored.options;
                 Ok(pb::GetTableOptionsResponse {
                     table: req.table.as_str().to_owned(),
@@ -387,18 +380,8 @@ impl Admin for AdminService {
             .handle("SetTableOptions", request, |ctx, req| async move {
                 let planned = self
                     .app
-                    .store()
                     .set_table_options(&ctx, &req.table, &req.set, &req.unset, req.execute)
                     .await?;
-                if planned.applied {
-                    tidemark_store::audit::table_change(
-                        &ctx,
-                        req.table.as_str(),
-                        "SET_OPTIONS",
-                        &format!("{:?}", planned.change.before.options.to_map()),
-                        &format!("{:?}", planned.change.after.to_map()),
-                    );
-                }
                 Ok(pb::SetTableOptionsResponse {
                     before: options_map(&planned.change.before.options),
                     after: options_map(&planned.change.after),
@@ -416,7 +399,6 @@ impl Admin for AdminService {
             .handle("ExpireConsumers", request, |ctx, req| async move {
                 let expired = self
                     .app
-                    .store()
                     .expire_consumers(&ctx, req.table.as_ref(), req.branch.as_ref(), req.limit, req.execute)
                     .await?;
                 if req.execute && !expired.is_empty() {
@@ -478,7 +460,7 @@ impl Admin for AdminService {
     ) -> Result<Response<pb::ListTablesResponse>, Status> {
         self.rpcs
             .handle("ListTables", request, |ctx, _| async move {
-                let tables = self.app.store().paimon().registered_tables().await?;
+                let tables = self.app.list_tables().await?;
                 Ok(pb::ListTablesResponse {
                     tables: tables
                         .iter()
@@ -540,7 +522,11 @@ impl Admin for AdminService {
                 // error status, not a stream that breaks off.
                 let head = match export.next().await {
                     Some(head) => head?,
-                    None => return Err(tidemark_store::StoreError::Internal("the export sent nothing".into())),
+                    None => {
+                        return Err(tidemark_service::store::StoreError::Internal(
+                            "the export sent nothing".into(),
+                        ));
+                    }
                 };
                 Ok(export::stream(
                     export,

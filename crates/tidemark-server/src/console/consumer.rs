@@ -7,7 +7,7 @@ use axum::response::Response;
 use http::HeaderMap;
 use serde::Deserialize;
 use tidemark_core::ConsumerKey;
-use tidemark_store::HistoryFilter;
+use tidemark_service::store::HistoryFilter;
 
 use super::Console;
 use super::format::{self, Commands, link, span};
@@ -72,7 +72,6 @@ pub(super) async fn consumer(
     };
     let history = match console
         .app
-        .store()
         .list_history(&HistoryFilter::key(&key), query.before, HISTORY_PAGE)
         .await
     {

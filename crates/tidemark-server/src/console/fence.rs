@@ -6,7 +6,7 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use http::HeaderMap;
 use serde::Deserialize;
-use tidemark_store::HolderKind;
+use tidemark_service::store::HolderKind;
 
 use super::Console;
 use super::format::{link, span};

@@ -31,7 +31,7 @@ use hyper_util::service::TowerToHyperService;
 use serde::Deserialize;
 use tidemark_core::{BranchName, FieldViolation, TableName};
 use tidemark_service::App;
-use tidemark_store::StoreError;
+use tidemark_service::store::StoreError;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 

@@ -8,8 +8,8 @@ use axum::response::Response;
 use http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use tidemark_core::TablePattern;
+use tidemark_service::store::MirrorState;
 use tidemark_service::{ConsumerRow, OVERVIEW_CONSUMER_LIMIT};
-use tidemark_store::MirrorState;
 
 use super::Console;
 use super::format::{link, span};
@@ -241,18 +241,11 @@ pub(super) async fn table(
         Ok(found) => found,
         Err(e) => return console.store_error(&viewer, e),
     };
-    let fence = match console.app.store().fence(&table, &branch, false, 1).await {
+    let fence = match console.app.fence(&table, &branch, false, 1).await {
         Ok(f) => f,
         Err(e) => return console.store_error(&viewer, e),
     };
-    let registration = console
-        .app
-        .store()
-        .paimon()
-        .registered_tables()
-        .await
-        .ok()
-        .and_then(|all| all.into_iter().find(|r| r.table == table));
+    let registration = console.app.registration(&table).await.ok().flatten();
     let total = rows.len();
     if let Some(filter) = id_filter(&query.q) {
         rows.retain(|r| filter.matches(r.consumer.view.state.key.consumer_id.as_str()));

@@ -1,8 +1,8 @@
 //! The fence as a picture: the branch's snapshots on a line, the part the
 //! fence keeps shaded, and each holder marked at the snapshot it needs.
 
-use tidemark_paimon::SnapshotRange;
-use tidemark_store::{Holder, HolderKind};
+use tidemark_service::paimon::SnapshotRange;
+use tidemark_service::store::{Holder, HolderKind};
 
 /// Picture width and height in SVG units.
 const WIDTH: f64 = 1000.0;

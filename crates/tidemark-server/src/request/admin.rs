@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use tidemark_core::admin::ConsumerSelector;
 use tidemark_core::validate::Violations;
 use tidemark_core::{BranchName, ConsumerKey, TableName, TableOptions};
-use tidemark_paimon::PaimonTable;
 use tidemark_proto::v1 as pb;
-use tidemark_store::{HistoryFilter, KeyFilter, MAX_BATCH, MAX_PAGE, StoreError};
+use tidemark_service::paimon::PaimonTable;
+use tidemark_service::store::{HistoryFilter, KeyFilter, MAX_BATCH, MAX_PAGE, StoreError};
 
 use super::{Parse, Scoped, Touches, checked, fields};
 

@@ -10,7 +10,7 @@ mod worker;
 
 use tidemark_core::TableName;
 use tidemark_core::validate::Violations;
-use tidemark_store::StoreError;
+use tidemark_service::store::StoreError;
 
 /// What a request touches, for the scope check before any work.
 #[derive(Debug, Clone, Copy)]

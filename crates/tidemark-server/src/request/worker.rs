@@ -7,7 +7,7 @@ use tidemark_core::{
     BranchName, CommitBatch, ConsumerKey, LoggedBatch, OnExpired, SnapshotRange, StartupMode, TableName,
 };
 use tidemark_proto::v1 as pb;
-use tidemark_store::{MAX_PAGE, StoreError};
+use tidemark_service::store::{MAX_PAGE, StoreError};
 use uuid::Uuid;
 
 use super::{Parse, Scoped, Touches, checked, fields};

@@ -71,7 +71,7 @@ impl Keeper {
         self.last = Some(started);
         self.tally = Tally::default();
         let (inventory, registered) =
-            match tokio::try_join!(store.paimon().mirror_inventory(), store.paimon().registered_tables()) {
+            match tokio::try_join!(store.paimon().mirror_inventory(), crate::tables::registrations(store)) {
                 Ok(read) => read,
                 Err(e) => {
                     tracing::warn!(error = %e, "mirror keeper: cannot read the consumers; retrying next pass");

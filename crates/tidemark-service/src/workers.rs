@@ -1,9 +1,11 @@
-//! The worker protocol's two calls with more than the store in them: a
-//! recovery on a registered table plans with the table's own directory and
-//! writes the full-scan pin file; a commit's lag counts to the directory's
-//! latest snapshot.
+//! The worker protocol (SPEC §2–§4), one [`App`] call per RPC: leases are
+//! the store's alone; a recovery on a registered table plans with the
+//! table's own directory and writes the full-scan pin file; a commit's lag
+//! counts to the directory's latest snapshot.
 
-use tidemark_core::{CommitBatch, Committed, ConsumerKey, CoreError, Recovered, RecoveryRequest};
+use std::time::Duration;
+
+use tidemark_core::{Acquired, CommitBatch, Committed, ConsumerKey, CoreError, Recovered, RecoveryRequest};
 use tidemark_store::{CallContext, StoreError};
 use uuid::Uuid;
 
@@ -23,6 +25,34 @@ pub struct RecoveryDone {
 }
 
 impl App {
+    /// AcquireLease (SPEC §2): takes `key`'s lease for `holder`, or takes
+    /// it over from a holder whose lease lapsed.
+    pub async fn acquire_lease(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        holder: &str,
+        ttl: Option<Duration>,
+    ) -> Result<Acquired, StoreError> {
+        self.store.acquire_lease(ctx, key, holder, ttl).await
+    }
+
+    /// RenewLease (SPEC §2): the lease's new time to live.
+    pub async fn renew_lease(
+        &self,
+        ctx: &CallContext,
+        lease_id: Uuid,
+        epoch: i64,
+        ttl: Option<Duration>,
+    ) -> Result<Duration, StoreError> {
+        self.store.renew_lease(ctx, lease_id, epoch, ttl).await
+    }
+
+    /// ReleaseLease (SPEC §2): whether a live lease was released.
+    pub async fn release_lease(&self, ctx: &CallContext, lease_id: Uuid, epoch: i64) -> Result<bool, StoreError> {
+        self.store.release_lease(ctx, lease_id, epoch).await
+    }
+
     /// GetRecoveryPosition (SPEC §4, §9): a registered table's range comes
     /// from its own directory (after checking the table there is the one
     /// registered); the plan from the store; and a full-scan pin is

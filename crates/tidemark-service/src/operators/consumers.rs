@@ -1,19 +1,20 @@
-//! The operator calls with more than the store in them (SPEC §9, §11):
-//! listings and descriptions with a registered table's lag and mirror
-//! file, registration with its probe and allow-list, importing a table's
-//! consumer files, and bulk resets resolved against the table's snapshots.
+//! The operator calls on consumers (SPEC §11 A1–A6, E2): listings and
+//! descriptions with a registered table's lag and mirror file, single and
+//! bulk resets (resolved against the table's snapshots, never past its
+//! latest), deletes, clears, expiry and history.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
-use tidemark_core::admin::ConsumerSelector;
+use tidemark_core::admin::{AdminChange, ConsumerSelector};
 use tidemark_core::reset::{ResetTarget, TableSnapshots, resolve};
 use tidemark_core::{BranchName, ConsumerKey, CoreError, TableName};
-use tidemark_paimon::{PaimonTable, SnapshotRange};
-use tidemark_store::{BulkChange, CallContext, ConsumerView, HistoryRecord, KeyFilter, RegisteredTable, StoreError};
+use tidemark_store::{
+    BulkChange, CallContext, ConsumerView, Expired, HistoryFilter, HistoryRecord, KeyFilter, Planned, StoreError,
+};
 
 use crate::app::App;
-use crate::registry::{self, ImportOutcome, MirrorFile};
+use crate::registry::{self, MirrorFile};
 use crate::tables::{Lag, reset_snapshots};
 
 /// A consumer as an operator sees it: its state, and its lag when its
@@ -58,21 +59,6 @@ pub struct Described {
     pub mirror: Option<MirrorFile>,
 }
 
-/// What RegisterTable did (or, in a plan, would do).
-#[derive(Debug, Clone)]
-pub struct Registration {
-    /// The registration as it stands (or would stand).
-    pub table: RegisteredTable,
-    /// The location it replaced, if it moved.
-    pub previous_location: Option<String>,
-    /// The main branch's snapshots in the directory, if any.
-    pub range: Option<SnapshotRange>,
-    /// Why the range could not be read ("" when it was).
-    pub probe_error: String,
-    /// What an operator should know.
-    pub warnings: Vec<String>,
-}
-
 impl App {
     /// A2: moves one consumer to `next_snapshot` (a plan unless `execute`),
     /// refusing a position past a registered table's latest snapshot + 1.
@@ -84,7 +70,7 @@ impl App {
         expected: Option<i64>,
         force: bool,
         execute: bool,
-    ) -> Result<tidemark_store::Planned<tidemark_core::admin::AdminChange>, StoreError> {
+    ) -> Result<Planned<AdminChange>, StoreError> {
         self.check_not_ahead_of_table(&key.table, key.branch.as_str(), next_snapshot)
             .await?;
         self.store
@@ -147,7 +133,7 @@ impl App {
             history,
             mirror: None,
         };
-        if let Some(registered) = registry::registration(&self.store, &key.table).await? {
+        if let Some(registered) = crate::tables::registration(&self.store, &key.table).await? {
             let view = &described.consumer.view;
             let found = registry::mirror_view(&self.store, &registered, key, view.state.next_snapshot()).await?;
             // A registered table's latest snapshot comes from its
@@ -163,78 +149,6 @@ impl App {
     async fn lag(&self, view: &ConsumerView, directory_latest: Option<i64>) -> Option<Lag> {
         let next = view.state.consumer.as_ref()?.next_snapshot;
         self.tables.lag(&view.state.key, next, directory_latest, view.now).await
-    }
-
-    /// RegisterTable (SPEC §9): the location checked against the allow-list
-    /// before anything reads it, then probed (range, identity, Paimon's own
-    /// consumer expiration); recorded and audited when `execute`.
-    pub async fn register(
-        &self,
-        ctx: &CallContext,
-        table: &TableName,
-        location: &PaimonTable,
-        execute: bool,
-    ) -> Result<Registration, StoreError> {
-        self.check_location(&ctx.principal, location.location())?;
-        let previous = registry::registration(&self.store, table).await?;
-        let mut probe = registry::probe(table, location, self.mirror_refresh).await;
-        probe.warnings.splice(0..0, table.spelling_warning());
-        if execute {
-            self.store
-                .paimon()
-                .register_table(table, location.location(), probe.identity.as_deref(), ctx)
-                .await?;
-            self.tables.forget_registrations();
-            let before = previous.as_ref().map(|p| p.location.as_str()).unwrap_or_default();
-            tidemark_store::audit::table_change(ctx, table.as_str(), "REGISTER", before, location.location());
-        }
-        let registered = match registry::registration(&self.store, table).await? {
-            Some(now) if execute => now,
-            _ => RegisteredTable {
-                table: table.clone(),
-                location: location.location().to_owned(),
-                registered_at: tidemark_core::Timestamp::from_micros(0),
-                registered_by: ctx.principal.clone(),
-                identity: probe.identity,
-            },
-        };
-        Ok(Registration {
-            table: registered,
-            previous_location: previous.map(|p| p.location).filter(|l| l != location.location()),
-            range: probe.range,
-            probe_error: probe.error,
-            warnings: probe.warnings,
-        })
-    }
-
-    /// UnregisterTable: whether the table was registered (audited when
-    /// `execute` removed it).
-    pub async fn unregister(&self, ctx: &CallContext, table: &TableName, execute: bool) -> Result<bool, StoreError> {
-        if !execute {
-            return Ok(registry::registration(&self.store, table).await?.is_some());
-        }
-        let previous = registry::registration(&self.store, table).await?;
-        let was = self.store.paimon().unregister_table(table).await?;
-        self.tables.forget_registrations();
-        if was {
-            let location = previous.map(|p| p.location).unwrap_or_default();
-            tidemark_store::audit::table_change(ctx, table.as_str(), "UNREGISTER", &location, "");
-        }
-        Ok(was)
-    }
-
-    /// ImportConsumers (SPEC §9): the consumer files a registered table
-    /// already has become consumers; `table` must be registered.
-    pub async fn import_consumers(
-        &self,
-        ctx: &CallContext,
-        table: &TableName,
-        execute: bool,
-    ) -> Result<Vec<ImportOutcome>, StoreError> {
-        let Some(registered) = registry::registration(&self.store, table).await? else {
-            return Err(CoreError::invalid("table", "is not registered (RegisterTable first)").into());
-        };
-        registry::import_consumers(&self.store, ctx, table, &registered, execute).await
     }
 
     /// A6: a bulk reset, its target resolved per consumer; a target that
@@ -281,5 +195,58 @@ impl App {
             )
             .await?;
         Ok((changes, snapshots))
+    }
+
+    /// A3: deletes one consumer (a plan unless `execute`).
+    pub async fn delete_consumer(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        expected: Option<i64>,
+        force: bool,
+        execute: bool,
+    ) -> Result<Planned<AdminChange>, StoreError> {
+        self.store.delete_consumer(ctx, key, expected, force, execute).await
+    }
+
+    /// A4: deletes the selected consumers of a table's branch, each or none
+    /// as it allows, until `until`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn clear_consumers(
+        &self,
+        ctx: &CallContext,
+        table: &TableName,
+        branch: &BranchName,
+        selector: &ConsumerSelector,
+        force: bool,
+        execute: bool,
+        until: Option<Instant>,
+    ) -> Result<Vec<BulkChange>, StoreError> {
+        self.store
+            .clear_consumers(ctx, table, branch, selector, force, execute, until)
+            .await
+    }
+
+    /// E2 on request: consumers idle past their expiration, removed when
+    /// `execute`.
+    pub async fn expire_consumers(
+        &self,
+        ctx: &CallContext,
+        table: Option<&TableName>,
+        branch: Option<&BranchName>,
+        limit: i64,
+        execute: bool,
+    ) -> Result<Vec<Expired>, StoreError> {
+        self.store.expire_consumers(ctx, table, branch, limit, execute).await
+    }
+
+    /// A page of history, newest first, before the entry `before` (if any).
+    pub async fn list_history(
+        &self,
+        filter: &HistoryFilter,
+        before: Option<i64>,
+        page_size: i64,
+    ) -> Result<Vec<HistoryRecord>, StoreError> {
+        self.store.list_history(filter, before, page_size).await
     }
 }

@@ -1,0 +1,13 @@
+//! The operator API as the application makes it, one file per entity
+//! (consumers, leases, tables, state): each `tidemark.v1.Admin` RPC is one
+//! [`App`](crate::App) call here, whatever the store, the table's directory
+//! and the allow-list contribute to it.
+
+pub(crate) mod consumers;
+pub(crate) mod leases;
+pub(crate) mod state;
+pub(crate) mod tables;
+
+pub use consumers::{Consumer, ConsumerListing, Described};
+pub use state::{Export, ImportSettings};
+pub use tables::Registration;
