@@ -11,6 +11,9 @@ under crates/:
   binary's `main.rs` is;
 - no cycle between crates (their `tidemark-*` dependencies in Cargo.toml);
 - no file under crates/*/src longer than 600 lines, counting the whole file;
+- rooms (`SHIPPED_CRATES`): in the crates that ship, no file over 450 lines
+  (test modules aside) unless its opening comment says why it must be one
+  room (the words "one room");
 - layers (`LAYERS`): the storage backends never use a Store-level module;
 - one door (`CRATE_DEPENDENCIES`): a transport crate's `tidemark-*`
   [dependencies] are only those listed (the gRPC server reaches the store
@@ -39,10 +42,37 @@ from typing import Dict, List, Set
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAX_LINES = 600
+# The crates that ship (not the bench, chaos, fuzz or test kit), and the
+# size past which a file of theirs must say why it is one room.
+SHIPPED_CRATES = {
+    "tidemark",
+    "tidemark-client",
+    "tidemark-core",
+    "tidemark-paimon",
+    "tidemark-proto",
+    "tidemark-server",
+    "tidemark-service",
+    "tidemark-store",
+    "tidemark-trace",
+}
+ROOM_LINES = 450
 
 # Violations allowed for now (each is work left: the list only ever
-# shrinks). Issue 31 emptied it; keep it empty.
-KNOWN: Set[str] = set()
+# shrinks). Issue 31 emptied it; issue 52's new room rule starts with the
+# files it has yet to split.
+KNOWN: Set[str] = {
+    # Issue 52's 450-line rooms not built yet: the SQL moving into .sql
+    # files takes most of the Postgres ones under; the rest are split.
+    "over 450 lines without saying why it is one room: crates/tidemark-store/src/postgres/group_commit.rs",
+    "over 450 lines without saying why it is one room: crates/tidemark-store/src/postgres/keys.rs",
+    "over 450 lines without saying why it is one room: crates/tidemark-store/src/postgres/batch.rs",
+    "over 450 lines without saying why it is one room: crates/tidemark-store/src/postgres/mod.rs",
+    "over 450 lines without saying why it is one room: crates/tidemark-store/src/row.rs",
+    "over 450 lines without saying why it is one room: crates/tidemark-store/src/backend.rs",
+    "over 450 lines without saying why it is one room: crates/tidemark-server/src/server.rs",
+    "over 450 lines without saying why it is one room: crates/tidemark/src/serve.rs",
+    "over 450 lines without saying why it is one room: crates/tidemark-service/src/mirror/keeper.rs",
+}
 
 # Per crate, (lower modules, the modules above them they must not use): the
 # storage backends implement the `Backend` traits and never reach up into
@@ -299,6 +329,20 @@ def cycles(graph: Dict[tuple, Set[tuple]]) -> List[List[tuple]]:
     return found
 
 
+def is_test_module(path: pathlib.Path) -> bool:
+    return path.stem == "tests" or "tests" in path.parent.parts
+
+
+def opening_comment(text: str) -> str:
+    """A file's opening `//!` comment, joined into one line of words."""
+    words = []
+    for line in text.splitlines():
+        if not line.startswith("//!"):
+            break
+        words.append(line[3:].strip())
+    return " ".join(words)
+
+
 def crate_dependencies(sections_named=("dependencies]", "build-dependencies]")) -> Dict[str, Set[str]]:
     deps: Dict[str, Set[str]] = {}
     for manifest in sorted((ROOT / "crates").glob("*/Cargo.toml")):
@@ -348,9 +392,13 @@ def violations() -> List[str]:
                             f"layering in {crate.name}: {'::'.join(module)} uses {'::'.join(target)}"
                         )
         for path in crate.files.values():
-            lines = len(path.read_text().splitlines())
+            text = path.read_text()
+            lines = len(text.splitlines())
             if lines > MAX_LINES:
                 found.append(f"over {MAX_LINES} lines: {path.relative_to(ROOT)}")
+            elif lines > ROOM_LINES and crate.name in SHIPPED_CRATES and not is_test_module(path):
+                if "one room" not in opening_comment(text).lower():
+                    found.append(f"over {ROOM_LINES} lines without saying why it is one room: {path.relative_to(ROOT)}")
     deps = crate_dependencies()
     for component in cycles({(k,): {(d,) for d in v} for k, v in deps.items()}):
         found.append("cycle between crates: " + " ".join(m[0] for m in component))

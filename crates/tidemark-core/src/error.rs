@@ -1,5 +1,9 @@
 //! The domain's errors. Each maps to one gRPC code and one `ErrorInfo`
 //! reason (SPEC §7); the mapping lives in the server, exhaustively.
+//!
+//! One room: the enum, its messages and its reasons are read side by side
+//! against SPEC §7's table, and a variant split from its message or reason
+//! is the one that drifts.
 
 use std::fmt;
 use std::time::Duration;

@@ -6,6 +6,9 @@
 //! purpose: a new error variant must be mapped here before it compiles.
 //! Internal errors are logged and replaced by a generic message, so no SQL
 //! text ever reaches a client.
+//!
+//! One room: the exhaustive match is the point, and every arm is checked
+//! against SPEC §7's codes and reasons in one reading.
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,11 +1,11 @@
 //! One parser per request type: a request as its handler uses it, every
 //! field checked (INVALID_ARGUMENT naming each bad one) before anything is
 //! read or changed, and what it touches, so the call's prologue checks the
-//! caller's scope before any work.
+//! caller's scope before any work. The worker protocol's parsers are here;
+//! each operator call's parser sits in its own file under `admin/`, beside
+//! its handler.
 
-mod admin;
-pub(crate) use admin::{ImportState, ImportUpload};
-mod fields;
+pub(crate) mod fields;
 mod worker;
 
 use tidemark_core::TableName;
@@ -44,7 +44,7 @@ pub(crate) fn invalid(v: Violations) -> StoreError {
 }
 
 /// `Ok(value)` when nothing was violated.
-fn checked<T>(v: Violations, value: Option<T>) -> Result<T, StoreError> {
+pub(crate) fn checked<T>(v: Violations, value: Option<T>) -> Result<T, StoreError> {
     match value {
         Some(value) if v.is_empty() => Ok(value),
         _ => Err(invalid(v)),

@@ -1,19 +1,26 @@
-//! ExportState's stream: the snapshot read ahead of the client into a
-//! spool, and a client that takes nothing for too long cut off.
+//! ExportState (SPEC §11 A7): everything tidemark holds of a table (or of
+//! every table) from one snapshot, as a stream read ahead of the client
+//! into a spool; a client that takes nothing for too long is cut off.
 
 use std::time::Duration;
 
+use tidemark_core::TableName;
+use tidemark_core::validate::Violations;
 use tidemark_proto::v1 as pb;
+use tidemark_service::store::StoreError;
 use tokio::sync::OwnedSemaphorePermit;
-use tonic::Status;
+use tonic::{Request, Response, Status};
+
+use crate::admin::AdminService;
+use crate::request::{Parse, Scoped, Touches, checked, fields};
 
 /// What ExportState answers with.
-pub(super) type ExportStream =
+pub(in crate::admin) type ExportStream =
     std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::ExportStateResponse, Status>> + Send + 'static>>;
 
 /// The export's lines, `head` first, as the client's stream; `permit` (one
 /// of the replica's running exports) is held until the stream ends.
-pub(super) fn stream(
+fn stream(
     mut export: tidemark_service::Export,
     head: Vec<String>,
     permit: OwnedSemaphorePermit,
@@ -89,4 +96,49 @@ pub(super) fn stream(
         tokio_stream::wrappers::ReceiverStream::new(receiver),
         tail,
     ))
+}
+
+pub(crate) struct ExportState {
+    pub table: Option<TableName>,
+}
+
+impl Parse for pb::ExportStateRequest {
+    type Parsed = ExportState;
+    fn parse(self) -> Result<ExportState, StoreError> {
+        let mut v = Violations::new();
+        let table = fields::optional(&mut v, &self.table, "table", fields::table_name);
+        checked(v, table.map(|table| ExportState { table }))
+    }
+}
+
+impl Scoped for ExportState {
+    fn touches(&self) -> Touches<'_> {
+        Touches::TableOrAll(self.table.as_ref(), "export the state of")
+    }
+}
+
+pub(in crate::admin) async fn handle(
+    admin: &AdminService,
+    request: Request<pb::ExportStateRequest>,
+) -> Result<Response<ExportStream>, Status> {
+    // Each export holds a permit until its stream ends, however it ends.
+    let Ok(permit) = std::sync::Arc::clone(&admin.running_exports).try_acquire_owned() else {
+        return Err(crate::status::too_many_exports(admin.exports.max_concurrent));
+    };
+    let idle_timeout = admin.exports.idle_timeout;
+    admin
+        .rpcs
+        .handle("ExportState", request, |ctx, req| async move {
+            let mut export = admin.app.export(req.table);
+            // The head comes first: a database that cannot answer is an
+            // error status, not a stream that breaks off.
+            let head = match export.next().await {
+                Some(head) => head?,
+                None => {
+                    return Err(StoreError::Internal("the export sent nothing".into()));
+                }
+            };
+            Ok(stream(export, head, permit, idle_timeout, ctx.request_id.clone()))
+        })
+        .await
 }

@@ -1,13 +1,18 @@
-//! ImportState: the upload gathered with its bounds checked, and the
-//! report as the answer.
+//! ImportState (SPEC §11 A7): the upload gathered with its bounds checked,
+//! parsed, planned or applied, and the report as the answer.
 
+use tidemark_core::validate::Violations;
 use tidemark_proto::v1 as pb;
+use tidemark_service::store::StoreError;
+use tonic::{Request, Response, Status};
 
-use crate::{convert, request};
+use crate::admin::AdminService;
+use crate::convert;
+use crate::request::{Parse, Scoped, Touches, checked};
 
 /// An ImportState call's messages, gathered with their bounds checked (the
 /// parser reports a breach as INVALID_ARGUMENT, like any bad field).
-pub(super) async fn gather_upload(mut stream: tonic::Streaming<pb::ImportStateRequest>) -> request::ImportUpload {
+async fn gather_upload(mut stream: tonic::Streaming<pb::ImportStateRequest>) -> ImportUpload {
     use tidemark_core::validate::FieldViolation;
     let mut settings = None;
     let mut lines = Vec::new();
@@ -18,7 +23,7 @@ pub(super) async fn gather_upload(mut stream: tonic::Streaming<pb::ImportStateRe
             Ok(None) => break,
             Err(status) => {
                 let why = FieldViolation::new("lines", format!("the upload failed: {}", status.message()));
-                return request::ImportUpload {
+                return ImportUpload {
                     settings: Err(why.clone()),
                     lines: Err(why),
                 };
@@ -27,7 +32,7 @@ pub(super) async fn gather_upload(mut stream: tonic::Streaming<pb::ImportStateRe
         match (first, message.settings) {
             (true, s) => settings = Some(s.unwrap_or_default()),
             (false, Some(_)) => {
-                return request::ImportUpload {
+                return ImportUpload {
                     settings: Err(FieldViolation::new(
                         "settings",
                         "only the first message may carry settings",
@@ -43,7 +48,7 @@ pub(super) async fn gather_upload(mut stream: tonic::Streaming<pb::ImportStateRe
             .iter()
             .position(|l| l.len() > tidemark_service::backup::MAX_LINE)
         {
-            return request::ImportUpload {
+            return ImportUpload {
                 settings: Ok(settings.unwrap_or_default()),
                 lines: Err(FieldViolation::new(
                     "lines",
@@ -57,7 +62,7 @@ pub(super) async fn gather_upload(mut stream: tonic::Streaming<pb::ImportStateRe
         }
         lines.extend(message.lines);
         if lines.len() > tidemark_service::backup::MAX_LINES {
-            return request::ImportUpload {
+            return ImportUpload {
                 settings: Ok(settings.unwrap_or_default()),
                 lines: Err(FieldViolation::new(
                     "lines",
@@ -69,7 +74,7 @@ pub(super) async fn gather_upload(mut stream: tonic::Streaming<pb::ImportStateRe
             };
         }
     }
-    request::ImportUpload {
+    ImportUpload {
         settings: Ok(settings.unwrap_or_default()),
         lines: Ok(lines),
     }
@@ -78,7 +83,7 @@ pub(super) async fn gather_upload(mut stream: tonic::Streaming<pb::ImportStateRe
 /// Most keys an import's answer lists.
 const MAX_LISTED_KEYS: usize = 1000;
 
-pub(super) fn response(
+fn response(
     parsed: &tidemark_service::backup::Parsed,
     report: &tidemark_service::store::ImportReport,
 ) -> pb::ImportStateResponse {
@@ -166,4 +171,56 @@ pub(super) fn response(
         });
     }
     response
+}
+
+/// An ImportState call's messages, gathered: the first one's settings and
+/// every line, or why the upload itself is refused.
+pub(crate) struct ImportUpload {
+    pub settings: Result<pb::ImportSettings, tidemark_core::validate::FieldViolation>,
+    pub lines: Result<Vec<String>, tidemark_core::validate::FieldViolation>,
+}
+
+pub(crate) struct ImportState {
+    pub parsed: tidemark_service::backup::Parsed,
+    pub settings: tidemark_service::ImportSettings,
+}
+
+impl Parse for ImportUpload {
+    type Parsed = ImportState;
+    fn parse(self) -> Result<ImportState, StoreError> {
+        let mut v = Violations::new();
+        let settings = self.settings.map_err(|e| v.extend(vec![e])).ok();
+        let lines = self.lines.map_err(|e| v.extend(vec![e])).ok();
+        let parsed = match (settings, lines) {
+            (Some(settings), Some(lines)) if v.is_empty() => Some(ImportState {
+                parsed: tidemark_service::backup::parse(&lines)?,
+                settings: convert::import_settings(&settings),
+            }),
+            _ => None,
+        };
+        checked(v, parsed)
+    }
+}
+impl Scoped for ImportState {
+    fn touches(&self) -> Touches<'_> {
+        // Every table of the file is checked by the handler.
+        Touches::Filtered
+    }
+}
+
+pub(in crate::admin) async fn handle(
+    admin: &AdminService,
+    request: Request<tonic::Streaming<pb::ImportStateRequest>>,
+) -> Result<Response<pb::ImportStateResponse>, Status> {
+    let (metadata, extensions, stream) = request.into_parts();
+    let upload = gather_upload(stream).await;
+    let request = Request::from_parts(metadata, extensions, upload);
+    admin
+        .rpcs
+        .handle("ImportState", request, |ctx, req| async move {
+            let ImportState { parsed, settings } = req;
+            let report = admin.app.import_state(&ctx, &parsed, settings).await?;
+            Ok(response(&parsed, &report))
+        })
+        .await
 }
