@@ -96,9 +96,10 @@ pub struct Committed {
     pub lease_ttl: Duration,
     /// Warnings for the caller.
     pub warnings: Vec<String>,
-    /// Whether the server should log the legacy-offset warning (once per
-    /// lease and snapshot).
-    pub log_legacy_warning: bool,
+    /// Whether this is the lease's first commit of a legacy end offset (no
+    /// `total_splits`) on its snapshot: SPEC C3 records the legacy offset
+    /// once per (lease, snapshot), in the operator's log.
+    pub first_legacy_offset: bool,
     /// Snapshots not yet consumed, when the latest snapshot is known.
     pub lag: Option<i64>,
 }
@@ -181,6 +182,19 @@ pub fn commit_with(
     now: Timestamp,
     refreshes: RefreshHistory,
 ) -> Result<Transition<Committed>, CoreError> {
+    commit_knowing(state, req, now, refreshes, None)
+}
+
+/// [`commit_with`], for a key whose table's latest snapshot the caller
+/// knows from the table's own directory (`directory_latest`: a registered
+/// table, SPEC §9), which the reported lag then counts up to.
+pub fn commit_knowing(
+    state: Option<&KeyState>,
+    req: &CommitBatch,
+    now: Timestamp,
+    refreshes: RefreshHistory,
+    directory_latest: Option<i64>,
+) -> Result<Transition<Committed>, CoreError> {
     let lease = check_lease(state, req.lease_id, req.epoch, now)?;
     let Some(end) = req.end else {
         return Err(CoreError::invalid("end", "the batch's end offset is required"));
@@ -215,14 +229,14 @@ pub fn commit_with(
             previous_next_snapshot: current,
             lease_ttl: lease.ttl,
             warnings: Vec::new(),
-            log_legacy_warning: false,
-            lag: next.lag(),
+            first_legacy_offset: false,
+            lag: commit_lag(&next, req.latest_snapshot, directory_latest),
         };
         return Ok(renewal_only(next, output));
     }
 
     let mut warnings = Vec::new();
-    let mut log_legacy_warning = false;
+    let mut first_legacy_offset = false;
     let (outcome, written) = match target(&end) {
         Target::LegacyOffset => {
             warnings.push(format!(
@@ -231,7 +245,7 @@ pub fn commit_with(
                 end.snapshot_id
             ));
             let lease = next.lease.as_mut().expect("checked lease");
-            log_legacy_warning = lease.legacy_warned_snapshot != Some(end.snapshot_id);
+            first_legacy_offset = lease.legacy_warned_snapshot != Some(end.snapshot_id);
             lease.legacy_warned_snapshot = Some(end.snapshot_id);
             (CommitOutcome::UnchangedLegacyOffset, None)
         }
@@ -295,7 +309,7 @@ pub fn commit_with(
     }
     let lease_ttl = lease.ttl;
     let next_snapshot = next.next_snapshot();
-    let lag = next_snapshot.zip(next.latest_snapshot).and_then(|(n, l)| lag(n, l));
+    let lag = commit_lag(&next, req.latest_snapshot, directory_latest);
     Ok(Transition {
         write: Some(next),
         requires_live_lease: true,
@@ -307,10 +321,22 @@ pub fn commit_with(
             previous_next_snapshot: current,
             lease_ttl,
             warnings,
-            log_legacy_warning,
+            first_legacy_offset,
             lag,
         },
     })
+}
+
+/// The lag a commit reports (SPEC §3, §9), decided here only: for a
+/// registered table, up to the latest snapshot in its directory, or the
+/// worker's report when that is newer; otherwise up to the latest snapshot
+/// the key has seen. `None` without a position.
+fn commit_lag(next: &KeyState, reported: Option<i64>, directory_latest: Option<i64>) -> Option<i64> {
+    let position = next.next_snapshot()?;
+    match directory_latest {
+        Some(directory) => lag(position, directory.max(reported.unwrap_or(0))),
+        None => lag(position, next.latest_snapshot?),
+    }
 }
 
 fn renewal_only(next: KeyState, output: Committed) -> Transition<Committed> {

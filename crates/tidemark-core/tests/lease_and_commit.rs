@@ -553,16 +553,16 @@ fn c3_legacy_offset_writes_nothing_and_warns_logging_once_per_snapshot() {
     assert_eq!(t.output.outcome, CommitOutcome::UnchangedLegacyOffset);
     assert_eq!(t.output.next_snapshot, Some(4));
     assert!(t.output.warnings[0].starts_with("LEGACY_OFFSET:"));
-    assert!(t.output.log_legacy_warning);
+    assert!(t.output.first_legacy_offset);
     assert!(t.events.is_empty());
     let after = t.write.unwrap();
     assert_eq!(after.consumer, state.consumer, "consumer unchanged, updated_at too");
     let t = commit::commit(Some(&after), &req(&after, 2, off(4, 3, false, None)), at(3)).unwrap();
-    assert!(!t.output.log_legacy_warning, "same snapshot: logged once");
+    assert!(!t.output.first_legacy_offset, "same snapshot: logged once");
     assert_eq!(t.output.warnings.len(), 1, "but every response warns");
     let after = t.write.unwrap();
     let t = commit::commit(Some(&after), &req(&after, 3, off(5, 0, false, None)), at(4)).unwrap();
-    assert!(t.output.log_legacy_warning, "a new snapshot is logged again");
+    assert!(t.output.first_legacy_offset, "a new snapshot is logged again");
 }
 
 #[test]
@@ -838,4 +838,57 @@ fn epochs_stop_at_the_ceiling_instead_of_wrapping() {
     let mut max = KeyState::new(key());
     max.epoch = i64::MAX;
     assert_eq!(lease::next_epoch(&max).unwrap_err().reason(), "EPOCH_EXHAUSTED");
+}
+
+#[test]
+fn a_commits_lag_counts_to_the_directorys_latest_or_the_workers_newer_report() {
+    use tidemark_core::RefreshHistory;
+    let state = leased();
+    let lag_of = |latest_reported: Option<i64>, directory: Option<i64>| {
+        let mut request = req(&state, 0, off(4, 0, false, Some(1)));
+        request.latest_snapshot = latest_reported;
+        commit::commit_knowing(Some(&state), &request, at(1), RefreshHistory::Full, directory)
+            .unwrap()
+            .output
+            .lag
+    };
+    // The position is 5 after the commit.
+    assert_eq!(
+        lag_of(Some(6), None),
+        Some(2),
+        "no directory: up to the worker's report"
+    );
+    assert_eq!(lag_of(None, None), None, "nothing known: no lag");
+    assert_eq!(
+        lag_of(Some(6), Some(9)),
+        Some(5),
+        "a registered table: up to its directory's latest"
+    );
+    assert_eq!(
+        lag_of(Some(9), Some(7)),
+        Some(5),
+        "a newer report than the directory's last read counts"
+    );
+    assert_eq!(lag_of(None, Some(7)), Some(3));
+    // A retry of the same batch reports the same lag.
+    let committed = commit::commit_knowing(
+        Some(&state),
+        &req(&state, 0, off(4, 0, false, Some(1))),
+        at(1),
+        RefreshHistory::Full,
+        Some(9),
+    )
+    .unwrap()
+    .write
+    .unwrap();
+    let retried = commit::commit_knowing(
+        Some(&committed),
+        &req(&committed, 0, off(4, 0, false, Some(1))),
+        at(2),
+        RefreshHistory::Full,
+        Some(9),
+    )
+    .unwrap();
+    assert_eq!(retried.output.outcome, CommitOutcome::Duplicate);
+    assert_eq!(retried.output.lag, Some(5));
 }

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use tidemark_core::RecoveryRequest;
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::coordinator_server::Coordinator;
 use tidemark_service::App;
@@ -108,14 +107,6 @@ impl Coordinator for CoordinatorService {
             .handle("CommitBatch", request, |ctx, commit| async move {
                 let (lease_id, epoch) = (commit.lease_id, commit.epoch);
                 let done = self.app.commit(&ctx, &commit).await?;
-                if done.log_legacy_warning {
-                    tracing::warn!(
-                        request_id = %ctx.request_id, %lease_id, epoch, batch_id = commit.batch_id,
-                        snapshot_id = commit.end.map(|e| e.snapshot_id),
-                        "cannot advance the consumer: the end offset has no total_splits (an offset from an older \
-                         checkpoint); the consumer stays unchanged and the snapshot may be replayed"
-                    );
-                }
                 tracing::debug!(
                     %lease_id, epoch, batch_id = commit.batch_id, outcome = done.outcome.as_str(),
                     next_snapshot = done.next_snapshot, "batch committed"
@@ -140,14 +131,7 @@ impl Coordinator for CoordinatorService {
         self.rpcs
             .handle("GetRecoveryPosition", request, |ctx, req| async move {
                 let key = &req.key;
-                let recovery = RecoveryRequest {
-                    startup: req.startup,
-                    ignore_progress: req.ignore_progress,
-                    range: req.range,
-                    checkpoint: req.checkpoint,
-                    on_expired: req.on_expired,
-                };
-                let done = self.app.recover(&ctx, key, recovery, req.lease_id).await?;
+                let done = self.app.recover(&ctx, key, req.recovery, req.lease_id).await?;
                 let (recovered, plan) = (&done.recovered, &done.recovered.plan);
                 tracing::debug!(
                     consumer = %key, source = ?plan.source, start = %plan.start, pinned = recovered.pinned,

@@ -140,7 +140,7 @@ impl Tables {
         };
         Some(Lag {
             latest,
-            snapshots: registered_lag(next_snapshot, latest, None),
+            snapshots: tidemark_core::state::lag(next_snapshot, latest),
             waited,
         })
     }
@@ -257,14 +257,6 @@ impl Tables {
     pub(crate) async fn table_if_readable(&self, table: &TableName) -> Option<Registered> {
         self.table(table).await.ok().flatten()
     }
-}
-
-/// A consumer's lag on a registered table: up to the latest snapshot in
-/// the table's directory, or what the worker reported when that is newer
-/// (SPEC §9: a registered table's snapshots come from its directory, not
-/// only from what the last worker saw).
-pub(crate) fn registered_lag(next_snapshot: i64, directory_latest: i64, reported: Option<i64>) -> Option<i64> {
-    tidemark_core::state::lag(next_snapshot, directory_latest.max(reported.unwrap_or(0)))
 }
 
 /// The range to plan a recovery with: for a registered table, the one its

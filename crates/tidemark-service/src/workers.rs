@@ -10,7 +10,7 @@ use tidemark_store::{CallContext, StoreError};
 use uuid::Uuid;
 
 use crate::app::App;
-use crate::tables::{Registered, recovery_range, registered_lag};
+use crate::tables::{Registered, recovery_range};
 
 /// A recovery's answer.
 #[derive(Debug, Clone)]
@@ -101,15 +101,26 @@ impl App {
 
     /// CommitBatch (SPEC §3): the store's commit; for a registered table the
     /// lag counts up to the latest snapshot in its directory (read in the
-    /// background, never waited for), not only to what the worker reported.
+    /// background, never waited for), not only to what the worker reported
+    /// (core's `commit_knowing` decides it).
     pub async fn commit(&self, ctx: &CallContext, commit: &CommitBatch) -> Result<Committed, StoreError> {
         if tidemark_core::mutant!("mirror_before_durable") {
             self.mirror_before_durable(commit).await;
         }
-        let mut done = self.store.commit_batch(ctx, commit).await?;
-        let directory_latest = self.tables.last_known_latest(&done.key.table, done.key.branch.as_str());
-        if let (Some(next), Some(latest)) = (done.next_snapshot, directory_latest) {
-            done.lag = registered_lag(next, latest, commit.latest_snapshot);
+        let tables = &self.tables;
+        let done = self
+            .store
+            .commit_batch_knowing(ctx, commit, |key| {
+                tables.last_known_latest(&key.table, key.branch.as_str())
+            })
+            .await?;
+        if done.first_legacy_offset {
+            tracing::warn!(
+                request_id = %ctx.request_id, lease_id = %commit.lease_id, epoch = commit.epoch,
+                batch_id = commit.batch_id, snapshot_id = commit.end.map(|e| e.snapshot_id),
+                "cannot advance the consumer: the end offset has no total_splits (an offset from an older \
+                 checkpoint); the consumer stays unchanged and the snapshot may be replayed"
+            );
         }
         Ok(done)
     }

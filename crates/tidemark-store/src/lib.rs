@@ -23,6 +23,7 @@ pub mod sqlite;
 mod stamp;
 mod stats;
 mod store;
+mod workers;
 
 use std::sync::Arc;
 

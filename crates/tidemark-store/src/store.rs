@@ -5,9 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
 
-use tidemark_core::commit::{self, CommitBatch, Committed, RefreshHistory};
-use tidemark_core::lease::{self, Acquired, LeasePolicy, LeaseRequest};
-use tidemark_core::recovery::{self, Recovered, RecoveryRequest};
+use tidemark_core::commit::RefreshHistory;
+use tidemark_core::lease::LeasePolicy;
 use tidemark_core::{ConsumerKey, CoreError, KeyState, Timestamp, Transition};
 use uuid::Uuid;
 
@@ -45,9 +44,9 @@ pub(crate) fn statement_span(backend: &dyn Backend, operation: &'static str) -> 
 #[derive(Debug, Clone)]
 pub struct Store {
     backend: Arc<dyn Backend>,
-    policy: LeasePolicy,
+    pub(crate) policy: LeasePolicy,
     leases: Arc<LeaseCache>,
-    refreshes: RefreshHistory,
+    pub(crate) refreshes: RefreshHistory,
     unavailable: UnavailableSignal,
 }
 
@@ -289,98 +288,6 @@ impl Store {
         let stamped = crate::stamp::restamp(state, loaded.state.as_ref(), loaded.now, written_at);
         self.leases.remember(stamped, version, &loaded.options, written_at);
         Ok(Some(written_at))
-    }
-
-    /// L1–L4: takes the key's lease for `holder`.
-    pub async fn acquire_lease(
-        &self,
-        ctx: &CallContext,
-        key: &ConsumerKey,
-        holder: &str,
-        ttl: Option<Duration>,
-    ) -> Result<Acquired, StoreError> {
-        self.apply_restamped(
-            FindKey::Key(key),
-            ctx,
-            |loaded| {
-                let request = LeaseRequest {
-                    holder,
-                    principal: &ctx.principal,
-                    ttl,
-                    lease_id: Uuid::now_v7(),
-                };
-                lease::acquire(
-                    loaded.state.as_ref(),
-                    key,
-                    request,
-                    &self.policy,
-                    loaded.options.expiration,
-                    loaded.now,
-                )
-            },
-            |acquired, decided, written| {
-                // The grant as stored: stamped when it landed.
-                let stamped = KeyState {
-                    lease: Some(acquired.lease.clone()),
-                    ..KeyState::new(key.clone())
-                };
-                if let Some(lease) = crate::stamp::restamp(&stamped, None, decided, written).lease {
-                    acquired.lease = lease;
-                }
-            },
-        )
-        .await
-    }
-
-    /// L5: renews a live lease; returns the time left.
-    pub async fn renew_lease(
-        &self,
-        ctx: &CallContext,
-        lease_id: Uuid,
-        epoch: i64,
-        ttl: Option<Duration>,
-    ) -> Result<Duration, StoreError> {
-        self.apply(FindKey::Lease(lease_id), ctx, |loaded| {
-            lease::renew(loaded.state.as_ref(), lease_id, epoch, ttl, &self.policy, loaded.now)
-        })
-        .await
-    }
-
-    /// L6: releases a lease; `true` when it was live.
-    pub async fn release_lease(&self, ctx: &CallContext, lease_id: Uuid, epoch: i64) -> Result<bool, StoreError> {
-        self.apply(FindKey::Lease(lease_id), ctx, |loaded| {
-            Ok(lease::release(loaded.state.as_ref(), lease_id, epoch, loaded.now))
-        })
-        .await
-    }
-
-    /// C1–C7: records a committed micro-batch.
-    pub async fn commit_batch(&self, ctx: &CallContext, req: &CommitBatch) -> Result<Committed, StoreError> {
-        self.apply(FindKey::Lease(req.lease_id), ctx, |loaded| {
-            commit::commit_with(loaded.state.as_ref(), req, loaded.now, self.refreshes)
-        })
-        .await
-    }
-
-    /// R1–R4 (+ E5 pin when `lease_id` is given): where the key's query
-    /// resumes.
-    pub async fn recovery_position(
-        &self,
-        ctx: &CallContext,
-        key: &ConsumerKey,
-        req: &RecoveryRequest,
-        lease_id: Option<Uuid>,
-    ) -> Result<Recovered, StoreError> {
-        self.apply(FindKey::Key(key), ctx, |loaded| {
-            recovery::recover(
-                loaded.state.as_ref(),
-                req,
-                lease_id,
-                loaded.options.expiration,
-                loaded.now,
-            )
-        })
-        .await
     }
 
     /// The key `find` names, as stored now (see [`crate::KeyStore::load`]).

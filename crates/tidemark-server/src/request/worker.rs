@@ -3,9 +3,7 @@
 use std::time::Duration;
 
 use tidemark_core::validate::Violations;
-use tidemark_core::{
-    BranchName, CommitBatch, ConsumerKey, LoggedBatch, OnExpired, SnapshotRange, StartupMode, TableName,
-};
+use tidemark_core::{BranchName, CommitBatch, ConsumerKey, RecoveryRequest, TableName};
 use tidemark_proto::v1 as pb;
 use tidemark_service::store::{MAX_PAGE, StoreError};
 use uuid::Uuid;
@@ -122,11 +120,10 @@ impl Scoped for CommitBatch {
 
 pub(crate) struct GetRecoveryPosition {
     pub key: ConsumerKey,
-    pub startup: StartupMode,
-    pub ignore_progress: bool,
-    pub range: SnapshotRange,
-    pub checkpoint: Option<LoggedBatch>,
-    pub on_expired: OnExpired,
+    /// The recovery as the worker asks for it, built once here (the range
+    /// is the worker's view; the application plans a registered table with
+    /// its directory's).
+    pub recovery: RecoveryRequest,
     pub lease_id: Option<Uuid>,
 }
 
@@ -153,11 +150,13 @@ impl Parse for pb::GetRecoveryPositionRequest {
         let parsed = match (key, startup, range, checkpoint, on_expired) {
             (Some(key), Some(startup), Some(range), Some(checkpoint), Some(on_expired)) => Some(GetRecoveryPosition {
                 key,
-                startup,
-                ignore_progress: self.ignore_progress,
-                range,
-                checkpoint,
-                on_expired,
+                recovery: RecoveryRequest {
+                    startup,
+                    ignore_progress: self.ignore_progress,
+                    range,
+                    checkpoint,
+                    on_expired,
+                },
                 lease_id: lease_id.flatten(),
             }),
             _ => None,

@@ -533,7 +533,7 @@ pub(crate) async fn legacy_offsets_are_logged_once_per_snapshot(db: &TestDb) {
             .unwrap();
         assert_eq!(c.outcome, CommitOutcome::UnchangedLegacyOffset);
         assert_eq!(c.warnings.len(), 1);
-        logged.push(c.log_legacy_warning);
+        logged.push(c.first_legacy_offset);
     }
     assert_eq!(logged, [true, false, true]);
 }
