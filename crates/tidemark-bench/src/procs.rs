@@ -63,7 +63,7 @@ pub(crate) fn memory_kib(pid: u32) -> Option<(u64, u64)> {
 /// The environment deploy/Dockerfile gives the server: mimalloc returns
 /// freed pages to the kernel at once rather than 10 ms later, about 1 MiB
 /// less resident at 1,000 connections for no measurable CPU
-/// (docs/performance.md, "Step 6").
+/// (docs/bench/HISTORY.md, "Step 6").
 const IMAGE_ENV: &[(&str, &str)] = &[("MIMALLOC_PURGE_DELAY", "0")];
 
 /// A `tidemark serve` process for the benchmark: sweeper off, long leases,

@@ -21,7 +21,7 @@ use token::TokenCommand;
 /// mimalloc rather than glibc's malloc: a call allocates and frees many
 /// small buffers across threads (h2 frames, protobuf messages, query
 /// arguments), and glibc's allocator took about a tenth of the server's CPU
-/// at 16 committing workers (docs/performance.md, "Step 4").
+/// at 16 committing workers (docs/bench/HISTORY.md, "Step 4").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

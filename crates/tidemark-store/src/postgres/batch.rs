@@ -21,7 +21,7 @@
 //! closed-loop callers split into two cohorts that alternate, each paying a
 //! statement's fixed cost for half the writes; with it they ride one
 //! statement, and where the database is what everybody shares, its CPU per
-//! write is what decides how much it carries (docs/performance.md, step 7).
+//! write is what decides how much it carries (docs/bench/HISTORY.md, step 7).
 
 use std::collections::VecDeque;
 use std::future::Future;

@@ -40,7 +40,7 @@ const MAX_BATCH: usize = 64;
 
 /// Commit statements do not wait for more writes by default: waiting cuts
 /// Postgres's CPU per commit by a third or more, but slows workers that
-/// commit in a closed loop (docs/performance.md, step 7).
+/// commit in a closed loop (docs/bench/HISTORY.md, step 7).
 pub(crate) const DEFAULT_WAIT: Duration = Duration::ZERO;
 
 /// Metric names (Prometheus, through the `metrics` facade).
@@ -369,7 +369,7 @@ pub(super) async fn write_one_event_unless_locked(pool: &Db, write: &OneEventWri
 /// its own conditions hold, with its history row. Per write: whether its
 /// row was locked, and whether it was written.
 ///
-/// Why it is shaped so (docs/performance.md, "Step 3"):
+/// Why it is shaped so (docs/bench/HISTORY.md, "Step 3"):
 /// - The lock is a lateral lookup per key: as a join, the planner hashed a
 ///   sequential scan of `consumer_keys` whenever its statistics were young
 ///   or the table small, and that scan read every dead version on its
