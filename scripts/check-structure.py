@@ -47,6 +47,7 @@ MAX_LINES = 600
 SHIPPED_CRATES = {
     "tidemark",
     "tidemark-client",
+    "tidemark-console",
     "tidemark-core",
     "tidemark-paimon",
     "tidemark-proto",

@@ -123,10 +123,24 @@ impl TestServer {
         let (stop, stopped) = oneshot::channel::<()>();
         let serving = store.clone();
         let task = tokio::spawn(async move {
+            let front_door = console.map(|listener| -> tidemark_server::FrontDoor {
+                Box::new(move |shared| {
+                    let settings = tidemark_console::ConsoleSettings::default();
+                    tidemark_console::start(
+                        listener,
+                        &settings,
+                        shared.app,
+                        shared.auth,
+                        shared.tls,
+                        shared.errors,
+                        shared.stop,
+                    )
+                })
+            });
             let listeners = tidemark_server::Listeners {
                 grpc: listener,
                 health,
-                console,
+                front_door,
             };
             tidemark_server::serve_listeners(config, serving, listeners, async {
                 let _ = stopped.await;

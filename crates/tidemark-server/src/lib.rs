@@ -9,7 +9,6 @@
 mod admin;
 pub mod auth;
 mod call;
-pub mod console;
 mod context;
 mod convert;
 mod coordinator;
@@ -27,6 +26,7 @@ pub use admin::{AdminService, ExportLimits};
 pub use coordinator::CoordinatorService;
 pub use retention::RetentionService;
 pub use server::{
-    Listeners, READINESS_SERVICE, ServeError, ServerConfig, VERSION_HEADER, serve, serve_listeners, serve_with_health,
+    FrontDoor, Listeners, READINESS_SERVICE, ServeError, ServerConfig, SharedWithFrontDoor, VERSION_HEADER, serve,
+    serve_listeners, serve_with_health,
 };
 pub use tls::TlsSettings;

@@ -2,13 +2,14 @@
 //! reflection, tower layers, readiness tracking and graceful shutdown.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tidemark_proto::v1::admin_server::AdminServer;
 use tidemark_proto::v1::coordinator_server::CoordinatorServer;
 use tidemark_proto::v1::retention_server::RetentionServer;
 use tidemark_service::App;
-use tidemark_service::store::Store;
+use tidemark_service::store::{Store, StoreError};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
@@ -98,8 +99,6 @@ pub struct ServerConfig {
     pub tls: Option<TlsSettings>,
     /// Files to re-read for new credentials and certificates.
     pub reload: Option<ReloadSettings>,
-    /// The console's settings (it runs when given a listener).
-    pub console: crate::console::ConsoleSettings,
 }
 
 impl Default for ServerConfig {
@@ -128,7 +127,6 @@ impl Default for ServerConfig {
             auth: SharedAuth::new(AuthConfig::default()),
             tls: None,
             reload: None,
-            console: crate::console::ConsoleSettings::default(),
         }
     }
 }
@@ -175,23 +173,73 @@ pub async fn serve_with_health(
     let listeners = Listeners {
         grpc: listener,
         health: health_listener,
-        console: None,
+        front_door: None,
     };
     serve_listeners(config, store, listeners, shutdown).await
 }
 
 /// The ports a replica serves.
-#[derive(Debug)]
 pub struct Listeners {
     /// The gRPC API.
     pub grpc: TcpListener,
     /// `grpc.health.v1` alone, in plaintext.
     pub health: Option<TcpListener>,
-    /// The operators' console (HTTP, or HTTPS with the server's TLS).
-    pub console: Option<TcpListener>,
+    /// Another front door on the same application, such as the operators'
+    /// console (`tidemark-console`), which owns its own listener.
+    pub front_door: Option<FrontDoor>,
 }
 
-/// [`serve_with_health`], plus the console on its own listener.
+impl std::fmt::Debug for Listeners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listeners")
+            .field("grpc", &self.grpc)
+            .field("health", &self.health)
+            .field("front_door", &self.front_door.is_some())
+            .finish()
+    }
+}
+
+/// A front door served beside the gRPC API (the console): started once the
+/// replica's application exists, with what it shares with the gRPC API;
+/// it ends when `stop` is cancelled (the replica stops accepting calls),
+/// and the replica waits for it before it exits. The server knows nothing
+/// else of it, so it depends on no front door's crate.
+pub type FrontDoor = Box<dyn FnOnce(SharedWithFrontDoor) -> tokio::task::JoinHandle<()> + Send>;
+
+/// What a front door shares with the gRPC API.
+pub struct SharedWithFrontDoor {
+    /// The replica's one application (its registered tables and caches).
+    pub app: App,
+    /// The credentials in force, reloaded with the gRPC API's.
+    pub auth: SharedAuth,
+    /// The TLS configuration to serve HTTPS with, as it stands at each
+    /// handshake (reloaded with the gRPC API's); `None`: plaintext.
+    pub tls: Option<Arc<dyn Fn() -> Arc<tokio_rustls::rustls::ServerConfig> + Send + Sync>>,
+    /// How the gRPC API answers an error: its code number and message (the
+    /// one mapping, [`crate::status::store_status`]).
+    pub errors: fn(StoreError) -> (i32, String),
+    /// Cancelled when the replica stops accepting calls.
+    pub stop: CancellationToken,
+}
+
+impl std::fmt::Debug for SharedWithFrontDoor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedWithFrontDoor")
+            .field("app", &self.app)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The gRPC API's answer to `err`, for a front door: the code's number and
+/// the message (never SQL text).
+fn front_door_error(err: StoreError) -> (i32, String) {
+    let status = crate::status::store_status(err, "front door");
+    (status.code() as i32, status.message().to_owned())
+}
+
+/// [`serve_with_health`], plus a front door (the console) on its own
+/// listener.
 pub async fn serve_listeners(
     config: ServerConfig,
     store: Store,
@@ -201,7 +249,7 @@ pub async fn serve_listeners(
     let Listeners {
         grpc: listener,
         health: health_listener,
-        console: console_listener,
+        front_door,
     } = listeners;
     let (reporter, health) = tonic_health::server::health_reporter();
     set_all(&reporter, ServingStatus::Serving).await;
@@ -304,14 +352,18 @@ pub async fn serve_listeners(
         // request timeout, which is the grace.
         builder = builder.max_connection_age(age);
     }
-    let console_task = console_listener.map(|console_listener| {
-        let router = crate::console::router(app.clone(), config.auth.clone(), &config.console);
-        tokio::spawn(crate::console::serve(
-            console_listener,
-            router,
-            tls.clone(),
-            stop_accepting.clone(),
-        ))
+    let console_task = front_door.map(|start| {
+        start(SharedWithFrontDoor {
+            app: app.clone(),
+            auth: config.auth.clone(),
+            tls: tls.clone().map(|tls| {
+                let current: Arc<dyn Fn() -> Arc<tokio_rustls::rustls::ServerConfig> + Send + Sync> =
+                    Arc::new(move || tls.console());
+                current
+            }),
+            errors: front_door_error,
+            stop: stop_accepting.clone(),
+        })
     });
     let health_task = match health_listener {
         Some(health_listener) => {

@@ -14,6 +14,7 @@
 //! Depends on the store and the Paimon crate; never on tonic or the protos.
 
 mod app;
+pub mod auth;
 pub mod backup;
 mod gauges;
 pub mod metrics;

@@ -103,7 +103,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "TIDEMARK_CONSOLE_LISTEN", default_value = "off")]
     console_listen: MetricsListen,
     /// How often console pages refresh themselves ("0s": never).
-    #[arg(long, env = "TIDEMARK_CONSOLE_REFRESH", default_value_t = HumanDuration(tidemark_server::console::ConsoleSettings::default().refresh))]
+    #[arg(long, env = "TIDEMARK_CONSOLE_REFRESH", default_value_t = HumanDuration(tidemark_console::ConsoleSettings::default().refresh))]
     console_refresh: HumanDuration,
     /// Prometheus /metrics address ("off" to disable).
     #[arg(long, env = "TIDEMARK_METRICS_LISTEN", default_value = "127.0.0.1:9464")]
@@ -341,15 +341,30 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         auth: SharedAuth::new(auth),
         tls,
         reload,
-        console: tidemark_server::console::ConsoleSettings {
-            refresh: args.console_refresh.0,
-        },
         ..server_config(&args)
     };
+    // The console is its own crate: the server hands it the application,
+    // the credentials and TLS it shares, and when to stop.
+    let console = tidemark_console::ConsoleSettings {
+        refresh: args.console_refresh.0,
+    };
+    let front_door = console_listener.map(|listener| -> tidemark_server::FrontDoor {
+        Box::new(move |shared| {
+            tidemark_console::start(
+                listener,
+                &console,
+                shared.app,
+                shared.auth,
+                shared.tls,
+                shared.errors,
+                shared.stop,
+            )
+        })
+    });
     let listeners = tidemark_server::Listeners {
         grpc: listener,
         health: health_listener,
-        console: console_listener,
+        front_door,
     };
     tidemark_server::serve_listeners(config, store, listeners, shutdown_signal()).await?;
     backend.close().await;

@@ -9,9 +9,9 @@ use tonic::Status;
 use tonic::body::Body;
 use tonic_types::{ErrorDetails, StatusExt};
 
-use super::config::{AuthConfig, Authenticated, Grant, SharedAuth};
 use super::policy::{MethodAccess, access};
 use crate::status::ERROR_DOMAIN;
+use tidemark_service::auth::{AuthConfig, Authenticated, Grant, SharedAuth};
 
 /// Why a call was refused before its handler.
 #[derive(Debug)]

@@ -14,9 +14,10 @@
 //! Health (and, unless told otherwise, reflection) stays open: Kubernetes
 //! probes cannot send credentials.
 
-mod config;
 mod layer;
 mod policy;
 
-pub use config::{AuthConfig, Authenticated, Grant, Role, SharedAuth, hash_token, hex, mint_token};
+// The credentials themselves are the application's (the console reads them
+// too); re-exported where the server's users have always found them.
 pub use layer::{AuthLayer, AuthService};
+pub use tidemark_service::auth::{AuthConfig, Authenticated, Grant, Role, SharedAuth, hash_token, hex, mint_token};

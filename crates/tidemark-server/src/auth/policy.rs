@@ -1,6 +1,6 @@
 //! Which roles may call which gRPC method: the one table of it.
 
-use super::config::Role;
+use tidemark_service::auth::Role;
 
 /// Who may call a gRPC path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

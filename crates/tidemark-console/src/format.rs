@@ -7,7 +7,12 @@ use tidemark_core::{ConsumerKey, Timestamp};
 
 /// An instant as RFC 3339 (UTC).
 pub(super) fn instant(t: Timestamp) -> String {
-    crate::convert::timestamp(t).to_string()
+    let micros = t.as_micros();
+    prost_types::Timestamp {
+        seconds: micros.div_euclid(1_000_000),
+        nanos: i32::try_from(micros.rem_euclid(1_000_000) * 1_000).unwrap_or(0),
+    }
+    .to_string()
 }
 
 /// A duration in its two largest units: `45s`, `3m 12s`, `2h 5m`, `4d 3h`.

@@ -1,5 +1,7 @@
-//! The credential file's format (tokens by SHA-256, certificate rules),
-//! roles and table scopes, and the credentials in force ([`SharedAuth`]).
+//! Who may call what (SPEC §7): the credential file's format (tokens by
+//! SHA-256, certificate rules), roles and table scopes, and the credentials
+//! in force ([`SharedAuth`]). Shared by every front door: the gRPC server's
+//! tower layer decides each call with it, the console each sign-in.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -54,7 +56,7 @@ impl Grant {
     }
 }
 
-/// The caller of a request, as established by [`super::AuthLayer`]; handlers read
+/// The caller of a request, as established by the server's auth layer; handlers read
 /// it from the request extensions.
 #[derive(Debug, Clone)]
 pub struct Authenticated(pub Arc<Grant>);
@@ -344,7 +346,7 @@ fn parse_hash(text: &str) -> Option<[u8; 32]> {
 }
 
 /// The credentials in force; cheap to read on every call, replaced whole by
-/// a reload (`crate::reload`).
+/// a reload (the server's `reload` module).
 #[derive(Debug, Clone)]
 pub struct SharedAuth(Arc<ArcSwap<AuthConfig>>);
 

@@ -389,13 +389,14 @@ pub(super) struct SignInPage {
 }
 
 /// The status of an error page.
-pub(super) fn error_status(code: tonic::Code) -> StatusCode {
+pub(super) fn error_status(code: i32) -> StatusCode {
+    // google.rpc.Code numbers.
     match code {
-        tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
-        tonic::Code::NotFound => StatusCode::NOT_FOUND,
-        tonic::Code::PermissionDenied => StatusCode::FORBIDDEN,
-        tonic::Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        tonic::Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        3 => StatusCode::BAD_REQUEST,          // INVALID_ARGUMENT
+        5 => StatusCode::NOT_FOUND,            // NOT_FOUND
+        7 => StatusCode::FORBIDDEN,            // PERMISSION_DENIED
+        14 => StatusCode::SERVICE_UNAVAILABLE, // UNAVAILABLE
+        4 => StatusCode::GATEWAY_TIMEOUT,      // DEADLINE_EXCEEDED
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

@@ -18,6 +18,7 @@ mod pages;
 mod picture;
 mod session;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use askama::Template;
@@ -35,15 +36,23 @@ use tidemark_service::store::StoreError;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::SharedAuth;
-use crate::tls::SharedTls;
 use pages::{Chrome, ErrorPage, SignInPage, error_status};
 use session::{Refusal, Sessions, Viewer};
+use tidemark_service::auth::SharedAuth;
 
 /// What every page is sent with: only this server's own files may run or
 /// style it, nothing may frame it, and forms post only to it.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
      connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// How the gRPC API answers an error, as the console shows it: the status
+/// code (a `google.rpc.Code` number) and the message, never SQL text. The
+/// server's one mapping from errors to statuses supplies it.
+pub type ErrorAnswer = fn(StoreError) -> (i32, String);
+
+/// The TLS configuration the console serves HTTPS with, as it stands now
+/// (the server's, reloaded with it).
+pub type TlsConfig = Arc<dyn Fn() -> Arc<tokio_rustls::rustls::ServerConfig> + Send + Sync>;
 
 /// The console's settings.
 #[derive(Debug, Clone)]
@@ -73,6 +82,7 @@ fn table_and_branch(table: &str, table_field: &str, branch: &str) -> Result<(Tab
 pub(crate) struct Console {
     app: App,
     auth: SharedAuth,
+    errors: ErrorAnswer,
     sessions: Sessions,
     refresh: Duration,
 }
@@ -154,13 +164,8 @@ impl Console {
 
     /// The error the gRPC API would give, as a page (never SQL text).
     fn store_error(&self, viewer: &Viewer, err: StoreError) -> Response {
-        let status = crate::status::store_status(err, "console");
-        self.error_page(
-            viewer,
-            error_status(status.code()),
-            "The request failed",
-            status.message().to_owned(),
-        )
+        let (code, message) = (self.errors)(err);
+        self.error_page(viewer, error_status(code), "The request failed", message)
     }
 }
 
@@ -320,11 +325,13 @@ async fn secure_headers(request: axum::extract::Request, next: axum::middleware:
     response
 }
 
-/// The console's routes over `app`.
-pub(crate) fn router(app: App, auth: SharedAuth, settings: &ConsoleSettings) -> Router {
+/// The console's routes over `app`, its callers checked against `auth`,
+/// errors answered as `errors` says the gRPC API would.
+pub fn router(app: App, auth: SharedAuth, settings: &ConsoleSettings, errors: ErrorAnswer) -> Router {
     let console = Console {
         app,
         auth,
+        errors,
         sessions: Sessions::default(),
         refresh: settings.refresh,
     };
@@ -341,8 +348,22 @@ pub(crate) fn router(app: App, auth: SharedAuth, settings: &ConsoleSettings) -> 
         .with_state(console)
 }
 
+/// The console on `listener` over `app`, as [`router`] and [`serve`]
+/// make it, running until `stop`.
+pub fn start(
+    listener: TcpListener,
+    settings: &ConsoleSettings,
+    app: App,
+    auth: SharedAuth,
+    tls: Option<TlsConfig>,
+    errors: ErrorAnswer,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(serve(listener, router(app, auth, settings, errors), tls, stop))
+}
+
 /// Serves `router` on `listener` (HTTPS with `tls`) until `stop`.
-pub(crate) async fn serve(listener: TcpListener, router: Router, tls: Option<SharedTls>, stop: CancellationToken) {
+pub async fn serve(listener: TcpListener, router: Router, tls: Option<TlsConfig>, stop: CancellationToken) {
     let service = TowerToHyperService::new(router);
     loop {
         let (stream, peer) = tokio::select! {
@@ -361,7 +382,7 @@ pub(crate) async fn serve(listener: TcpListener, router: Router, tls: Option<Sha
             let builder = hyper::server::conn::http1::Builder::new();
             let served = match tls {
                 Some(tls) => {
-                    let acceptor = tokio_rustls::TlsAcceptor::from(tls.console());
+                    let acceptor = tokio_rustls::TlsAcceptor::from(tls());
                     match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
                         Ok(Ok(stream)) => {
                             let connection = builder.serve_connection(TokioIo::new(stream), service);

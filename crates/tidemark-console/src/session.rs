@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use http::HeaderMap;
 use tidemark_core::{TableName, TableScope};
 
-use crate::auth::{Grant, Role, SharedAuth, hex};
+use tidemark_service::auth::{Grant, Role, SharedAuth, hex};
 
 /// The session cookie's name.
 pub(super) const COOKIE: &str = "tidemark_console";
@@ -187,7 +187,7 @@ pub(super) fn identify(auth: &SharedAuth, sessions: &Sessions, headers: &HeaderM
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{AuthConfig, hash_token};
+    use tidemark_service::auth::{AuthConfig, hash_token};
 
     fn auth(tokens: &[(&str, &str, &str)]) -> SharedAuth {
         let text: String = tokens
