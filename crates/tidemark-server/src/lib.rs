@@ -9,10 +9,13 @@
 mod admin;
 pub mod auth;
 mod call;
+mod config;
 mod context;
 mod convert;
 mod coordinator;
+mod front_door;
 pub mod metrics;
+mod readiness;
 pub mod reload;
 mod request;
 mod retention;
@@ -23,10 +26,10 @@ pub mod status;
 pub mod tls;
 
 pub use admin::{AdminService, ExportLimits};
+pub use config::ServerConfig;
 pub use coordinator::CoordinatorService;
+pub use front_door::{FrontDoor, Listeners, SharedWithFrontDoor};
+pub use readiness::READINESS_SERVICE;
 pub use retention::RetentionService;
-pub use server::{
-    FrontDoor, Listeners, READINESS_SERVICE, ServeError, ServerConfig, SharedWithFrontDoor, VERSION_HEADER, serve,
-    serve_listeners, serve_with_health,
-};
+pub use server::{ServeError, VERSION_HEADER, serve, serve_listeners, serve_with_health};
 pub use tls::TlsSettings;

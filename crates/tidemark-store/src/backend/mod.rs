@@ -13,6 +13,13 @@ use uuid::Uuid;
 
 use crate::error::StoreError;
 
+mod paimon;
+mod state;
+
+pub use paimon::{MirrorEntry, MirrorState, MirrorTask, PaimonStore, RegisteredTable};
+pub(crate) use state::send_key_page;
+pub use state::{ExportPart, StateStore};
+
 /// Most rows one listing or explanation returns.
 pub const MAX_PAGE: i64 = 1000;
 
@@ -236,73 +243,6 @@ pub struct PruneRun {
     pub caught_up: bool,
 }
 
-/// A Paimon table registered with its storage location (SPEC §9).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegisteredTable {
-    /// The table.
-    pub table: TableName,
-    /// Its directory: an absolute path, `file://` or `s3://` URL.
-    pub location: String,
-    /// When it was registered.
-    pub registered_at: Timestamp,
-    /// Who registered it.
-    pub registered_by: String,
-    /// The table's identity when it was registered (SPEC §9); `None` for
-    /// registrations older than identities.
-    pub identity: Option<String>,
-}
-
-/// A consumer or a live full-scan pin of a registered table, as the mirror
-/// keeper checks its file against the database.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MirrorEntry {
-    /// The key.
-    pub key: ConsumerKey,
-    /// Its table's location.
-    pub location: String,
-    /// The consumer's position (`None`: the key only has a pin).
-    pub next_snapshot: Option<i64>,
-    /// The consumer's last refresh.
-    pub updated_at: Option<Timestamp>,
-    /// What tidemark last wrote to the consumer's file.
-    pub mirrored_next: Option<i64>,
-    /// Whether tidemark keeps the consumer (E2: unexpired, or a live lease).
-    pub kept: bool,
-    /// A live lease's full-scan pin: the lease and the pinned snapshot.
-    pub pin: Option<(Uuid, i64)>,
-    /// The key's latest lease (live or not), which names its pin file.
-    pub lease: Option<Uuid>,
-}
-
-/// A consumer of a registered table whose Paimon file does not show what
-/// the database holds (or that has not been refreshed for a while).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MirrorTask {
-    /// The consumer.
-    pub key: ConsumerKey,
-    /// Its table's location.
-    pub location: String,
-    /// The position to write; `None`: delete the file (no consumer).
-    pub next_snapshot: Option<i64>,
-    /// The consumer's updated_at the file will reflect.
-    pub updated_at: Option<Timestamp>,
-}
-
-/// What a consumer's Paimon file shows, as last written by tidemark.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct MirrorState {
-    /// The position in the file; `None` once deleted.
-    pub mirrored_next: Option<i64>,
-    /// The consumer's updated_at the file reflects.
-    pub mirrored_updated_at: Option<Timestamp>,
-    /// When the file was last written or deleted.
-    pub mirrored_at: Option<Timestamp>,
-    /// Consecutive failed attempts.
-    pub failures: i32,
-    /// The last attempt's error.
-    pub last_error: Option<String>,
-}
-
 /// A database tidemark can keep its state in: the four concerns below, and
 /// the database itself.
 ///
@@ -420,103 +360,4 @@ pub trait OptionsStore: Send + Sync + 'static {
         options: &TableOptions,
         ctx: &CallContext,
     ) -> Result<bool, StoreError>;
-}
-
-/// The Paimon registry (SPEC §9) and what the mirror wrote to its files.
-#[async_trait]
-pub trait PaimonStore: Send + Sync + 'static {
-    /// Registers (or moves) a Paimon table's location. A move forgets what
-    /// was mirrored, so every consumer file is written at the new place.
-    async fn register_table(
-        &self,
-        table: &TableName,
-        location: &str,
-        identity: Option<&str>,
-        ctx: &CallContext,
-    ) -> Result<(), StoreError>;
-
-    /// Records the identity of a table registered before identities were
-    /// kept (only while it has none, and only at that location).
-    async fn set_table_identity(&self, table: &TableName, location: &str, identity: &str) -> Result<(), StoreError>;
-
-    /// Forgets a table's registration and mirror state (its files stay);
-    /// `false` when it was not registered.
-    async fn unregister_table(&self, table: &TableName) -> Result<bool, StoreError>;
-
-    /// Registered tables, by name.
-    async fn registered_tables(&self) -> Result<Vec<RegisteredTable>, StoreError>;
-
-    /// Every consumer and live full-scan pin of registered tables, with what
-    /// the mirror last wrote, from one consistent read.
-    async fn mirror_inventory(&self) -> Result<Vec<MirrorEntry>, StoreError>;
-
-    /// Up to `limit` consumers of registered tables whose file is stale: a
-    /// different position, a deleted consumer, or an updated_at more than
-    /// `refresh` newer than the file's. Failing ones come last.
-    async fn mirror_tasks(&self, refresh: Duration, limit: i64) -> Result<Vec<MirrorTask>, StoreError>;
-
-    /// Records the outcome of a task: done (the file now shows it), or the
-    /// error.
-    async fn mirror_done(&self, task: &MirrorTask, error: Option<&str>) -> Result<(), StoreError>;
-
-    /// What a consumer's file shows, if tidemark ever mirrored it.
-    async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError>;
-}
-
-/// One part of a state export (SPEC §11 A7), in the order it is sent.
-#[derive(Debug, Clone)]
-pub enum ExportPart {
-    /// First: the database clock at the snapshot, the tables' options and
-    /// the registrations.
-    Head {
-        /// The database clock at the snapshot.
-        now: Timestamp,
-        /// Tables with options set, by name.
-        options: Vec<(TableName, TableOptions)>,
-        /// Registered tables, by name.
-        registrations: Vec<RegisteredTable>,
-    },
-    /// Then every key row, in key order, a page at a time.
-    Keys(Vec<KeyState>),
-}
-
-/// Sends one page of an export's keys; the key the next page starts after,
-/// or `None` when this page was the last (or nobody listens any more).
-pub(crate) async fn send_key_page(
-    out: &tokio::sync::mpsc::Sender<ExportPart>,
-    keys: Vec<KeyState>,
-    page: i64,
-) -> Option<ConsumerKey> {
-    let last_page = i64::try_from(keys.len()).unwrap_or(0) < page;
-    let after = keys.last().map(|s| s.key.clone());
-    if !keys.is_empty() && out.send(ExportPart::Keys(keys)).await.is_err() {
-        return None;
-    }
-    if last_page { None } else { after }
-}
-
-/// Backups and moves between clusters (SPEC §11 A7).
-#[async_trait]
-pub trait StateStore: Send + Sync + 'static {
-    /// Sends everything tidemark holds of `table` (or of every table) to
-    /// `out`, from one consistent snapshot: the head, then every key row
-    /// (every key ever used: its epoch high-water mark matters even without
-    /// a consumer) `page` rows at a time. Ends early, without error, when
-    /// `out` is closed.
-    async fn export_state(
-        &self,
-        table: Option<&TableName>,
-        page: i64,
-        out: tokio::sync::mpsc::Sender<ExportPart>,
-    ) -> Result<(), StoreError>;
-
-    /// Creates the rows of keys that have none, each with its one history
-    /// row, in one transaction; the states are written as they are (their
-    /// times are the export's, not restamped). Says which were created: a
-    /// key that has a row by now is left alone (decide it again).
-    async fn insert_new_keys(
-        &self,
-        rows: &[(KeyState, HistoryEvent)],
-        ctx: &CallContext,
-    ) -> Result<Vec<bool>, StoreError>;
 }

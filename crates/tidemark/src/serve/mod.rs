@@ -15,6 +15,10 @@ use tidemark_store::{Store, redact};
 use crate::database::DatabaseArgs;
 use crate::flags::HumanDuration;
 
+mod signals;
+
+use signals::{install_metrics, reload_on_sighup, shutdown_signal};
+
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
     /// Address to serve gRPC on.
@@ -438,110 +442,5 @@ fn gauge_idle_timeout(args: &ServeArgs) -> Duration {
         .max(Duration::from_secs(60))
 }
 
-/// Serves Prometheus metrics on `address`; gauges not updated within
-/// `idle` vanish.
-fn install_metrics(address: SocketAddr, idle: Duration) -> anyhow::Result<()> {
-    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
-    use metrics_util::MetricKindMask;
-    PrometheusBuilder::new()
-        .with_http_listener(address)
-        .set_buckets_for_metric(
-            Matcher::Full(tidemark_server::metrics::names::RPC_DURATION.to_owned()),
-            &tidemark_server::metrics::RPC_BUCKETS,
-        )?
-        .idle_timeout(MetricKindMask::GAUGE, Some(idle))
-        .install()
-        .with_context(|| {
-            format!(
-                "cannot serve metrics on {address} (is another process on that port? choose another with \
-                 --metrics-listen ADDR, or --metrics-listen off)"
-            )
-        })
-}
-
-/// Asks for a reload of credentials and certificates on every SIGHUP.
-async fn reload_on_sighup(trigger: std::sync::Arc<tokio::sync::Notify>) {
-    #[cfg(unix)]
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(mut hangup) => {
-            while hangup.recv().await.is_some() {
-                trigger.notify_one();
-            }
-        }
-        Err(e) => tracing::error!("cannot listen for SIGHUP: {e}"),
-    }
-    #[cfg(not(unix))]
-    let _ = trigger;
-}
-
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!("cannot listen for SIGTERM: {e}");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("SIGINT received"),
-        () = terminate => tracing::info!("SIGTERM received"),
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use super::{MetricsListen, ServeArgs, lease_policy, server_config};
-
-    /// `tidemark serve`'s flags alone, as the command line parses them.
-    #[derive(Debug, Parser)]
-    struct Serve {
-        #[command(flatten)]
-        args: ServeArgs,
-    }
-
-    /// The defaults users get from the command line are the ones
-    /// `ServerConfig::default()` gives the tests and embedders: one set of
-    /// defaults, checked here so the two cannot drift apart again.
-    #[test]
-    fn command_line_defaults_are_the_server_defaults() {
-        let args = Serve::try_parse_from(["serve"]).unwrap().args;
-        let from_cli = format!("{:?}", server_config(&args));
-        let defaults = format!("{:?}", tidemark_server::ServerConfig::default());
-        assert_eq!(from_cli, defaults);
-        assert_eq!(
-            format!("{:?}", lease_policy(&args)),
-            format!("{:?}", tidemark_core::LeasePolicy::default())
-        );
-        assert_eq!(
-            format!("{:?}", args.database.postgres_options()),
-            format!("{:?}", tidemark_store::PostgresOptions::default())
-        );
-    }
-
-    #[test]
-    fn metrics_listen_is_an_address_or_off() {
-        assert_eq!("off".parse::<MetricsListen>(), Ok(MetricsListen(None)));
-        assert_eq!("OFF".parse::<MetricsListen>(), Ok(MetricsListen(None)));
-        let address = "127.0.0.1:9464".parse().unwrap();
-        assert_eq!(
-            "127.0.0.1:9464".parse::<MetricsListen>(),
-            Ok(MetricsListen(Some(address)))
-        );
-        assert!("localhost".parse::<MetricsListen>().is_err());
-        let refused = Serve::try_parse_from(["serve", "--metrics-listen", "nowhere"]).unwrap_err();
-        assert_eq!(refused.kind(), clap::error::ErrorKind::ValueValidation, "{refused}");
-    }
-}
+mod tests;
