@@ -18,6 +18,8 @@ mod history_row;
 mod migrations;
 mod paimon;
 pub mod postgres;
+#[cfg(test)]
+mod rendered_sql;
 mod row;
 pub mod sqlite;
 mod stamp;

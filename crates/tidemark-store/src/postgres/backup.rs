@@ -156,3 +156,18 @@ impl StateStore for PostgresBackend {
         Ok(created)
     }
 }
+
+/// This module's generated statements, by name, as rendered (the
+/// rendered-SQL test compares them with `sql/rendered/`).
+#[cfg(test)]
+pub(super) fn rendered() -> Vec<(String, String)> {
+    #[allow(unused_mut)]
+    let mut all: Vec<(String, String)> = [
+        ("backup/export_keys", EXPORT_KEYS.to_string()),
+        ("backup/insert_new_keys", INSERT_NEW_KEYS.to_string()),
+    ]
+    .into_iter()
+    .map(|(name, sql)| (name.to_owned(), sql))
+    .collect();
+    all
+}

@@ -459,3 +459,23 @@ async fn write_many(pool: &Db, batch: &[Queued]) -> Result<Vec<Applied>, StoreEr
     }
     Ok(applied)
 }
+
+/// This module's generated statements, by name, as rendered (the
+/// rendered-SQL test compares them with `sql/rendered/`).
+#[cfg(test)]
+pub(super) fn rendered() -> Vec<(String, String)> {
+    #[allow(unused_mut)]
+    let mut all: Vec<(String, String)> = [
+        ("group_commit/one_event", ONE_EVENT.to_string()),
+        ("group_commit/update_row_one_event", UPDATE_ROW_ONE_EVENT.to_string()),
+        (
+            "group_commit/update_row_one_event_unless_locked",
+            UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED.to_string(),
+        ),
+        ("group_commit/write_many", WRITE_MANY.to_string()),
+    ]
+    .into_iter()
+    .map(|(name, sql)| (name.to_owned(), sql))
+    .collect();
+    all
+}

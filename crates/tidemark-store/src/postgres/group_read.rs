@@ -212,3 +212,15 @@ async fn read_many(pool: &Db, batch: &[Queued]) -> Result<Vec<Answer>, StoreErro
         .map(|answer| answer.unwrap_or_else(|| Err(StoreError::Internal("the batched read lost a row".into()))))
         .collect())
 }
+
+/// This module's generated statements, by name, as rendered (the
+/// rendered-SQL test compares them with `sql/rendered/`).
+#[cfg(test)]
+pub(super) fn rendered() -> Vec<(String, String)> {
+    #[allow(unused_mut)]
+    let mut all: Vec<(String, String)> = [("group_read/read_many", READ_MANY.to_string())]
+        .into_iter()
+        .map(|(name, sql)| (name.to_owned(), sql))
+        .collect();
+    all
+}

@@ -101,3 +101,15 @@ impl HistoryStore for PostgresBackend {
         Ok(Pruned { history, grants })
     }
 }
+
+/// This module's generated statements, by name, as rendered (the
+/// rendered-SQL test compares them with `sql/rendered/`).
+#[cfg(test)]
+pub(super) fn rendered() -> Vec<(String, String)> {
+    #[allow(unused_mut)]
+    let mut all: Vec<(String, String)> = [("history/append_history", APPEND_HISTORY.to_string())]
+        .into_iter()
+        .map(|(name, sql)| (name.to_owned(), sql))
+        .collect();
+    all
+}

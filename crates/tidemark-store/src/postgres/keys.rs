@@ -472,3 +472,29 @@ impl PostgresBackend {
         Ok(view)
     }
 }
+
+/// This module's generated statements, by name, as rendered (the
+/// rendered-SQL test compares them with `sql/rendered/`).
+#[cfg(test)]
+pub(super) fn rendered() -> Vec<(String, String)> {
+    #[allow(unused_mut)]
+    let mut all: Vec<(String, String)> = [
+        ("keys/load_by_key", LOAD_BY_KEY.to_string()),
+        ("keys/load_by_lease", LOAD_BY_LEASE.to_string()),
+        ("keys/list_keys", LIST_KEYS.to_string()),
+        ("keys/branch_consumers", BRANCH_CONSUMERS.to_string()),
+        ("keys/expired_keys", EXPIRED_KEYS.to_string()),
+        ("keys/grant_and_history", GRANT_AND_HISTORY.to_string()),
+        ("keys/update_row", UPDATE_ROW.to_string()),
+        ("keys/insert_row", INSERT_ROW.to_string()),
+        ("keys/update_row_no_event", UPDATE_ROW_NO_EVENT.to_string()),
+    ]
+    .into_iter()
+    .map(|(name, sql)| (name.to_owned(), sql))
+    .collect();
+    for (i, limit) in BRANCH_VIEW_LIMITS.iter().enumerate() {
+        all.push((format!("keys/branch_view_{limit}"), BRANCH_VIEWS[i].clone()));
+        all.push((format!("keys/fence_view_{limit}"), FENCE_VIEWS[i].clone()));
+    }
+    all
+}

@@ -17,6 +17,8 @@ mod history;
 mod keys;
 mod options;
 mod paimon;
+#[cfg(test)]
+mod rendered_sql;
 mod stats;
 mod update;
 

@@ -170,3 +170,15 @@ impl PaimonStore for PostgresBackend {
         row.as_ref().map(decode::mirror_state).transpose()
     }
 }
+
+/// This module's generated statements, by name, as rendered (the
+/// rendered-SQL test compares them with `sql/rendered/`).
+#[cfg(test)]
+pub(super) fn rendered() -> Vec<(String, String)> {
+    #[allow(unused_mut)]
+    let mut all: Vec<(String, String)> = [("paimon/mirror_inventory", MIRROR_INVENTORY.to_string())]
+        .into_iter()
+        .map(|(name, sql)| (name.to_owned(), sql))
+        .collect();
+    all
+}

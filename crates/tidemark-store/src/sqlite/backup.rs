@@ -143,3 +143,15 @@ fn insert_keys_sql(rows: usize) -> String {
 fn insert_history_sql(rows: usize) -> String {
     insert_history(&format!("VALUES {}", vec![HistoryRow::sqlite_row(); rows].join(", ")))
 }
+
+/// This module's generated statements, by name, as rendered (the
+/// rendered-SQL test compares them with `sql/rendered/`).
+#[cfg(test)]
+pub(super) fn rendered() -> Vec<(String, String)> {
+    #[allow(unused_mut)]
+    let mut all: Vec<(String, String)> = [("backup/export_keys", EXPORT_KEYS.to_string())]
+        .into_iter()
+        .map(|(name, sql)| (name.to_owned(), sql))
+        .collect();
+    all
+}

@@ -305,3 +305,22 @@ impl KeyStore for SqliteBackend {
             .collect())
     }
 }
+
+/// This module's generated statements, by name, as rendered (the
+/// rendered-SQL test compares them with `sql/rendered/`).
+#[cfg(test)]
+pub(super) fn rendered() -> Vec<(String, String)> {
+    #[allow(unused_mut)]
+    let mut all: Vec<(String, String)> = [
+        ("keys/select_key", SELECT_KEY.to_string()),
+        ("keys/list_keys", LIST_KEYS.to_string()),
+        ("keys/branch_consumers", BRANCH_CONSUMERS.to_string()),
+        ("keys/branch_pins", BRANCH_PINS.to_string()),
+        ("keys/update_row", UPDATE_ROW.to_string()),
+        ("keys/insert_row", INSERT_ROW.to_string()),
+    ]
+    .into_iter()
+    .map(|(name, sql)| (name.to_owned(), sql))
+    .collect();
+    all
+}

@@ -13,6 +13,8 @@ mod history;
 mod keys;
 mod options;
 mod paimon;
+#[cfg(test)]
+mod rendered_sql;
 mod stats;
 
 use std::fs::File;

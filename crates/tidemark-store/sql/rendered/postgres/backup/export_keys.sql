@@ -1,0 +1,4 @@
+SELECT k.table_name, k.branch, k.consumer_id, k.version, k.epoch, k.next_snapshot, k.consumer_created_at, k.consumer_updated_at, k.latest_snapshot, k.lease_id, k.lease_holder, k.lease_epoch, k.lease_status, k.lease_ttl_us, k.lease_acquired_at, k.lease_deadline, k.last_batch_id, k.last_end_snapshot, k.last_end_index, k.last_end_full, k.last_end_total_splits, k.lease_wrote_consumer, k.legacy_warned_snapshot, k.full_scan_pin, k.lease_principal FROM consumer_keys k
+         WHERE ($1::text IS NULL OR k.table_name = $1)
+           AND ($2::text IS NULL OR (k.table_name, k.branch, k.consumer_id) > ($2::text, $3::text, $4::text))
+         ORDER BY k.table_name, k.branch, k.consumer_id LIMIT $5

@@ -1,0 +1,1 @@
+INSERT INTO history (at, table_name, branch, consumer_id, principal, request_id, event, old_next, new_next, epoch, lease_id, batch_id, holder, detail) SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM written w

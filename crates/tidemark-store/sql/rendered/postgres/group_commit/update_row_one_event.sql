@@ -1,0 +1,10 @@
+WITH locked AS (
+      SELECT ctid AS row_at FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3
+      FOR UPDATE),
+    clock AS (SELECT tidemark_write_now() AS t, row_at FROM locked), written AS (UPDATE consumer_keys SET version = version + 1, epoch = $18, next_snapshot = $19, consumer_created_at = CASE WHEN $20 IS NOT DISTINCT FROM consumer_keys.consumer_created_at THEN $20 ELSE $20 + (clock.t - $6::timestamptz) END, consumer_updated_at = CASE WHEN $21 IS NOT DISTINCT FROM consumer_keys.consumer_updated_at THEN $21 ELSE $21 + (clock.t - $6::timestamptz) END, latest_snapshot = $22, lease_id = $23, lease_holder = $24, lease_epoch = $25, lease_status = $26, lease_ttl_us = $27, lease_acquired_at = CASE WHEN $28 IS NOT DISTINCT FROM consumer_keys.lease_acquired_at THEN $28 ELSE $28 + (clock.t - $6::timestamptz) END, lease_deadline = CASE WHEN $29 IS NOT DISTINCT FROM consumer_keys.lease_deadline THEN $29 ELSE $29 + (clock.t - $6::timestamptz) END, last_batch_id = $30, last_end_snapshot = $31, last_end_index = $32, last_end_full = $33, last_end_total_splits = $34, lease_wrote_consumer = $35, legacy_warned_snapshot = $36, full_scan_pin = $37, lease_principal = $38
+         FROM clock
+         WHERE ctid = clock.row_at AND version = $4
+             AND (NOT $5 OR (lease_status = 1 AND lease_deadline > clock.t))
+             AND ($6::timestamptz IS NULL OR $7::int8 IS NULL
+                  OR (clock.t >= $6::timestamptz AND clock.t < $6::timestamptz + $7::int8 * interval '1 microsecond')) RETURNING table_name, branch, consumer_id)
+         INSERT INTO history (at, table_name, branch, consumer_id, principal, request_id, event, old_next, new_next, epoch, lease_id, batch_id, holder, detail) SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 FROM written w RETURNING at

@@ -1,0 +1,4 @@
+SELECT q.ord, tidemark_now() AS db_now, k.table_name, k.branch, k.consumer_id, k.version, k.epoch, k.next_snapshot, k.consumer_created_at, k.consumer_updated_at, k.latest_snapshot, k.lease_id, k.lease_holder, k.lease_epoch, k.lease_status, k.lease_ttl_us, k.lease_acquired_at, k.lease_deadline, k.last_batch_id, k.last_end_snapshot, k.last_end_index, k.last_end_full, k.last_end_total_splits, k.lease_wrote_consumer, k.legacy_warned_snapshot, k.full_scan_pin, k.lease_principal, o.expiration_us AS opt_expiration_us, o.changelog_only AS opt_changelog_only, o.mode AS opt_mode
+         FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS q(q_table, q_branch, q_consumer, ord)
+         LEFT JOIN consumer_keys k ON k.table_name = q.q_table AND k.branch = q.q_branch AND k.consumer_id = q.q_consumer
+         LEFT JOIN table_options o ON o.table_name = q.q_table

@@ -1,0 +1,7 @@
+SELECT tidemark_now() AS db_now, k.table_name, k.branch, k.consumer_id, k.version, k.epoch, k.next_snapshot, k.consumer_created_at, k.consumer_updated_at, k.latest_snapshot, k.lease_id, k.lease_holder, k.lease_epoch, k.lease_status, k.lease_ttl_us, k.lease_acquired_at, k.lease_deadline, k.last_batch_id, k.last_end_snapshot, k.last_end_index, k.last_end_full, k.last_end_total_splits, k.lease_wrote_consumer, k.legacy_warned_snapshot, k.full_scan_pin, k.lease_principal, o.expiration_us AS opt_expiration_us, o.changelog_only AS opt_changelog_only, o.mode AS opt_mode
+         FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
+         WHERE ($1::text IS NULL OR k.table_name = $1) AND ($2::text IS NULL OR k.branch = $2)
+           AND ($3::text IS NULL OR left(k.consumer_id, length($3)) = $3)
+           AND ($4::text IS NULL OR (k.table_name, k.branch, k.consumer_id) > ($4::text, $5::text, $6::text))
+           AND (k.next_snapshot IS NOT NULL OR (k.lease_status = 1 AND k.lease_deadline > tidemark_now()))
+         ORDER BY k.table_name, k.branch, k.consumer_id LIMIT $7

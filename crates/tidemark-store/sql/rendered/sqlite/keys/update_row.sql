@@ -1,0 +1,3 @@
+UPDATE consumer_keys SET version = version + 1, epoch = ?7, next_snapshot = ?8, consumer_created_at = ?9, consumer_updated_at = ?10, latest_snapshot = ?11, lease_id = ?12, lease_holder = ?13, lease_epoch = ?14, lease_status = ?15, lease_ttl_us = ?16, lease_acquired_at = ?17, lease_deadline = ?18, last_batch_id = ?19, last_end_snapshot = ?20, last_end_index = ?21, last_end_full = ?22, last_end_total_splits = ?23, lease_wrote_consumer = ?24, legacy_warned_snapshot = ?25, full_scan_pin = ?26, lease_principal = ?27
+         WHERE table_name = ?1 AND branch = ?2 AND consumer_id = ?3 AND version = ?4
+           AND (NOT ?5 OR (lease_status = 1 AND lease_deadline > ?6))
