@@ -21,6 +21,7 @@ pub mod postgres;
 #[cfg(test)]
 mod rendered_sql;
 mod row;
+mod sql_template;
 pub mod sqlite;
 mod stamp;
 mod stats;

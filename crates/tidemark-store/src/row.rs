@@ -314,11 +314,15 @@ impl KeyRow {
         estimated_now: &str,
         tolerance: &str,
     ) -> String {
-        format!(
-            "{row}version = {version}
-             AND (NOT {requires_live} OR ({row}lease_status = 1 AND {row}lease_deadline > clock.t))
-             AND ({estimated_now} IS NULL OR {tolerance} IS NULL
-                  OR (clock.t >= {estimated_now} AND clock.t < {estimated_now} + {tolerance} * interval '1 microsecond'))"
+        crate::sql_template::render(
+            include_str!("sql/compare_and_set.sql"),
+            &[
+                ("row", row),
+                ("version", version),
+                ("requires_live", requires_live),
+                ("estimated_now", estimated_now),
+                ("tolerance", tolerance),
+            ],
         )
     }
 

@@ -361,8 +361,9 @@ pub(super) async fn write_one_event_unless_locked(pool: &Db, write: &OneEventWri
     Ok(Applied::decode(&row)?)
 }
 
-/// The batched statement: every write's values as parallel arrays, in key
-/// order (`apply` sorts the batch; `$1` is each write's place in it).
+/// The batched statement (`sql/write_many.sql`, which lists its binds):
+/// every write's values as parallel arrays, in key order (`apply` sorts
+/// the batch; `$1` is each write's place in it).
 /// Each row is found through the primary key and locked in that order,
 /// skipping any another transaction holds (so a batch never waits on a
 /// lock, and two replicas' batches cannot deadlock), then updated only if
@@ -385,40 +386,25 @@ static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
     // row `l`; in the history rows, that of the written row `w`.
     let (at, written_at) = ("l.ord + 1", "w.ord + 1");
     let element = |n: usize, ty: &str, at: &str| format!("(${n}::{ty}[])[{at}]");
-    format!(
-        "WITH locked AS (
-           SELECT v.ord, k.row_at
-           FROM unnest($1::int4[], $2::text[], $3::text[], $4::text[]) AS v(ord, table_name, branch, consumer_id)
-           CROSS JOIN LATERAL (
-             SELECT ctid AS row_at FROM consumer_keys k
-             WHERE k.table_name = v.table_name AND k.branch = v.branch AND k.consumer_id = v.consumer_id
-             FOR UPDATE SKIP LOCKED) k),
-         -- The clock is read once every row is locked (SPEC §1; see keys.rs).
-         clock AS (SELECT tidemark_write_now() AS t FROM (SELECT count(*) FROM locked) AS c),
-         written AS (
-           UPDATE consumer_keys k SET version = k.version + 1, {assignments}
-           FROM locked l CROSS JOIN clock
-           WHERE k.ctid = l.row_at AND {checks}
-           RETURNING l.ord, k.table_name, k.branch, k.consumer_id),
-         logged AS ({logged})
-         SELECT v.ord, l.ord IS NOT NULL AS locked, w.ord IS NOT NULL AS written, (SELECT t FROM clock) AS at
-         FROM unnest($1::int4[]) AS v(ord) LEFT JOIN locked l ON l.ord = v.ord LEFT JOIN written w ON w.ord = v.ord",
-        checks = KeyRow::compare_and_set(
-            "k.",
-            &element(5, "int8", at),
-            &element(6, "bool", at),
-            &element(7, "timestamptz", at),
-            "$19::int8"
-        ),
-        logged = insert_history(&format!(
-            "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, {principal}, {request_id},
+    let checks = KeyRow::compare_and_set(
+        "k.",
+        &element(5, "int8", at),
+        &element(6, "bool", at),
+        &element(7, "timestamptz", at),
+        "$19::int8",
+    );
+    let logged = insert_history(&format!(
+        "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, {principal}, {request_id},
                     {events}
              FROM written w ORDER BY w.ord",
-            principal = element(8, "text", written_at),
-            request_id = element(9, "text", written_at),
-            events = HistoryRow::array_elements(10, written_at)
-        )),
-        assignments = KeyRow::assignments_from_arrays_restamped(20, at, "k", &element(18, "timestamptz", at)),
+        principal = element(8, "text", written_at),
+        request_id = element(9, "text", written_at),
+        events = HistoryRow::array_elements(10, written_at)
+    ));
+    let assignments = KeyRow::assignments_from_arrays_restamped(20, at, "k", &element(18, "timestamptz", at));
+    crate::sql_template::render(
+        include_str!("sql/write_many.sql"),
+        &[("assignments", &assignments), ("checks", &checks), ("logged", &logged)],
     )
 });
 

@@ -74,7 +74,8 @@ pub static BRANCH_CONSUMERS: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// A branch's options, lowest consumers and lowest live full-scan pins in
-/// one statement, so one snapshot (SPEC §8): read apart, a scan completing
+/// one statement (`sql/branch_view.sql`, with `sql/consumer_ties.sql` and
+/// `sql/pin_ties.sql`), so one snapshot (SPEC §8): read apart, a scan completing
 /// in between (its pin gone, its consumer not yet seen) showed no fence.
 /// One row per consumer (`kind` 0) and pin (`kind` 1), each carrying the
 /// clock and the options; one row with a NULL `kind` when there are none;
@@ -99,48 +100,27 @@ pub static BRANCH_CONSUMERS: LazyLock<String> = LazyLock::new(|| {
 /// of reading and decoding up to `limit` rows of each kind only for the
 /// caller to keep those at the fence.
 fn branch_view_sql(limit: i64, ties: bool) -> String {
-    let consumer_ties = if ties {
-        format!(
-            "AND k.next_snapshot = (
-               SELECT k.next_snapshot
-               FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
-               WHERE k.table_name = $1 AND k.branch = $2 AND k.next_snapshot IS NOT NULL AND {UNEXPIRED}
-               ORDER BY k.next_snapshot, k.consumer_id LIMIT 1)"
+    let common = [("unexpired", UNEXPIRED), ("live_lease", LIVE_LEASE)];
+    let (consumer_ties, pin_ties) = if ties {
+        (
+            crate::sql_template::render(include_str!("sql/consumer_ties.sql"), &common[..1]),
+            crate::sql_template::render(include_str!("sql/pin_ties.sql"), &common[1..]),
         )
     } else {
-        String::new()
+        (String::new(), String::new())
     };
-    let pin_ties = if ties {
-        format!(
-            "AND k.full_scan_pin = (
-               SELECT k.full_scan_pin FROM consumer_keys k
-               WHERE k.table_name = $1 AND k.branch = $2 AND k.full_scan_pin IS NOT NULL
-                 AND CASE WHEN {LIVE_LEASE} THEN true ELSE false END
-               ORDER BY k.full_scan_pin, k.consumer_id LIMIT 1)"
-        )
-    } else {
-        String::new()
-    };
-    format!(
-        "WITH head AS (
-           SELECT tidemark_now() AS db_now, {OPTION_COLUMNS}
-           FROM (SELECT 1) AS one LEFT JOIN table_options o ON o.table_name = $1),
-         holders AS (
-           (SELECT 0 AS kind, k.next_snapshot AS fence_position, {row}
-            FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
-            WHERE k.table_name = $1 AND k.branch = $2 AND k.next_snapshot IS NOT NULL AND {UNEXPIRED}
-              {consumer_ties}
-            ORDER BY k.next_snapshot, k.consumer_id LIMIT {limit})
-           UNION ALL
-           (SELECT 1 AS kind, k.full_scan_pin AS fence_position, {row}
-            FROM consumer_keys k
-            WHERE k.table_name = $1 AND k.branch = $2 AND k.full_scan_pin IS NOT NULL
-              AND CASE WHEN {LIVE_LEASE} THEN true ELSE false END
-              {pin_ties}
-            ORDER BY k.full_scan_pin, k.consumer_id LIMIT {limit}))
-         SELECT head.*, holders.* FROM head LEFT JOIN holders ON true
-         ORDER BY holders.kind, holders.fence_position, holders.consumer_id",
-        row = KeyRow::select_list("k")
+    let (row, limit) = (KeyRow::select_list("k"), limit.to_string());
+    crate::sql_template::render(
+        include_str!("sql/branch_view.sql"),
+        &[
+            ("option_columns", OPTION_COLUMNS),
+            ("row", &row),
+            ("consumer_ties", &consumer_ties),
+            ("pin_ties", &pin_ties),
+            ("limit", &limit),
+            common[0],
+            common[1],
+        ],
     )
 }
 
