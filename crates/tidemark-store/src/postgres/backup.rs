@@ -34,26 +34,20 @@ static EXPORT_KEYS: LazyLock<String> = LazyLock::new(|| {
 /// New rows with their one history row each, in one statement; a key that
 /// has a row already is skipped (`ON CONFLICT DO NOTHING`) and not logged.
 static INSERT_NEW_KEYS: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH v AS (
-           SELECT * FROM unnest($1::int4[], $2::text[], $3::text[], $4::text[], {event_arrays}, {row_arrays})
-             AS v(ord, table_name, branch, consumer_id, {event_columns}, {columns})),
-         clock AS (SELECT tidemark_write_now() AS t),
-         written AS (
-           INSERT INTO consumer_keys (table_name, branch, consumer_id, version, {columns})
-           SELECT table_name, branch, consumer_id, 1, {columns} FROM v ORDER BY ord
-           ON CONFLICT DO NOTHING RETURNING table_name, branch, consumer_id),
-         logged AS ({logged})
-         SELECT v.ord FROM written w JOIN v USING (table_name, branch, consumer_id)",
-        event_arrays = HistoryRow::array_arguments(7),
-        event_columns = HistoryRow::columns("ev_"),
-        logged = insert_history(&format!(
-            "SELECT (SELECT t FROM clock), v.table_name, v.branch, v.consumer_id, $5, $6, {events}
+    let logged = insert_history(&format!(
+        "SELECT (SELECT t FROM clock), v.table_name, v.branch, v.consumer_id, $5, $6, {events}
              FROM written w JOIN v USING (table_name, branch, consumer_id) ORDER BY v.ord",
-            events = HistoryRow::columns("v.ev_")
-        )),
-        row_arrays = KeyRow::array_arguments(15),
-        columns = KeyRow::column_list(),
+        events = HistoryRow::columns("v.ev_")
+    ));
+    crate::sql_template::render(
+        include_str!("sql/insert_new_keys.sql"),
+        &[
+            ("event_arrays", &HistoryRow::array_arguments(7)),
+            ("event_columns", &HistoryRow::columns("ev_")),
+            ("row_arrays", &KeyRow::array_arguments(15)),
+            ("columns", &KeyRow::column_list()),
+            ("logged", &logged),
+        ],
     )
 });
 

@@ -33,40 +33,16 @@ const REGISTERED_TABLES: &str =
 /// What the mirror keeper checks: every consumer and live pin of registered
 /// tables, with what its file was last written with.
 static MIRROR_INVENTORY: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "SELECT k.table_name, k.branch, k.consumer_id, t.location, k.next_snapshot, k.consumer_updated_at,
-                k.lease_id, m.mirrored_next, coalesce(k.next_snapshot IS NOT NULL AND {UNEXPIRED}, false) AS kept,
-                CASE WHEN k.full_scan_pin IS NOT NULL AND {LIVE_LEASE} THEN k.lease_id END AS pin_lease,
-                CASE WHEN k.full_scan_pin IS NOT NULL AND {LIVE_LEASE} THEN k.full_scan_pin END AS pin_snapshot
-         FROM paimon_tables t JOIN consumer_keys k ON k.table_name = t.table_name
-         LEFT JOIN table_options o ON o.table_name = k.table_name
-         LEFT JOIN consumer_mirrors m
-           ON m.table_name = k.table_name AND m.branch = k.branch AND m.consumer_id = k.consumer_id
-         WHERE k.next_snapshot IS NOT NULL OR (k.full_scan_pin IS NOT NULL AND {LIVE_LEASE})
-         ORDER BY k.table_name, k.branch, k.consumer_id"
+    crate::sql_template::render(
+        include_str!("sql/mirror_inventory.sql"),
+        &[("unexpired", UNEXPIRED), ("live_lease", LIVE_LEASE)],
     )
 });
 
 /// Consumers of registered tables whose file is stale, then files of
 /// consumers that are gone; failing ones last.
-const MIRROR_TASKS: &str = "SELECT * FROM (
-      SELECT k.table_name, k.branch, k.consumer_id, t.location, k.next_snapshot, k.consumer_updated_at,
-             coalesce(m.failures, 0) AS failures
-      FROM paimon_tables t JOIN consumer_keys k ON k.table_name = t.table_name
-      LEFT JOIN consumer_mirrors m
-        ON m.table_name = k.table_name AND m.branch = k.branch AND m.consumer_id = k.consumer_id
-      WHERE (k.next_snapshot IS NOT NULL
-             AND (m.mirrored_next IS DISTINCT FROM k.next_snapshot OR m.mirrored_updated_at IS NULL
-                  OR k.consumer_updated_at > m.mirrored_updated_at + $1 * interval '1 microsecond'))
-         OR (k.next_snapshot IS NULL AND m.mirrored_next IS NOT NULL)
-      UNION ALL
-      SELECT m.table_name, m.branch, m.consumer_id, t.location, NULL::bigint, NULL::timestamptz, m.failures
-      FROM consumer_mirrors m JOIN paimon_tables t ON t.table_name = m.table_name
-      WHERE m.mirrored_next IS NOT NULL
-        AND NOT EXISTS (SELECT 1 FROM consumer_keys k
-                        WHERE k.table_name = m.table_name AND k.branch = m.branch AND k.consumer_id = m.consumer_id)
-    ) w
-    ORDER BY failures, table_name, branch, consumer_id LIMIT $2";
+static MIRROR_TASKS: LazyLock<String> =
+    LazyLock::new(|| crate::sql_template::render(include_str!("sql/mirror_tasks.sql"), &[]));
 
 const ANY_REGISTERED: &str = "SELECT EXISTS (SELECT 1 FROM paimon_tables)";
 
@@ -143,7 +119,7 @@ impl PaimonStore for PostgresBackend {
         if !registered {
             return Ok(Vec::new());
         }
-        let rows = sqlx::query(MIRROR_TASKS)
+        let rows = sqlx::query(MIRROR_TASKS.as_str())
             .bind(duration_micros(refresh))
             .bind(limit)
             .fetch_all(&self.db)
@@ -176,9 +152,12 @@ impl PaimonStore for PostgresBackend {
 #[cfg(test)]
 pub(super) fn rendered() -> Vec<(String, String)> {
     #[allow(unused_mut)]
-    let mut all: Vec<(String, String)> = [("paimon/mirror_inventory", MIRROR_INVENTORY.to_string())]
-        .into_iter()
-        .map(|(name, sql)| (name.to_owned(), sql))
-        .collect();
+    let mut all: Vec<(String, String)> = [
+        ("paimon/mirror_inventory", MIRROR_INVENTORY.to_string()),
+        ("paimon/mirror_tasks", MIRROR_TASKS.to_string()),
+    ]
+    .into_iter()
+    .map(|(name, sql)| (name.to_owned(), sql))
+    .collect();
     all
 }
