@@ -28,6 +28,12 @@ pub(crate) fn render(file: &str, holes: &[(&str, &str)]) -> String {
     sql
 }
 
+/// [`render`], sent as one line: each line trimmed and joined by a space
+/// (the SQLite statements, written with line continuations before).
+pub(crate) fn render_one_line(file: &str, holes: &[(&str, &str)]) -> String {
+    render(file, holes).lines().map(str::trim).collect::<Vec<_>>().join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::render;
@@ -39,6 +45,12 @@ mod tests {
             render(file, &[("a", "1"), ("b", "$1")]),
             "SELECT 1\n  FROM t WHERE x = $1 AND y = 1"
         );
+    }
+
+    #[test]
+    fn one_line_joins_trimmed_lines_with_a_space() {
+        let file = "-- a header\n\nSELECT a,\n    b FROM t\n    WHERE c = ?1\n";
+        assert_eq!(super::render_one_line(file, &[]), "SELECT a, b FROM t WHERE c = ?1");
     }
 
     #[test]

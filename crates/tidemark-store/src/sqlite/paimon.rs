@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use std::sync::LazyLock;
+
 use async_trait::async_trait;
 use tidemark_core::time::duration_micros;
 use tidemark_core::{ConsumerKey, TableName, Timestamp};
@@ -22,19 +24,8 @@ const SET_IDENTITY: &str =
     "UPDATE paimon_tables SET identity = ?3 WHERE table_name = ?1 AND location = ?2 AND identity IS NULL";
 
 /// See the Postgres backend's `MIRROR_INVENTORY`; `?1` is the clock.
-const MIRROR_INVENTORY: &str = "SELECT k.table_name, k.branch, k.consumer_id, t.location, k.next_snapshot, \
-    k.consumer_updated_at, k.lease_id, m.mirrored_next, coalesce(k.next_snapshot IS NOT NULL AND (o.expiration_us IS NULL \
-    OR k.consumer_updated_at >= ?1 - o.expiration_us OR (k.lease_status = 1 AND k.lease_deadline > ?1)), 0) AS kept, \
-    CASE WHEN k.full_scan_pin IS NOT NULL AND k.lease_status = 1 AND k.lease_deadline > ?1 THEN k.lease_id END \
-    AS pin_lease, \
-    CASE WHEN k.full_scan_pin IS NOT NULL AND k.lease_status = 1 AND k.lease_deadline > ?1 THEN k.full_scan_pin END \
-    AS pin_snapshot \
-    FROM paimon_tables t JOIN consumer_keys k ON k.table_name = t.table_name \
-    LEFT JOIN table_options o ON o.table_name = k.table_name \
-    LEFT JOIN consumer_mirrors m ON m.table_name = k.table_name AND m.branch = k.branch \
-    AND m.consumer_id = k.consumer_id \
-    WHERE k.next_snapshot IS NOT NULL OR (k.full_scan_pin IS NOT NULL AND k.lease_status = 1 AND k.lease_deadline > ?1) \
-    ORDER BY k.table_name, k.branch, k.consumer_id";
+static MIRROR_INVENTORY: LazyLock<String> =
+    LazyLock::new(|| crate::sql_template::render_one_line(include_str!("sql/mirror_inventory.sql"), &[]));
 
 const UNREGISTER_MIRRORS: &str = "DELETE FROM consumer_mirrors WHERE table_name = ?1";
 const UNREGISTER_TABLE: &str = "DELETE FROM paimon_tables WHERE table_name = ?1";
@@ -43,20 +34,8 @@ const REGISTERED_TABLES: &str =
     "SELECT table_name, location, registered_at, registered_by, identity FROM paimon_tables ORDER BY table_name";
 
 /// See the Postgres backend's `MIRROR_TASKS`.
-const MIRROR_TASKS: &str = "SELECT * FROM ( \
-    SELECT k.table_name, k.branch, k.consumer_id, t.location, k.next_snapshot, k.consumer_updated_at, \
-    coalesce(m.failures, 0) AS failures \
-    FROM paimon_tables t JOIN consumer_keys k ON k.table_name = t.table_name \
-    LEFT JOIN consumer_mirrors m ON m.table_name = k.table_name AND m.branch = k.branch AND m.consumer_id = k.consumer_id \
-    WHERE (k.next_snapshot IS NOT NULL AND (m.mirrored_next IS NOT k.next_snapshot \
-    OR m.mirrored_updated_at IS NULL OR k.consumer_updated_at > m.mirrored_updated_at + ?1)) \
-    OR (k.next_snapshot IS NULL AND m.mirrored_next IS NOT NULL) \
-    UNION ALL \
-    SELECT m.table_name, m.branch, m.consumer_id, t.location, NULL, NULL, m.failures \
-    FROM consumer_mirrors m JOIN paimon_tables t ON t.table_name = m.table_name \
-    WHERE m.mirrored_next IS NOT NULL AND NOT EXISTS (SELECT 1 FROM consumer_keys k WHERE k.table_name = m.table_name \
-    AND k.branch = m.branch AND k.consumer_id = m.consumer_id)) \
-    ORDER BY failures, table_name, branch, consumer_id LIMIT ?2";
+static MIRROR_TASKS: LazyLock<String> =
+    LazyLock::new(|| crate::sql_template::render_one_line(include_str!("sql/mirror_tasks.sql"), &[]));
 
 const MIRROR_DONE: &str = "INSERT INTO consumer_mirrors (table_name, branch, consumer_id, mirrored_next, \
     mirrored_updated_at, mirrored_at, failures, last_error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, NULL) \
@@ -129,7 +108,7 @@ impl PaimonStore for SqliteBackend {
     }
 
     async fn mirror_inventory(&self) -> Result<Vec<MirrorEntry>, StoreError> {
-        let rows = sqlx::query(MIRROR_INVENTORY)
+        let rows = sqlx::query(MIRROR_INVENTORY.as_str())
             .bind(self.clock.now().as_micros())
             .fetch_all(&self.readers)
             .await?;
@@ -137,7 +116,7 @@ impl PaimonStore for SqliteBackend {
     }
 
     async fn mirror_tasks(&self, refresh: Duration, limit: i64) -> Result<Vec<MirrorTask>, StoreError> {
-        let rows = sqlx::query(MIRROR_TASKS)
+        let rows = sqlx::query(MIRROR_TASKS.as_str())
             .bind(duration_micros(refresh))
             .bind(limit)
             .fetch_all(&self.readers)
@@ -164,4 +143,14 @@ impl PaimonStore for SqliteBackend {
             .await?;
         row.as_ref().map(decode::mirror_state).transpose()
     }
+}
+
+/// This module's statements, by name, as rendered (the rendered-SQL test
+/// compares them with `sql/rendered/`).
+#[cfg(test)]
+pub(super) fn rendered() -> Vec<(String, String)> {
+    vec![
+        ("paimon/mirror_inventory".to_owned(), MIRROR_INVENTORY.to_string()),
+        ("paimon/mirror_tasks".to_owned(), MIRROR_TASKS.to_string()),
+    ]
 }

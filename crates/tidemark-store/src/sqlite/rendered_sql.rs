@@ -7,6 +7,7 @@ fn every_statement_renders_as_recorded() {
         super::backup::rendered(),
         super::history::rendered(),
         super::keys::rendered(),
+        super::paimon::rendered(),
     ]
     .concat();
     crate::rendered_sql::check_rendered("sqlite", &statements);
