@@ -21,7 +21,7 @@ const EXPORT_OPTIONS: &str = "SELECT table_name, expiration_us AS opt_expiration
 const EXPORT_REGISTRATIONS: &str = "SELECT table_name, location, registered_at, registered_by, identity
     FROM paimon_tables WHERE ($1::text IS NULL OR table_name = $1) ORDER BY table_name";
 
-static EXPORT_KEYS: LazyLock<String> = LazyLock::new(|| {
+pub(super) static EXPORT_KEYS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {row} FROM consumer_keys k
          WHERE ($1::text IS NULL OR k.table_name = $1)
@@ -33,7 +33,7 @@ static EXPORT_KEYS: LazyLock<String> = LazyLock::new(|| {
 
 /// New rows with their one history row each, in one statement; a key that
 /// has a row already is skipped (`ON CONFLICT DO NOTHING`) and not logged.
-static INSERT_NEW_KEYS: LazyLock<String> = LazyLock::new(|| {
+pub(super) static INSERT_NEW_KEYS: LazyLock<String> = LazyLock::new(|| {
     let logged = insert_history(&format!(
         "SELECT (SELECT t FROM clock), v.table_name, v.branch, v.consumer_id, $5, $6, {events}
              FROM written w JOIN v USING (table_name, branch, consumer_id) ORDER BY v.ord",
@@ -149,19 +149,4 @@ impl StateStore for PostgresBackend {
         }
         Ok(created)
     }
-}
-
-/// This module's generated statements, by name, as rendered (the
-/// rendered-SQL test compares them with `sql/rendered/`).
-#[cfg(test)]
-pub(super) fn rendered() -> Vec<(String, String)> {
-    #[allow(unused_mut)]
-    let mut all: Vec<(String, String)> = [
-        ("backup/export_keys", EXPORT_KEYS.to_string()),
-        ("backup/insert_new_keys", INSERT_NEW_KEYS.to_string()),
-    ]
-    .into_iter()
-    .map(|(name, sql)| (name.to_owned(), sql))
-    .collect();
-    all
 }

@@ -290,7 +290,7 @@ impl Applied {
 
 /// One history row's values: who asked (`$8`, `$9`) and the event
 /// (`$10`–`$17`), bound by [`bind_event`].
-static ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
+pub(super) static ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
     insert_history(&format!(
         "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, $8, $9, {event} FROM written w",
         event = HistoryRow::placeholders(Placeholders::Dollar, 10)
@@ -299,7 +299,7 @@ static ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
 
 /// ... and an update with exactly one history row (a commit: the checks
 /// `$4`–`$7`, the history row `$8`–`$17`, the key row `$18`…) ...
-static UPDATE_ROW_ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
+pub(super) static UPDATE_ROW_ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING table_name, branch, consumer_id)
          {one_event} RETURNING at",
@@ -310,7 +310,7 @@ static UPDATE_ROW_ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
 
 /// ... and the same, unless another transaction holds the row's lock (then
 /// nothing is written and `locked` is false): group commit's batch of one.
-static UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED: LazyLock<String> = LazyLock::new(|| {
+pub(super) static UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH locked AS (
            SELECT ctid AS row_at FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3
@@ -381,7 +381,7 @@ pub(super) async fn write_one_event_unless_locked(pool: &Db, write: &OneEventWri
 ///   relation of every array unnested: a row of that relation's forty
 ///   columns was copied whole for every row updated (the recheck of a
 ///   concurrently updated row needs it).
-static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
+pub(super) static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
     // A write's element of each array: in the update, that of the locked
     // row `l`; in the history rows, that of the written row `w`.
     let (at, written_at) = ("l.ord + 1", "w.ord + 1");
@@ -444,24 +444,4 @@ async fn write_many(pool: &Db, batch: &[Queued]) -> Result<Vec<Applied>, StoreEr
         }
     }
     Ok(applied)
-}
-
-/// This module's generated statements, by name, as rendered (the
-/// rendered-SQL test compares them with `sql/rendered/`).
-#[cfg(test)]
-pub(super) fn rendered() -> Vec<(String, String)> {
-    #[allow(unused_mut)]
-    let mut all: Vec<(String, String)> = [
-        ("group_commit/one_event", ONE_EVENT.to_string()),
-        ("group_commit/update_row_one_event", UPDATE_ROW_ONE_EVENT.to_string()),
-        (
-            "group_commit/update_row_one_event_unless_locked",
-            UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED.to_string(),
-        ),
-        ("group_commit/write_many", WRITE_MANY.to_string()),
-    ]
-    .into_iter()
-    .map(|(name, sql)| (name.to_owned(), sql))
-    .collect();
-    all
 }

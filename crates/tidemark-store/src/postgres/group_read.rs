@@ -180,7 +180,7 @@ async fn read_one(pool: &Db, key: &ConsumerKey) -> Answer {
 
 /// The batched read: every key once per position in the batch, with the
 /// same columns as the single read, one database clock for all.
-static READ_MANY: LazyLock<String> = LazyLock::new(|| {
+pub(super) static READ_MANY: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT q.ord, tidemark_now() AS db_now, {row}, {options}
          FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS q(q_table, q_branch, q_consumer, ord)
@@ -211,16 +211,4 @@ async fn read_many(pool: &Db, batch: &[Queued]) -> Result<Vec<Answer>, StoreErro
         .into_iter()
         .map(|answer| answer.unwrap_or_else(|| Err(StoreError::Internal("the batched read lost a row".into()))))
         .collect())
-}
-
-/// This module's generated statements, by name, as rendered (the
-/// rendered-SQL test compares them with `sql/rendered/`).
-#[cfg(test)]
-pub(super) fn rendered() -> Vec<(String, String)> {
-    #[allow(unused_mut)]
-    let mut all: Vec<(String, String)> = [("group_read/read_many", READ_MANY.to_string())]
-        .into_iter()
-        .map(|(name, sql)| (name.to_owned(), sql))
-        .collect();
-    all
 }

@@ -20,7 +20,7 @@ const HISTORY_PAGE: &str = "SELECT id, at, table_name, branch, consumer_id, even
       AND ($4::bigint IS NULL OR id < $4)
     ORDER BY id DESC LIMIT $5";
 
-static APPEND_HISTORY: LazyLock<String> = LazyLock::new(|| {
+pub(super) static APPEND_HISTORY: LazyLock<String> = LazyLock::new(|| {
     insert_history(&format!(
         "SELECT tidemark_now(), $1, $2, $3, $4, $5, {events}
          FROM unnest({arrays}) WITH ORDINALITY AS e({columns}, n)
@@ -100,16 +100,4 @@ impl HistoryStore for PostgresBackend {
             .rows_affected();
         Ok(Pruned { history, grants })
     }
-}
-
-/// This module's generated statements, by name, as rendered (the
-/// rendered-SQL test compares them with `sql/rendered/`).
-#[cfg(test)]
-pub(super) fn rendered() -> Vec<(String, String)> {
-    #[allow(unused_mut)]
-    let mut all: Vec<(String, String)> = [("history/append_history", APPEND_HISTORY.to_string())]
-        .into_iter()
-        .map(|(name, sql)| (name.to_owned(), sql))
-        .collect();
-    all
 }

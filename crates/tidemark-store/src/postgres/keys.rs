@@ -14,10 +14,10 @@ use sqlx::Row;
 use sqlx::postgres::PgRow;
 use tidemark_core::{BranchName, ConsumerKey, TableName, Timestamp};
 
+use super::fences::{branch_view_statement, fence_view_statement, limit_read};
 use super::group_commit::{self, OneEventWrite};
 use super::update::{LOCK_THEN_CLOCK, bind_checks, update_key_row};
 use super::{LIVE_LEASE, OPTION_COLUMNS, PostgresBackend, UNEXPIRED, from_ts, ts};
-use crate::backend::MAX_PAGE;
 use crate::backend::{BranchView, Change, FindKey, HistoryRecord, KeyFilter, KeyStore, Listed, Loaded};
 use crate::decode;
 use crate::error::StoreError;
@@ -35,7 +35,7 @@ pub(super) static LOAD_BY_KEY: LazyLock<String> = LazyLock::new(|| {
 });
 
 // Through lease_grants, so a superseded lease still finds its key.
-static LOAD_BY_LEASE: LazyLock<String> = LazyLock::new(|| {
+pub(super) static LOAD_BY_LEASE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT tidemark_now() AS db_now, {row}, {OPTION_COLUMNS}
          FROM (SELECT 1) AS one
@@ -47,7 +47,7 @@ static LOAD_BY_LEASE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-static LIST_KEYS: LazyLock<String> = LazyLock::new(|| {
+pub(super) static LIST_KEYS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT tidemark_now() AS db_now, {row}, {OPTION_COLUMNS}
          FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
@@ -73,98 +73,7 @@ pub static BRANCH_CONSUMERS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// A branch's options, lowest consumers and lowest live full-scan pins in
-/// one statement (`sql/branch_view.sql`, with `sql/consumer_ties.sql` and
-/// `sql/pin_ties.sql`), so one snapshot (SPEC §8): read apart, a scan completing
-/// in between (its pin gone, its consumer not yet seen) showed no fence.
-/// One row per consumer (`kind` 0) and pin (`kind` 1), each carrying the
-/// clock and the options; one row with a NULL `kind` when there are none;
-/// rows in fence order (by `kind`, position, consumer id).
-///
-/// The pins' liveness is wrapped in a `CASE`, which the planner cannot
-/// estimate and so gives the default one-half: estimated from the whole
-/// table, a live lease is rare (most rows have none), so it expected one
-/// live pin and read every pin of the branch through a bitmap scan and a
-/// sort, where the pin index read in order stops after `limit` live ones
-/// (on 990 live pins: 1,000 buffers and a sort against 102 buffers). A pin
-/// is set only under a live lease, so most pins are live.
-///
-/// The limit is written into the text, one statement per
-/// [`BRANCH_VIEW_LIMITS`] step, not bound: Postgres costs a bound `LIMIT $n`
-/// at a tenth of the branch, so its cached generic plan never won and every
-/// fence was planned afresh (~0.4 ms of planning for ~0.07 ms of work).
-///
-/// With `ties`, each half keeps only the rows at its lowest position (what
-/// a fence reports): the lowest is found by a walk that stops at the first
-/// row, and its ties are read through the same index by equality, instead
-/// of reading and decoding up to `limit` rows of each kind only for the
-/// caller to keep those at the fence.
-fn branch_view_sql(limit: i64, ties: bool) -> String {
-    let common = [("unexpired", UNEXPIRED), ("live_lease", LIVE_LEASE)];
-    let (consumer_ties, pin_ties) = if ties {
-        (
-            crate::sql_template::render(include_str!("sql/consumer_ties.sql"), &common[..1]),
-            crate::sql_template::render(include_str!("sql/pin_ties.sql"), &common[1..]),
-        )
-    } else {
-        (String::new(), String::new())
-    };
-    let (row, limit) = (KeyRow::select_list("k"), limit.to_string());
-    crate::sql_template::render(
-        include_str!("sql/branch_view.sql"),
-        &[
-            ("option_columns", OPTION_COLUMNS),
-            ("row", &row),
-            ("consumer_ties", &consumer_ties),
-            ("pin_ties", &pin_ties),
-            ("limit", &limit),
-            common[0],
-            common[1],
-        ],
-    )
-}
-
-/// The limits the branch view is prepared with: a call reads the smallest
-/// that covers its own and keeps its own number of rows of each kind.
-const BRANCH_VIEW_LIMITS: [i64; 4] = [1, 10, 100, MAX_PAGE];
-
-static BRANCH_VIEWS: LazyLock<Vec<String>> = LazyLock::new(|| {
-    BRANCH_VIEW_LIMITS
-        .iter()
-        .map(|&limit| branch_view_sql(limit, false))
-        .collect()
-});
-
-static FENCE_VIEWS: LazyLock<Vec<String>> = LazyLock::new(|| {
-    BRANCH_VIEW_LIMITS
-        .iter()
-        .map(|&limit| branch_view_sql(limit, true))
-        .collect()
-});
-
-/// The smallest prepared limit that covers `limit`.
-fn limit_read(limit: i64) -> (usize, i64) {
-    let step = BRANCH_VIEW_LIMITS
-        .iter()
-        .position(|&covers| covers >= limit)
-        .unwrap_or(BRANCH_VIEW_LIMITS.len() - 1);
-    (step, BRANCH_VIEW_LIMITS[step])
-}
-
-/// The branch view statement (`$1` table, `$2` branch) that reads at least
-/// `limit` holders of each kind (ExplainRetention): public so tests and
-/// benchmarks can check its plan.
-pub fn branch_view_statement(limit: i64) -> &'static str {
-    BRANCH_VIEWS[limit_read(limit).0].as_str()
-}
-
-/// The fence statement (GetRetentionFence): as the branch view, but only the
-/// holders at each fence.
-pub fn fence_view_statement(limit: i64) -> &'static str {
-    FENCE_VIEWS[limit_read(limit).0].as_str()
-}
-
-static EXPIRED_KEYS: LazyLock<String> = LazyLock::new(|| {
+pub(super) static EXPIRED_KEYS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT k.table_name, k.branch, k.consumer_id
          FROM table_options o JOIN consumer_keys k ON k.table_name = o.table_name
@@ -178,7 +87,7 @@ static EXPIRED_KEYS: LazyLock<String> = LazyLock::new(|| {
 
 /// The grant and the history of a general write (`$4`–`$14`, bound by
 /// [`bind_grant_and_history`]) from the `written` CTE.
-static GRANT_AND_HISTORY: LazyLock<String> = LazyLock::new(|| {
+pub(super) static GRANT_AND_HISTORY: LazyLock<String> = LazyLock::new(|| {
     format!(
         ",
     grant_row AS (
@@ -201,7 +110,7 @@ const WRITTEN_COLUMNS: &str = "table_name, branch, consumer_id, lease_id, lease_
 
 /// A general update: the grant and history, the checks (`$15`–`$18`), the
 /// row (`$19`…).
-static UPDATE_ROW: LazyLock<String> = LazyLock::new(|| {
+pub(super) static UPDATE_ROW: LazyLock<String> = LazyLock::new(|| {
     format!(
         "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING {WRITTEN_COLUMNS}){grant_and_history}",
         update = update_key_row(15, 19),
@@ -210,7 +119,7 @@ static UPDATE_ROW: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// A new row: the grant and history, the row (`$15`…).
-static INSERT_ROW: LazyLock<String> = LazyLock::new(|| {
+pub(super) static INSERT_ROW: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH clock AS (SELECT tidemark_write_now() AS t),
          written AS (
@@ -225,7 +134,7 @@ static INSERT_ROW: LazyLock<String> = LazyLock::new(|| {
 
 /// The commonest writes, without arrays or the grant step: an update with
 /// no history row (a renewal: the checks `$4`–`$7`, the row `$8`…) ...
-static UPDATE_ROW_NO_EVENT: LazyLock<String> = LazyLock::new(|| {
+pub(super) static UPDATE_ROW_NO_EVENT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING 1) SELECT (SELECT t FROM clock) FROM written",
         update = update_key_row(4, 8)
@@ -451,30 +360,4 @@ impl PostgresBackend {
         view.sort();
         Ok(view)
     }
-}
-
-/// This module's generated statements, by name, as rendered (the
-/// rendered-SQL test compares them with `sql/rendered/`).
-#[cfg(test)]
-pub(super) fn rendered() -> Vec<(String, String)> {
-    #[allow(unused_mut)]
-    let mut all: Vec<(String, String)> = [
-        ("keys/load_by_key", LOAD_BY_KEY.to_string()),
-        ("keys/load_by_lease", LOAD_BY_LEASE.to_string()),
-        ("keys/list_keys", LIST_KEYS.to_string()),
-        ("keys/branch_consumers", BRANCH_CONSUMERS.to_string()),
-        ("keys/expired_keys", EXPIRED_KEYS.to_string()),
-        ("keys/grant_and_history", GRANT_AND_HISTORY.to_string()),
-        ("keys/update_row", UPDATE_ROW.to_string()),
-        ("keys/insert_row", INSERT_ROW.to_string()),
-        ("keys/update_row_no_event", UPDATE_ROW_NO_EVENT.to_string()),
-    ]
-    .into_iter()
-    .map(|(name, sql)| (name.to_owned(), sql))
-    .collect();
-    for (i, limit) in BRANCH_VIEW_LIMITS.iter().enumerate() {
-        all.push((format!("keys/branch_view_{limit}"), BRANCH_VIEWS[i].clone()));
-        all.push((format!("keys/fence_view_{limit}"), FENCE_VIEWS[i].clone()));
-    }
-    all
 }

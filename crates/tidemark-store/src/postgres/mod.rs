@@ -11,19 +11,28 @@
 mod backup;
 pub(crate) mod batch;
 mod db;
+mod fences;
 pub(crate) mod group_commit;
 pub(crate) mod group_read;
 mod history;
 mod keys;
+mod migrate;
 mod options;
 mod paimon;
+mod probe;
 #[cfg(test)]
 mod rendered_sql;
 mod stats;
 mod update;
 
+use migrate::migrate_on;
+
+use probe::{ProbeConnection, commit_probe, commit_probe_in_transaction, terminate_backend};
+
 pub use db::DbPooler;
-pub use keys::{BRANCH_CONSUMERS, branch_view_statement, fence_view_statement};
+pub use fences::{branch_view_statement, fence_view_statement};
+pub use keys::BRANCH_CONSUMERS;
+pub use migrate::MIGRATIONS_NEED_A_SESSION;
 
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
@@ -272,195 +281,6 @@ async fn writable_connection(pool: &PgPool) -> Result<sqlx::pool::PoolConnection
         ));
     }
     Ok(connection)
-}
-
-/// Why migrations refuse to run through a transaction pooler.
-pub const MIGRATIONS_NEED_A_SESSION: &str = "migrations need a database session (an advisory lock held across \
-     statements, a session setting), which a transaction pooler does not keep: give --migrate-database-url (a \
-     direct connection to the primary), or run `tidemark migrate` with a direct --database-url and serve with \
-     --no-migrate";
-
-/// Applies the migrations on `connection`, a session of its own that
-/// reaches a primary.
-async fn migrate_on(connection: &mut sqlx::PgConnection) -> Result<(), StoreError> {
-    // A migration may rewrite a large table: no --db-statement-timeout.
-    sqlx::query("SET statement_timeout = 0")
-        .execute(&mut *connection)
-        .await?;
-    // sqlx takes a Postgres advisory lock around the run, so replicas
-    // starting at once apply each migration exactly once. (`run_direct`
-    // is `run` on a connection already held: `run`'s `Acquire` bound on
-    // `&mut PgConnection` does not hold across async_trait's future.)
-    crate::migrations::expand_only(&MIGRATOR)
-        .run_direct(None, &mut *connection, false)
-        .await
-        .map_err(crate::migrations::failure)
-}
-
-impl PostgresBackend {
-    /// Migrations over `url`, a direct connection (`--migrate-database-url`),
-    /// on the same schema as the pool.
-    async fn migrate_directly(&self, url: &str) -> Result<(), StoreError> {
-        use sqlx::Connection;
-        let mut options: PgConnectOptions = url
-            .parse()
-            .map_err(|e| StoreError::Internal(format!("invalid migration database URL: {e}")))?;
-        options = options.application_name("tidemark");
-        if let Some((_, schema)) = self.session_settings.iter().find(|(name, _)| *name == "search_path") {
-            options = options.options([("search_path", schema.clone())]);
-        }
-        let mut connection = tokio::time::timeout(self.acquire_timeout, sqlx::PgConnection::connect_with(&options))
-            .await
-            .map_err(|_| StoreError::Unavailable("timed out connecting to the migration database".into()))??;
-        let standby: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
-            .fetch_one(&mut connection)
-            .await?;
-        let outcome = if standby {
-            Err(StoreError::Unavailable(
-                "the migration database is a standby in recovery (read-only); migrations need the primary".into(),
-            ))
-        } else {
-            migrate_on(&mut connection).await
-        };
-        // Closed, never kept: a failed run leaves the migrator's lock in the
-        // session.
-        let _ = connection.close().await;
-        outcome
-    }
-}
-
-/// Ends the backend of an abandoned readiness connection (a session may
-/// end its own role's backends). Behind a transaction pooler a backend id
-/// names no session of ours, so nothing is terminated there.
-async fn terminate_backend(connection: &mut sqlx::PgConnection, pid: i32, limit: Duration) {
-    // Unprepared (the id is a number): behind a transaction pooler no
-    // statement may be named.
-    let terminated = tokio::time::timeout(
-        limit,
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("SELECT pg_terminate_backend({pid})"))).fetch_one(connection),
-    )
-    .await
-    .map(|answer| answer.and_then(|row| row.try_get::<bool, _>(0)));
-    match terminated {
-        Ok(Ok(true)) => tracing::info!(pid, "terminated the abandoned readiness backend"),
-        Ok(Ok(false)) => tracing::debug!(pid, "the abandoned readiness backend had already ended"),
-        Ok(Err(e)) => tracing::warn!(pid, error = %e, "cannot terminate the abandoned readiness backend"),
-        Err(_) => tracing::warn!(pid, "terminating the abandoned readiness backend timed out"),
-    }
-}
-
-/// Readiness's connection, and since when a probe on it has gone
-/// unanswered (set before each probe, cleared by its answer: a probe cut
-/// short leaves it set).
-#[derive(Debug)]
-struct ProbeConnection {
-    connection: sqlx::PgConnection,
-    /// Its backend's process id, to terminate it once abandoned (`None`
-    /// when it could not be read).
-    backend_pid: Option<i32>,
-    unanswered_since: Option<Instant>,
-}
-
-impl ProbeConnection {
-    fn abandoned(&self, after: Duration) -> bool {
-        self.unanswered_since.is_some_and(|since| since.elapsed() > after)
-    }
-}
-
-/// Ready means a commit can be made now, not only that the server answers:
-/// a standby (a demoted primary a balancer still routes to) answers, and so
-/// do a primary in read-only mode (`default_transaction_read_only`, as when
-/// its disk is nearly full) and a primary whose commits wait for a
-/// synchronous standby that is gone, but every write would fail or hang.
-/// The probe's transaction writes one small WAL record and no table (a
-/// transactional logical message, which decoding plugins ignore unless
-/// asked for messages), so its commit waits for the WAL flush and the
-/// synchronous standbys as every commit does.
-async fn commit_probe(connection: &mut sqlx::PgConnection) -> Result<(), StoreError> {
-    let standby: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
-        .fetch_one(&mut *connection)
-        .await?;
-    if standby {
-        return Err(StoreError::Unavailable(
-            "the database is a standby in recovery (read-only); tidemark needs the primary".into(),
-        ));
-    }
-    let probe = sqlx::query_scalar::<_, String>(
-        "SELECT current_setting('transaction_read_only'), pg_logical_emit_message(true, 'tidemark', 'readiness')",
-    )
-    .fetch_one(&mut *connection)
-    .await;
-    let read_only = match probe {
-        Ok(read_only) => read_only,
-        // A role that may not emit WAL messages (EXECUTE revoked from
-        // PUBLIC): readiness can still see read-only mode, not a stall.
-        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42501") => {
-            warn_once_without_commit_probe();
-            sqlx::query_scalar("SELECT current_setting('transaction_read_only')")
-                .fetch_one(&mut *connection)
-                .await?
-        }
-        Err(e) => return Err(e.into()),
-    };
-    if read_only == "on" {
-        return Err(StoreError::Unavailable(
-            "the database is in read-only mode (default_transaction_read_only); tidemark needs to write".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// [`commit_probe`] behind a transaction pooler: one explicit transaction
-/// (the server is ours only inside one), unprepared statements, and the
-/// backend's id read inside it, so a probe abandoned in its commit can
-/// still have that backend terminated (through the pooler, from another
-/// server connection of tidemark's role).
-async fn commit_probe_in_transaction(probe: &mut ProbeConnection) -> Result<(), StoreError> {
-    let connection = &mut probe.connection;
-    let pid: i32 = sqlx::raw_sql("BEGIN; SELECT pg_backend_pid()")
-        .fetch_one(&mut *connection)
-        .await?
-        .try_get(0)?;
-    probe.backend_pid = Some(pid);
-    let state = sqlx::raw_sql("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')")
-        .fetch_one(&mut *connection)
-        .await?;
-    if state.try_get::<bool, _>(0)? {
-        return Err(StoreError::Unavailable(
-            "the database is a standby in recovery (read-only); tidemark needs the primary".into(),
-        ));
-    }
-    if state.try_get::<String, _>(1)? == "on" {
-        return Err(StoreError::Unavailable(
-            "the database is in read-only mode (default_transaction_read_only); tidemark needs to write".into(),
-        ));
-    }
-    match sqlx::raw_sql("SELECT pg_logical_emit_message(true, 'tidemark', 'readiness')")
-        .execute(&mut *connection)
-        .await
-    {
-        Ok(_) => {}
-        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42501") => {
-            warn_once_without_commit_probe();
-            sqlx::raw_sql("ROLLBACK").execute(&mut *connection).await?;
-            return Ok(());
-        }
-        Err(e) => return Err(e.into()),
-    }
-    // Waits for the WAL flush and the synchronous standbys, as every commit.
-    sqlx::raw_sql("COMMIT").execute(&mut *connection).await?;
-    Ok(())
-}
-
-fn warn_once_without_commit_probe() {
-    static WARNED: std::sync::Once = std::sync::Once::new();
-    WARNED.call_once(|| {
-        tracing::warn!(
-            "readiness cannot see commits stalled on synchronous replication: this role may not \
-             execute pg_logical_emit_message (GRANT EXECUTE ON FUNCTION \
-             pg_logical_emit_message(boolean, text, text) TO it)"
-        );
-    });
 }
 
 impl TimestampColumns for PgRow {

@@ -32,7 +32,7 @@ const REGISTERED_TABLES: &str =
 
 /// What the mirror keeper checks: every consumer and live pin of registered
 /// tables, with what its file was last written with.
-static MIRROR_INVENTORY: LazyLock<String> = LazyLock::new(|| {
+pub(super) static MIRROR_INVENTORY: LazyLock<String> = LazyLock::new(|| {
     crate::sql_template::render(
         include_str!("sql/mirror_inventory.sql"),
         &[("unexpired", UNEXPIRED), ("live_lease", LIVE_LEASE)],
@@ -41,7 +41,7 @@ static MIRROR_INVENTORY: LazyLock<String> = LazyLock::new(|| {
 
 /// Consumers of registered tables whose file is stale, then files of
 /// consumers that are gone; failing ones last.
-static MIRROR_TASKS: LazyLock<String> =
+pub(super) static MIRROR_TASKS: LazyLock<String> =
     LazyLock::new(|| crate::sql_template::render(include_str!("sql/mirror_tasks.sql"), &[]));
 
 const ANY_REGISTERED: &str = "SELECT EXISTS (SELECT 1 FROM paimon_tables)";
@@ -145,19 +145,4 @@ impl PaimonStore for PostgresBackend {
             .await?;
         row.as_ref().map(decode::mirror_state).transpose()
     }
-}
-
-/// This module's generated statements, by name, as rendered (the
-/// rendered-SQL test compares them with `sql/rendered/`).
-#[cfg(test)]
-pub(super) fn rendered() -> Vec<(String, String)> {
-    #[allow(unused_mut)]
-    let mut all: Vec<(String, String)> = [
-        ("paimon/mirror_inventory", MIRROR_INVENTORY.to_string()),
-        ("paimon/mirror_tasks", MIRROR_TASKS.to_string()),
-    ]
-    .into_iter()
-    .map(|(name, sql)| (name.to_owned(), sql))
-    .collect();
-    all
 }

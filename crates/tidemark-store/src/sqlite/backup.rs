@@ -21,7 +21,7 @@ const EXPORT_OPTIONS: &str = "SELECT table_name, expiration_us AS opt_expiration
 const EXPORT_REGISTRATIONS: &str = "SELECT table_name, location, registered_at, registered_by, identity \
     FROM paimon_tables WHERE (?1 IS NULL OR table_name = ?1) ORDER BY table_name";
 
-static EXPORT_KEYS: LazyLock<String> = LazyLock::new(|| {
+pub(super) static EXPORT_KEYS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {row} FROM consumer_keys k
          WHERE (?1 IS NULL OR k.table_name = ?1)
@@ -142,16 +142,4 @@ fn insert_keys_sql(rows: usize) -> String {
 
 fn insert_history_sql(rows: usize) -> String {
     insert_history(&format!("VALUES {}", vec![HistoryRow::sqlite_row(); rows].join(", ")))
-}
-
-/// This module's generated statements, by name, as rendered (the
-/// rendered-SQL test compares them with `sql/rendered/`).
-#[cfg(test)]
-pub(super) fn rendered() -> Vec<(String, String)> {
-    #[allow(unused_mut)]
-    let mut all: Vec<(String, String)> = [("backup/export_keys", EXPORT_KEYS.to_string())]
-        .into_iter()
-        .map(|(name, sql)| (name.to_owned(), sql))
-        .collect();
-    all
 }

@@ -18,7 +18,7 @@ const HISTORY_PAGE: &str = "SELECT id, at, table_name, branch, consumer_id, even
     WHERE table_name = ?1 AND (?2 IS NULL OR branch = ?2) AND (?3 IS NULL OR consumer_id = ?3) \
     AND (?4 IS NULL OR id < ?4) ORDER BY id DESC LIMIT ?5";
 
-static INSERT_HISTORY: LazyLock<String> =
+pub(super) static INSERT_HISTORY: LazyLock<String> =
     LazyLock::new(|| history_row::insert_history(&format!("VALUES {}", HistoryRow::sqlite_row())));
 
 const PRUNE_HISTORY: &str = "DELETE FROM history WHERE id IN (SELECT id FROM history WHERE at < ?1 \
@@ -100,16 +100,4 @@ impl HistoryStore for SqliteBackend {
             .rows_affected();
         Ok(Pruned { history, grants })
     }
-}
-
-/// This module's generated statements, by name, as rendered (the
-/// rendered-SQL test compares them with `sql/rendered/`).
-#[cfg(test)]
-pub(super) fn rendered() -> Vec<(String, String)> {
-    #[allow(unused_mut)]
-    let mut all: Vec<(String, String)> = [("history/insert_history", INSERT_HISTORY.to_string())]
-        .into_iter()
-        .map(|(name, sql)| (name.to_owned(), sql))
-        .collect();
-    all
 }

@@ -17,7 +17,7 @@ use crate::decode;
 use crate::error::StoreError;
 use crate::row::{KeyRow, Placeholders::Question, decode_sqlite};
 
-static SELECT_KEY: LazyLock<String> = LazyLock::new(|| {
+pub(super) static SELECT_KEY: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {row} FROM consumer_keys k WHERE k.table_name = ?1 AND k.branch = ?2 AND k.consumer_id = ?3",
         row = KeyRow::select_list("k")
@@ -31,7 +31,7 @@ const OPTION_COLUMNS: &str =
     "o.expiration_us AS opt_expiration_us, o.changelog_only AS opt_changelog_only, o.mode AS opt_mode";
 
 // The clock is the last parameter of each of these.
-static LIST_KEYS: LazyLock<String> = LazyLock::new(|| {
+pub(super) static LIST_KEYS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {row}, {OPTION_COLUMNS}
          FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
@@ -44,7 +44,7 @@ static LIST_KEYS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-static BRANCH_CONSUMERS: LazyLock<String> = LazyLock::new(|| {
+pub(super) static BRANCH_CONSUMERS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {row}
          FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
@@ -56,7 +56,7 @@ static BRANCH_CONSUMERS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-static BRANCH_PINS: LazyLock<String> = LazyLock::new(|| {
+pub(super) static BRANCH_PINS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT {row}
          FROM consumer_keys k
@@ -76,7 +76,7 @@ const EXPIRED_KEYS: &str = "SELECT k.table_name, k.branch, k.consumer_id
 
 /// The compare-and-set update: the key (`?1`–`?3`), the version, whether
 /// the lease must be live and the clock (`?4`–`?6`), the row (`?7`…).
-static UPDATE_ROW: LazyLock<String> = LazyLock::new(|| {
+pub(super) static UPDATE_ROW: LazyLock<String> = LazyLock::new(|| {
     format!(
         "UPDATE consumer_keys SET version = version + 1, {set}
          WHERE table_name = ?1 AND branch = ?2 AND consumer_id = ?3 AND version = ?4
@@ -86,7 +86,7 @@ static UPDATE_ROW: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// A new row: the key (`?1`–`?3`), the row (`?4`…).
-static INSERT_ROW: LazyLock<String> = LazyLock::new(|| {
+pub(super) static INSERT_ROW: LazyLock<String> = LazyLock::new(|| {
     format!(
         "INSERT INTO consumer_keys (table_name, branch, consumer_id, version, {columns})
          VALUES (?1, ?2, ?3, 1, {values}) ON CONFLICT DO NOTHING",
@@ -304,23 +304,4 @@ impl KeyStore for SqliteBackend {
             .map(|(t, b, c)| ConsumerKey::from_trusted(t, b, c))
             .collect())
     }
-}
-
-/// This module's generated statements, by name, as rendered (the
-/// rendered-SQL test compares them with `sql/rendered/`).
-#[cfg(test)]
-pub(super) fn rendered() -> Vec<(String, String)> {
-    #[allow(unused_mut)]
-    let mut all: Vec<(String, String)> = [
-        ("keys/select_key", SELECT_KEY.to_string()),
-        ("keys/list_keys", LIST_KEYS.to_string()),
-        ("keys/branch_consumers", BRANCH_CONSUMERS.to_string()),
-        ("keys/branch_pins", BRANCH_PINS.to_string()),
-        ("keys/update_row", UPDATE_ROW.to_string()),
-        ("keys/insert_row", INSERT_ROW.to_string()),
-    ]
-    .into_iter()
-    .map(|(name, sql)| (name.to_owned(), sql))
-    .collect();
-    all
 }

@@ -24,7 +24,7 @@ const SET_IDENTITY: &str =
     "UPDATE paimon_tables SET identity = ?3 WHERE table_name = ?1 AND location = ?2 AND identity IS NULL";
 
 /// See the Postgres backend's `MIRROR_INVENTORY`; `?1` is the clock.
-static MIRROR_INVENTORY: LazyLock<String> =
+pub(super) static MIRROR_INVENTORY: LazyLock<String> =
     LazyLock::new(|| crate::sql_template::render_one_line(include_str!("sql/mirror_inventory.sql"), &[]));
 
 const UNREGISTER_MIRRORS: &str = "DELETE FROM consumer_mirrors WHERE table_name = ?1";
@@ -34,7 +34,7 @@ const REGISTERED_TABLES: &str =
     "SELECT table_name, location, registered_at, registered_by, identity FROM paimon_tables ORDER BY table_name";
 
 /// See the Postgres backend's `MIRROR_TASKS`.
-static MIRROR_TASKS: LazyLock<String> =
+pub(super) static MIRROR_TASKS: LazyLock<String> =
     LazyLock::new(|| crate::sql_template::render_one_line(include_str!("sql/mirror_tasks.sql"), &[]));
 
 const MIRROR_DONE: &str = "INSERT INTO consumer_mirrors (table_name, branch, consumer_id, mirrored_next, \
@@ -143,14 +143,4 @@ impl PaimonStore for SqliteBackend {
             .await?;
         row.as_ref().map(decode::mirror_state).transpose()
     }
-}
-
-/// This module's statements, by name, as rendered (the rendered-SQL test
-/// compares them with `sql/rendered/`).
-#[cfg(test)]
-pub(super) fn rendered() -> Vec<(String, String)> {
-    vec![
-        ("paimon/mirror_inventory".to_owned(), MIRROR_INVENTORY.to_string()),
-        ("paimon/mirror_tasks".to_owned(), MIRROR_TASKS.to_string()),
-    ]
 }

@@ -1,0 +1,143 @@
+//! Readiness on Postgres: a probe that proves the primary takes a commit
+//! (not merely answers a read), on a connection of its own that a stalled
+//! probe gives up and whose backend it ends.
+
+use std::time::{Duration, Instant};
+
+use sqlx::Row;
+
+use crate::error::StoreError;
+
+/// Ends the backend of an abandoned readiness connection (a session may
+/// end its own role's backends). Behind a transaction pooler a backend id
+/// names no session of ours, so nothing is terminated there.
+pub(super) async fn terminate_backend(connection: &mut sqlx::PgConnection, pid: i32, limit: Duration) {
+    // Unprepared (the id is a number): behind a transaction pooler no
+    // statement may be named.
+    let terminated = tokio::time::timeout(
+        limit,
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("SELECT pg_terminate_backend({pid})"))).fetch_one(connection),
+    )
+    .await
+    .map(|answer| answer.and_then(|row| row.try_get::<bool, _>(0)));
+    match terminated {
+        Ok(Ok(true)) => tracing::info!(pid, "terminated the abandoned readiness backend"),
+        Ok(Ok(false)) => tracing::debug!(pid, "the abandoned readiness backend had already ended"),
+        Ok(Err(e)) => tracing::warn!(pid, error = %e, "cannot terminate the abandoned readiness backend"),
+        Err(_) => tracing::warn!(pid, "terminating the abandoned readiness backend timed out"),
+    }
+}
+
+/// Readiness's connection, and since when a probe on it has gone
+/// unanswered (set before each probe, cleared by its answer: a probe cut
+/// short leaves it set).
+#[derive(Debug)]
+pub(super) struct ProbeConnection {
+    pub(super) connection: sqlx::PgConnection,
+    /// Its backend's process id, to terminate it once abandoned (`None`
+    /// when it could not be read).
+    pub(super) backend_pid: Option<i32>,
+    pub(super) unanswered_since: Option<Instant>,
+}
+
+impl ProbeConnection {
+    pub(super) fn abandoned(&self, after: Duration) -> bool {
+        self.unanswered_since.is_some_and(|since| since.elapsed() > after)
+    }
+}
+
+/// Ready means a commit can be made now, not only that the server answers:
+/// a standby (a demoted primary a balancer still routes to) answers, and so
+/// do a primary in read-only mode (`default_transaction_read_only`, as when
+/// its disk is nearly full) and a primary whose commits wait for a
+/// synchronous standby that is gone, but every write would fail or hang.
+/// The probe's transaction writes one small WAL record and no table (a
+/// transactional logical message, which decoding plugins ignore unless
+/// asked for messages), so its commit waits for the WAL flush and the
+/// synchronous standbys as every commit does.
+pub(super) async fn commit_probe(connection: &mut sqlx::PgConnection) -> Result<(), StoreError> {
+    let standby: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+        .fetch_one(&mut *connection)
+        .await?;
+    if standby {
+        return Err(StoreError::Unavailable(
+            "the database is a standby in recovery (read-only); tidemark needs the primary".into(),
+        ));
+    }
+    let probe = sqlx::query_scalar::<_, String>(
+        "SELECT current_setting('transaction_read_only'), pg_logical_emit_message(true, 'tidemark', 'readiness')",
+    )
+    .fetch_one(&mut *connection)
+    .await;
+    let read_only = match probe {
+        Ok(read_only) => read_only,
+        // A role that may not emit WAL messages (EXECUTE revoked from
+        // PUBLIC): readiness can still see read-only mode, not a stall.
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42501") => {
+            warn_once_without_commit_probe();
+            sqlx::query_scalar("SELECT current_setting('transaction_read_only')")
+                .fetch_one(&mut *connection)
+                .await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if read_only == "on" {
+        return Err(StoreError::Unavailable(
+            "the database is in read-only mode (default_transaction_read_only); tidemark needs to write".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// [`commit_probe`] behind a transaction pooler: one explicit transaction
+/// (the server is ours only inside one), unprepared statements, and the
+/// backend's id read inside it, so a probe abandoned in its commit can
+/// still have that backend terminated (through the pooler, from another
+/// server connection of tidemark's role).
+pub(super) async fn commit_probe_in_transaction(probe: &mut ProbeConnection) -> Result<(), StoreError> {
+    let connection = &mut probe.connection;
+    let pid: i32 = sqlx::raw_sql("BEGIN; SELECT pg_backend_pid()")
+        .fetch_one(&mut *connection)
+        .await?
+        .try_get(0)?;
+    probe.backend_pid = Some(pid);
+    let state = sqlx::raw_sql("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')")
+        .fetch_one(&mut *connection)
+        .await?;
+    if state.try_get::<bool, _>(0)? {
+        return Err(StoreError::Unavailable(
+            "the database is a standby in recovery (read-only); tidemark needs the primary".into(),
+        ));
+    }
+    if state.try_get::<String, _>(1)? == "on" {
+        return Err(StoreError::Unavailable(
+            "the database is in read-only mode (default_transaction_read_only); tidemark needs to write".into(),
+        ));
+    }
+    match sqlx::raw_sql("SELECT pg_logical_emit_message(true, 'tidemark', 'readiness')")
+        .execute(&mut *connection)
+        .await
+    {
+        Ok(_) => {}
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42501") => {
+            warn_once_without_commit_probe();
+            sqlx::raw_sql("ROLLBACK").execute(&mut *connection).await?;
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    }
+    // Waits for the WAL flush and the synchronous standbys, as every commit.
+    sqlx::raw_sql("COMMIT").execute(&mut *connection).await?;
+    Ok(())
+}
+
+fn warn_once_without_commit_probe() {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        tracing::warn!(
+            "readiness cannot see commits stalled on synchronous replication: this role may not \
+             execute pg_logical_emit_message (GRANT EXECUTE ON FUNCTION \
+             pg_logical_emit_message(boolean, text, text) TO it)"
+        );
+    });
+}
