@@ -297,31 +297,26 @@ pub(super) static ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
     ))
 });
 
-/// ... and an update with exactly one history row (a commit: the checks
-/// `$4`–`$7`, the history row `$8`–`$17`, the key row `$18`…) ...
+/// ... and an update with exactly one history row (a commit;
+/// `sql/update_row_one_event.sql` lists its binds) ...
 pub(super) static UPDATE_ROW_ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING table_name, branch, consumer_id)
-         {one_event} RETURNING at",
-        one_event = *ONE_EVENT,
-        update = update_key_row(4, 18)
+    crate::sql_template::render(
+        include_str!("sql/update_row_one_event.sql"),
+        &[
+            ("lock_then_clock", &LOCK_THEN_CLOCK),
+            ("update", &update_key_row(4, 18)),
+            ("one_event", &ONE_EVENT),
+        ],
     )
 });
 
 /// ... and the same, unless another transaction holds the row's lock (then
-/// nothing is written and `locked` is false): group commit's batch of one.
+/// nothing is written and `locked` is false): group commit's batch of one
+/// (`sql/update_row_one_event_unless_locked.sql`).
 pub(super) static UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH locked AS (
-           SELECT ctid AS row_at FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3
-           FOR UPDATE SKIP LOCKED),
-         clock AS (SELECT tidemark_write_now() AS t, row_at FROM locked),
-         written AS ({update} RETURNING table_name, branch, consumer_id),
-         logged AS ({one_event})
-         SELECT EXISTS (SELECT 1 FROM locked) AS locked, EXISTS (SELECT 1 FROM written) AS written,
-                coalesce((SELECT t FROM clock), tidemark_write_now()) AS at",
-        one_event = *ONE_EVENT,
-        update = update_key_row(4, 18)
+    crate::sql_template::render(
+        include_str!("sql/update_row_one_event_unless_locked.sql"),
+        &[("update", &update_key_row(4, 18)), ("one_event", &ONE_EVENT)],
     )
 });
 

@@ -85,59 +85,54 @@ pub(super) static EXPIRED_KEYS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// The grant and the history of a general write (`$4`–`$14`, bound by
-/// [`bind_grant_and_history`]) from the `written` CTE.
+/// The grant and the history of a general write from the `written` CTE
+/// (`sql/grant_and_history.sql`, bound by [`bind_grant_and_history`]).
 pub(super) static GRANT_AND_HISTORY: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        ",
-    grant_row AS (
-      INSERT INTO lease_grants (lease_id, table_name, branch, consumer_id, epoch, holder, granted_at)
-      SELECT w.lease_id, w.table_name, w.branch, w.consumer_id, w.lease_epoch, w.lease_holder, w.lease_acquired_at
-      FROM written w WHERE $4),
-    events AS ({events})
-    SELECT count(*), (SELECT t FROM clock) FROM written",
-        events = insert_history(&format!(
-            "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, $5, $6, {events}
+    let events = insert_history(&format!(
+        "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, $5, $6, {events}
              FROM written w, unnest({arrays}) AS e({columns})",
-            events = HistoryRow::columns("e."),
-            arrays = HistoryRow::array_arguments(7),
-            columns = HistoryRow::columns(""),
-        ))
-    )
+        events = HistoryRow::columns("e."),
+        arrays = HistoryRow::array_arguments(7),
+        columns = HistoryRow::columns(""),
+    ));
+    crate::sql_template::render(include_str!("sql/grant_and_history.sql"), &[("events", &events)])
 });
 
 const WRITTEN_COLUMNS: &str = "table_name, branch, consumer_id, lease_id, lease_epoch, lease_holder, lease_acquired_at";
 
-/// A general update: the grant and history, the checks (`$15`–`$18`), the
-/// row (`$19`…).
+/// A general update: the grant and history, the checks, the row
+/// (`sql/update_row.sql` lists its binds).
 pub(super) static UPDATE_ROW: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING {WRITTEN_COLUMNS}){grant_and_history}",
-        update = update_key_row(15, 19),
-        grant_and_history = *GRANT_AND_HISTORY
+    crate::sql_template::render(
+        include_str!("sql/update_row.sql"),
+        &[
+            ("lock_then_clock", &LOCK_THEN_CLOCK),
+            ("update", &update_key_row(15, 19)),
+            ("written_columns", WRITTEN_COLUMNS),
+            ("grant_and_history", &GRANT_AND_HISTORY),
+        ],
     )
 });
 
-/// A new row: the grant and history, the row (`$15`…).
+/// A new row: the grant and history, the row (`sql/insert_row.sql`).
 pub(super) static INSERT_ROW: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH clock AS (SELECT tidemark_write_now() AS t),
-         written AS (
-           INSERT INTO consumer_keys (table_name, branch, consumer_id, version, {columns})
-           VALUES ($1, $2, $3, 1, {values})
-           ON CONFLICT DO NOTHING RETURNING {WRITTEN_COLUMNS}){grant_and_history}",
-        grant_and_history = *GRANT_AND_HISTORY,
-        columns = KeyRow::column_list(),
-        values = KeyRow::placeholders_restamped(16, "$15::timestamptz")
+    crate::sql_template::render(
+        include_str!("sql/insert_row.sql"),
+        &[
+            ("grant_and_history", &GRANT_AND_HISTORY),
+            ("columns", &KeyRow::column_list()),
+            ("values", &KeyRow::placeholders_restamped(16, "$15::timestamptz")),
+            ("written_columns", WRITTEN_COLUMNS),
+        ],
     )
 });
 
 /// The commonest writes, without arrays or the grant step: an update with
-/// no history row (a renewal: the checks `$4`–`$7`, the row `$8`…) ...
+/// no history row (a renewal; `sql/update_row_no_event.sql`) ...
 pub(super) static UPDATE_ROW_NO_EVENT: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "{LOCK_THEN_CLOCK}, written AS ({update} RETURNING 1) SELECT (SELECT t FROM clock) FROM written",
-        update = update_key_row(4, 8)
+    crate::sql_template::render(
+        include_str!("sql/update_row_no_event.sql"),
+        &[("lock_then_clock", &LOCK_THEN_CLOCK), ("update", &update_key_row(4, 8))],
     )
 });
 

@@ -2,6 +2,8 @@
 //! building block of every write (keys.rs) and of group commit's single
 //! write (group_commit.rs).
 
+use std::sync::LazyLock;
+
 use tidemark_core::Timestamp;
 use tidemark_core::time::duration_micros;
 
@@ -9,7 +11,7 @@ use super::ts;
 use crate::backend::ESTIMATED_NOW_TOLERANCE;
 use crate::row::{KeyRow, PgQuery};
 
-/// The row's lock, then the clock (SPEC §1): deadlines are judged, and the
+/// The row's lock, then the clock (SPEC §1; `sql/lock_then_clock.sql`): deadlines are judged, and the
 /// write stamped, by one reading of the database clock taken once the row is
 /// locked, so a write that waited on a lock is judged by when it lands.
 /// Every update starts with these CTEs and joins `clock`: the join
@@ -20,28 +22,25 @@ use crate::row::{KeyRow, PgQuery};
 /// statement's snapshot, that address holds a version the snapshot cannot
 /// see and nothing is written; the primary-key route would have reached
 /// the same answer through the version check (every update bumps it).
-pub(super) const LOCK_THEN_CLOCK: &str = "WITH locked AS (
-      SELECT ctid AS row_at FROM consumer_keys WHERE table_name = $1 AND branch = $2 AND consumer_id = $3
-      FOR UPDATE),
-    clock AS (SELECT tidemark_write_now() AS t, row_at FROM locked)";
+pub(super) static LOCK_THEN_CLOCK: LazyLock<String> =
+    LazyLock::new(|| crate::sql_template::render(include_str!("sql/lock_then_clock.sql"), &[]));
 
 /// The compare-and-set update: the row's columns from `$row` on, checked
 /// against its version, the lease's liveness and the estimated time
 /// (`$checks` to `$checks+3`, bound by [`bind_checks`]).
 pub(super) fn update_key_row(checks: usize, row: usize) -> String {
     let (version, live, decided, tolerance) = (checks, checks + 1, checks + 2, checks + 3);
-    format!(
-        "UPDATE consumer_keys SET version = version + 1, {set}
-         FROM clock
-         WHERE ctid = clock.row_at AND {checks}",
-        set = KeyRow::assignments_restamped(row, "consumer_keys", &format!("${decided}::timestamptz")),
-        checks = KeyRow::compare_and_set(
-            "",
-            &format!("${version}"),
-            &format!("${live}"),
-            &format!("${decided}::timestamptz"),
-            &format!("${tolerance}::int8")
-        )
+    let set = KeyRow::assignments_restamped(row, "consumer_keys", &format!("${decided}::timestamptz"));
+    let checks = KeyRow::compare_and_set(
+        "",
+        &format!("${version}"),
+        &format!("${live}"),
+        &format!("${decided}::timestamptz"),
+        &format!("${tolerance}::int8"),
+    );
+    crate::sql_template::render(
+        include_str!("sql/update_key_row.sql"),
+        &[("set", &set), ("checks", &checks)],
     )
 }
 
