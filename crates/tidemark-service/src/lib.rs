@@ -7,9 +7,11 @@
 //! entity) is one `App` call, and handlers parse, make that call and
 //! encode. The store itself is not reachable from outside; the types a
 //! transport needs from the store and the Paimon crate are re-exported
-//! here ([`store`], [`paimon`]). The background jobs (the mirror and its
-//! keeper, the sweeper, the gauge collector) run from
-//! [`App::run_background`].
+//! here ([`store`], [`paimon`]). Who may call what ([`auth`]: credentials,
+//! roles, table scopes) is the application's too, shared by every front
+//! door (the gRPC server's auth layer, the console's sign-in). The
+//! background jobs (the mirror and its keeper, the sweeper, the gauge
+//! collector) run from [`App::run_background`].
 //!
 //! Depends on the store and the Paimon crate; never on tonic or the protos.
 
