@@ -328,10 +328,32 @@ fn read_records(dir: &Path, workers: u32) -> anyhow::Result<Vec<Record>> {
     Ok(records)
 }
 
+/// A read of the final state, retried while tidemark answers UNAVAILABLE
+/// (as every client does: a fault just before the run ended, such as a
+/// database restart behind PgBouncer, leaves pooled connections that fail
+/// their first use retryably), for up to about ten seconds.
+async fn read_retrying<T, F, Fut>(mut call: F) -> Result<T, tonic::Status>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, tonic::Status>>,
+{
+    let mut waited = Duration::ZERO;
+    loop {
+        match call().await {
+            Err(status) if status.code() == tonic::Code::Unavailable && waited < Duration::from_secs(10) => {
+                let pause = Duration::from_millis(250);
+                tokio::time::sleep(pause).await;
+                waited += pause;
+            }
+            answer => return answer,
+        }
+    }
+}
+
 /// Every key's full history and final position, through the Admin API.
 async fn server_state(url: &str, keys: &[String]) -> anyhow::Result<(History, Finals)> {
     let channel = Channel::from_shared(url.to_owned())?.connect().await?;
-    let mut admin = AdminClient::new(channel);
+    let admin = AdminClient::new(channel);
     let mut history = BTreeMap::new();
     let mut finals = BTreeMap::new();
     for key in keys {
@@ -343,15 +365,19 @@ async fn server_state(url: &str, keys: &[String]) -> anyhow::Result<(History, Fi
         let mut rows = Vec::new();
         let mut token = String::new();
         loop {
-            let page = admin
-                .list_history(pb::ListHistoryRequest {
-                    consumer: consumer.clone(),
-                    page_size: 1000,
-                    page_token: token.clone(),
-                    ..Default::default()
-                })
-                .await?
-                .into_inner();
+            let request = pb::ListHistoryRequest {
+                consumer: consumer.clone(),
+                page_size: 1000,
+                page_token: token.clone(),
+                ..Default::default()
+            };
+            let page = read_retrying(|| {
+                let mut admin = admin.clone();
+                let request = request.clone();
+                async move { admin.list_history(request).await }
+            })
+            .await?
+            .into_inner();
             rows.extend(page.entries);
             if page.next_page_token.is_empty() {
                 break;
@@ -359,12 +385,15 @@ async fn server_state(url: &str, keys: &[String]) -> anyhow::Result<(History, Fi
             token = page.next_page_token;
         }
         history.insert(key.clone(), rows);
-        let described = admin
-            .describe_consumer(pb::DescribeConsumerRequest {
-                consumer,
+        let described = read_retrying(|| {
+            let mut admin = admin.clone();
+            let request = pb::DescribeConsumerRequest {
+                consumer: consumer.clone(),
                 ..Default::default()
-            })
-            .await;
+            };
+            async move { admin.describe_consumer(request).await }
+        })
+        .await;
         let position = described
             .ok()
             .and_then(|d| d.into_inner().info)
