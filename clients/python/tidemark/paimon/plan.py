@@ -75,34 +75,6 @@ KEEP_DELETES = "tidemark_keep_deletes"
 _keeping_deletes = contextvars.ContextVar("tidemark_keeping_deletes", default=False)
 
 
-def install_keep_deletes() -> None:
-    """Teaches pypaimon's merge read to keep deletes for splits marked
-    KEEP_DELETES (only while such a split's reader is built; every other
-    read is unchanged). Idempotent; called where marked splits are read."""
-    from pypaimon.read import split_read
-
-    if getattr(split_read, "_tidemark_keep_deletes", False):
-        return
-    drop_deletes = split_read.DropDeleteRecordReader
-    create_reader = split_read.MergeFileSplitRead.create_reader
-
-    def maybe_drop_deletes(reader):
-        return reader if _keeping_deletes.get() else drop_deletes(reader)
-
-    def create_reader_keeping_deletes(self):
-        if not getattr(self.split, KEEP_DELETES, False):
-            return create_reader(self)
-        token = _keeping_deletes.set(True)
-        try:
-            return create_reader(self)
-        finally:
-            _keeping_deletes.reset(token)
-
-    split_read.DropDeleteRecordReader = maybe_drop_deletes
-    split_read.MergeFileSplitRead.create_reader = create_reader_keeping_deletes
-    split_read._tidemark_keep_deletes = True
-
-
 # The attribute through which a split being read collects the sequence
 # numbers of its records (read.changelog with table-read.sequence-number.enabled):
 # Java's `ValueContentRowDataRecordIterator` joins `kv.sequenceNumber()` in
@@ -138,37 +110,47 @@ class _SequenceRecordingIterator:
         return kv
 
 
-def install_sequence_numbers() -> None:
-    """Teaches pypaimon's primary-key read to hand the sequence number of
-    every record it unwraps to the `SEQUENCE_SINK` of the split being read
-    (only such splits; every other read is unchanged). Deletes are dropped
-    before the unwrap, and tidemark reads with no filter or limit, so the
-    sink holds one number per delivered row, in the rows' order.
-    Idempotent; called where such splits are read."""
+def install_audit_read() -> None:
+    """Teaches pypaimon's primary-key read the two things Paimon's audit log
+    does, for the split being read only (every other read is unchanged):
+    keep the deletes of a split marked KEEP_DELETES, and hand the sequence
+    number of every record it unwraps to the split's SEQUENCE_SINK (deletes
+    are dropped before the unwrap, and tidemark reads with no filter or
+    limit, so the sink holds one number per delivered row, in the rows'
+    order). Both marks are read where the split's reader is built, one
+    patch of `create_reader`. Idempotent; called where marked splits are
+    read."""
     from pypaimon.read import split_read
 
-    if getattr(split_read, "_tidemark_sequence_numbers", False):
+    if getattr(split_read, "_tidemark_audit_read", False):
         return
+    drop_deletes = split_read.DropDeleteRecordReader
     unwrap = split_read.KeyValueUnwrapRecordReader
     create_reader = split_read.MergeFileSplitRead.create_reader
+
+    def maybe_drop_deletes(reader):
+        return reader if _keeping_deletes.get() else drop_deletes(reader)
 
     def unwrap_recording(kv_reader):
         sink = _sequence_sink.get()
         return unwrap(kv_reader if sink is None else _SequenceRecorder(kv_reader, sink))
 
-    def create_reader_recording(self):
+    def create_reader_marked(self):
+        keep = bool(getattr(self.split, KEEP_DELETES, False))
         sink = getattr(self.split, SEQUENCE_SINK, None)
-        if sink is None:
+        if not keep and sink is None:
             return create_reader(self)
-        token = _sequence_sink.set(sink)
+        tokens = (_keeping_deletes.set(keep), _sequence_sink.set(sink))
         try:
             return create_reader(self)
         finally:
-            _sequence_sink.reset(token)
+            _sequence_sink.reset(tokens[1])
+            _keeping_deletes.reset(tokens[0])
 
+    split_read.DropDeleteRecordReader = maybe_drop_deletes
     split_read.KeyValueUnwrapRecordReader = unwrap_recording
-    split_read.MergeFileSplitRead.create_reader = create_reader_recording
-    split_read._tidemark_sequence_numbers = True
+    split_read.MergeFileSplitRead.create_reader = create_reader_marked
+    split_read._tidemark_audit_read = True
 
 
 class ReadOptions:

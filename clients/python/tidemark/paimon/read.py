@@ -17,8 +17,7 @@ from tidemark.paimon.plan import (
     OverwriteBucket,
     Planned,
     ReadOptions,
-    install_keep_deletes,
-    install_sequence_numbers,
+    install_audit_read,
 )
 
 
@@ -92,7 +91,7 @@ def read_planned(table, options: ReadOptions, planned: Planned, schema, fields=N
         # tables carry row kinds (an append table's rows are all +I, and
         # pypaimon adds the column row by row in Python).
         if getattr(planned.split, KEEP_DELETES, False):
-            install_keep_deletes()
+            install_audit_read()
         if sequences is not None:
             sequences.collect_from(planned.split)
         reader = read_with_row_kind(table, names, with_kinds=options.primary_key)
@@ -114,7 +113,7 @@ def read_planned(table, options: ReadOptions, planned: Planned, schema, fields=N
 
 class SequenceNumbers:
     """The sequence numbers of one split's records, as pypaimon's read hands
-    them over (plan.install_sequence_numbers), joined to the rows they
+    them over (plan.install_audit_read), joined to the rows they
     became as a `_SEQUENCE_NUMBER` column."""
 
     def __init__(self):
@@ -123,7 +122,7 @@ class SequenceNumbers:
         self._sink = collections.deque()
 
     def collect_from(self, split) -> None:
-        install_sequence_numbers()
+        install_audit_read()
         setattr(split, SEQUENCE_SINK, self._sink)
 
     def joined(self, rows):
