@@ -20,6 +20,7 @@ on_both_backends!(
     a_pin_taken_while_the_keeper_passes_keeps_its_file,
     registration_warns_when_paimon_would_expire_kept_files,
     an_unreadable_table_location_is_unavailable_and_retryable,
+    an_import_from_an_unreadable_location_is_unavailable_and_retryable,
     a_pin_paimon_cannot_see_is_not_promised,
 );
 
@@ -425,6 +426,36 @@ async fn an_unreadable_table_location_is_unavailable_and_retryable(kind: Kind) {
     assert_eq!(err.metadata["location"], dir.path().display().to_string());
     assert!(retry.and_then(|r| r.retry_delay).is_some(), "RetryInfo is set");
     assert_eq!(server.fingerprint().await, before);
+}
+
+/// A listing of the table's consumer files that fails is the table's
+/// storage failing (`TABLE_LOCATION_UNREADABLE`, retryable), never the
+/// database's (`STORE_UNAVAILABLE`, which would re-probe readiness).
+async fn an_import_from_an_unreadable_location_is_unavailable_and_retryable(kind: Kind) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 3, 1_000, "");
+    register(&server, dir.path()).await;
+    // The consumer files cannot be listed: `consumer` became a link to
+    // itself (ELOOP; as root, permissions cannot make it unreadable, and a
+    // plain file there lists as empty).
+    std::os::unix::fs::symlink(dir.path().join("consumer"), dir.path().join("consumer")).unwrap();
+    let status = AdminClient::new(server.channel().await)
+        .import_consumers(pb::ImportConsumersRequest {
+            table: "db.orders".into(),
+            execute: true,
+        })
+        .await
+        .unwrap_err();
+    let retry = tonic_types::StatusExt::get_details_retry_info(&status);
+    let err = api_error::<()>(Err(status));
+    assert_eq!(
+        (err.code, err.reason.as_str()),
+        (Code::Unavailable, "TABLE_LOCATION_UNREADABLE"),
+        "{err:?}"
+    );
+    assert_eq!(err.metadata["location"], dir.path().display().to_string());
+    assert!(retry.and_then(|r| r.retry_delay).is_some(), "RetryInfo is set");
 }
 
 async fn a_pin_paimon_cannot_see_is_not_promised(kind: Kind) {

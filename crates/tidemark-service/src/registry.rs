@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use tidemark_core::admin::Imported;
-use tidemark_core::{ConsumerKey, TableName, Timestamp};
+use tidemark_core::{ConsumerKey, CoreError, TableName, Timestamp};
 use tidemark_paimon::{FileState, FoundConsumer, PaimonTable, SnapshotRange};
 use tidemark_store::{CallContext, RegisteredTable, Store, StoreError};
 
@@ -229,12 +229,18 @@ pub(crate) async fn import_consumers(
     registered: &RegisteredTable,
     execute: bool,
 ) -> Result<Vec<ImportOutcome>, StoreError> {
-    let paimon =
-        PaimonTable::open(&registered.location).map_err(|e| StoreError::Internal(format!("stored location: {e}")))?;
+    // The table's storage failing is TABLE_LOCATION_UNREADABLE (retryable),
+    // never a database condition or a bug.
+    let unreadable = |why: String| CoreError::TableLocationUnreadable {
+        table: table.as_str().to_owned(),
+        location: registered.location.clone(),
+        why,
+    };
+    let paimon = PaimonTable::open(&registered.location).map_err(|e| unreadable(format!("cannot open it: {e}")))?;
     let found = paimon
         .list_consumers()
         .await
-        .map_err(|e| StoreError::Unavailable(format!("cannot read the table's consumer files: {e}")))?;
+        .map_err(|e| unreadable(format!("cannot list the table's consumer files: {e}")))?;
     let mut outcomes = Vec::with_capacity(found.len());
     for file in &found {
         outcomes.push(import_one(store, ctx, table, file, execute).await?);

@@ -131,13 +131,20 @@ pub(crate) fn classify(err: sqlx::Error) -> DbFailure {
                 }
                 // Postgres connection exceptions, shutdown, cannot connect now,
                 // insufficient resources (disk full, out of memory, too many
-                // connections, configuration limits), read-only transaction.
-                Some(c) if c.starts_with("08") || c.starts_with("57P") || c.starts_with("53") || c == "25006" => {
+                // connections, configuration limits), system errors (class
+                // 58: an I/O error on a failing volume), read-only transaction.
+                Some(c)
+                    if c.starts_with("08")
+                        || c.starts_with("57P")
+                        || c.starts_with("53")
+                        || c.starts_with("58")
+                        || c == "25006" =>
+                {
                     DbFailure::Fail(StoreError::Unavailable(format!("database refused the request ({c})")))
                 }
                 // SQLite: disk full (13) and I/O errors (10 with any extended
-                // code), a volume that filled or went away; read-only (8) and
-                // cannot open (14) likewise.
+                // code), a volume that filled or went away; read-only (8),
+                // cannot open (14) and out of memory (7) likewise.
                 Some(c) if sqlite_unavailable(c) => DbFailure::Fail(StoreError::Unavailable(format!(
                     "the database file cannot be written (SQLite error {c})"
                 ))),
@@ -163,17 +170,21 @@ fn warn_now_and_then(last: &std::sync::Mutex<Option<std::time::Instant>>, warn: 
 
 /// Whether `code` is an SQLite result code (primary or extended) that says
 /// the file cannot be written right now: I/O error, disk full, read-only,
-/// cannot open. SQLite codes are numbers; Postgres SQLSTATEs are five
+/// cannot open, out of memory. SQLite codes are numbers; Postgres SQLSTATEs are five
 /// characters and never parse as one of these.
 fn sqlite_unavailable(code: &str) -> bool {
     const SQLITE_IOERR: u32 = 10;
     const SQLITE_FULL: u32 = 13;
     const SQLITE_READONLY: u32 = 8;
     const SQLITE_CANTOPEN: u32 = 14;
+    const SQLITE_NOMEM: u32 = 7;
     code.len() < 5
-        && code
-            .parse::<u32>()
-            .is_ok_and(|c| matches!(c & 0xff, SQLITE_IOERR | SQLITE_FULL | SQLITE_READONLY | SQLITE_CANTOPEN))
+        && code.parse::<u32>().is_ok_and(|c| {
+            matches!(
+                c & 0xff,
+                SQLITE_IOERR | SQLITE_FULL | SQLITE_READONLY | SQLITE_CANTOPEN | SQLITE_NOMEM
+            )
+        })
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -193,7 +204,7 @@ mod tests {
     fn sqlite_codes_that_mean_the_file_cannot_be_written() {
         // Primary codes, and extended ones (SQLITE_IOERR_WRITE = 778,
         // SQLITE_IOERR_FSYNC = 1034, SQLITE_READONLY_DBMOVED = 1032).
-        for code in ["10", "13", "8", "14", "778", "1034", "1032"] {
+        for code in ["10", "13", "8", "14", "7", "778", "1034", "1032"] {
             assert!(sqlite_unavailable(code), "{code}");
         }
         // Busy and locked are retried, constraint errors are bugs, and a

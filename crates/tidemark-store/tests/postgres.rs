@@ -936,3 +936,31 @@ async fn postgres_a_commit_whose_row_was_updated_while_it_waited_lands_on_top() 
         backend.close().await;
     }
 }
+
+/// Postgres class 58 (system error: `58030` io_error, a failing disk or
+/// volume) is a condition of the deployment, not a bug: UNAVAILABLE
+/// (retryable). A trigger raises it as the server would.
+#[tokio::test]
+async fn postgres_io_error_is_unavailable() {
+    let Some(db) = TestDb::new(Kind::Postgres).await else {
+        return;
+    };
+    let backend = PostgresBackend::connect(db.url(), &db.direct_postgres_options()).unwrap();
+    backend.migrate().await.unwrap();
+    sqlx::raw_sql(
+        "CREATE FUNCTION fail_with_io_error() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN RAISE EXCEPTION 'could not write block' USING ERRCODE = '58030'; END $$; \
+         CREATE TRIGGER io_error BEFORE INSERT OR UPDATE ON consumer_keys \
+         FOR EACH ROW EXECUTE FUNCTION fail_with_io_error();",
+    )
+    .execute(backend.pool())
+    .await
+    .unwrap();
+    let store = Store::new(Arc::new(backend.clone()), LeasePolicy::default());
+    let key = tidemark_core::ConsumerKey::parse("db.t", "main", "c", "").unwrap();
+    let err = store
+        .acquire_lease(&CallContext::internal("t"), &key, "q", Some(Duration::from_secs(60)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+}

@@ -139,3 +139,33 @@ async fn sqlite_a_commit_that_waited_for_the_writer_past_its_deadline_is_refused
     }
     assert_eq!(store.key_state(&key).await.unwrap().unwrap().next_snapshot(), None);
 }
+
+/// SQLite out of memory (SQLITE_NOMEM) is a condition of the deployment,
+/// not a bug: UNAVAILABLE (retryable), as SPEC §7 asks for memory. The
+/// process-wide heap limit makes SQLite's own allocations fail.
+#[tokio::test]
+async fn sqlite_out_of_memory_is_unavailable() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _clock, store) = manual_clock_store(dir.path()).await;
+    let ctx = CallContext::internal("t");
+    let key = tidemark_core::ConsumerKey::parse("db.t", "main", "c", "").unwrap();
+    store.acquire_lease(&ctx, &key, "q", None).await.unwrap();
+    let mut side = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    // The limit is the library's, shared by every connection in the process;
+    // the pragma's own answer already fails to allocate.
+    let _ = sqlx::query("PRAGMA hard_heap_limit = 1").execute(&mut side).await;
+    // A cached statement on a warm connection may still find its memory
+    // (lookaside, page cache): the first call that needs more fails.
+    let mut failed = None;
+    for i in 0..200 {
+        let key = tidemark_core::ConsumerKey::parse(&format!("db.t{i}"), "main", &format!("c{i}"), "").unwrap();
+        if let Err(e) = store.acquire_lease(&ctx, &key, "q", None).await {
+            failed = Some(e);
+            break;
+        }
+    }
+    let err = failed.expect("no allocation failed under a 1-byte heap limit");
+    sqlx::query("PRAGMA hard_heap_limit = 0").execute(&mut side).await.ok();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+}
