@@ -58,6 +58,16 @@ impl PgBouncer {
     /// Starts PgBouncer in `mode` in front of the server `direct_url`
     /// points at (every database name passes through).
     pub fn start(mode: PoolMode, direct_url: &str) -> Self {
+        let pool_size = match mode {
+            PoolMode::Session => SESSION_POOL_SIZE,
+            PoolMode::Transaction => POOL_SIZE,
+        };
+        Self::start_with_pool_size(mode, direct_url, pool_size)
+    }
+
+    /// [`PgBouncer::start`] with `pool_size` server connections per
+    /// database and user (a small pool lets a test occupy all of them).
+    pub fn start_with_pool_size(mode: PoolMode, direct_url: &str, pool_size: u32) -> Self {
         let binary = std::env::var("PGBOUNCER").unwrap_or_else(|_| {
             panic!("PGBOUNCER is not set: the README's test command (scripts/test.sh) fetches PgBouncer and sets it")
         });
@@ -85,10 +95,6 @@ impl PgBouncer {
             listen = port,
             dir = dir.path().display(),
             mode = mode.as_str(),
-            pool_size = match mode {
-                PoolMode::Session => SESSION_POOL_SIZE,
-                PoolMode::Transaction => POOL_SIZE,
-            },
         );
         std::fs::write(dir.path().join("pgbouncer.ini"), config).expect("write pgbouncer.ini");
         std::fs::write(dir.path().join("users.txt"), format!("\"{user}\" \"\"\n")).expect("write users.txt");

@@ -27,7 +27,7 @@ mod update;
 
 use migrate::migrate_on;
 
-use probe::{ProbeConnection, commit_probe, commit_probe_in_transaction, terminate_backend};
+use probe::{ProbeBackend, ProbeConnection, commit_probe, commit_probe_in_transaction, terminate_backend};
 
 pub use db::DbPooler;
 pub use fences::{branch_view_statement, fence_view_statement};
@@ -341,10 +341,10 @@ impl Backend for PostgresBackend {
         // backend waiting for a synchronous standby that is gone never
         // notices its client left, and one more a minute would use up
         // max_connections.
-        let mut abandoned_pid = None;
+        let mut abandoned = None;
         if slot.as_ref().is_some_and(|p| p.abandoned(self.probe_abandon_after)) {
             tracing::warn!(after = ?self.probe_abandon_after, "readiness probe unanswered; terminating its backend and connecting afresh");
-            abandoned_pid = slot.take().and_then(|p| p.backend_pid);
+            abandoned = slot.take().and_then(|p| p.backend);
         }
         // Twice: a kept connection may have died with a database restart
         // or a failover (it is then dropped and a new one made).
@@ -359,7 +359,7 @@ impl Backend for PostgresBackend {
                 // Reads need no commit: neither waits for a standby. Behind a
                 // transaction pooler the backend is ours only inside each
                 // probe's transaction, which reads its id itself.
-                let backend_pid = match self.pooler {
+                let backend = match self.pooler {
                     DbPooler::Transaction => None,
                     _ => tokio::time::timeout(
                         self.acquire_timeout,
@@ -367,14 +367,18 @@ impl Backend for PostgresBackend {
                     )
                     .await
                     .ok()
-                    .and_then(Result::ok),
+                    .and_then(Result::ok)
+                    .map(|pid| ProbeBackend {
+                        pid,
+                        transaction_began: None,
+                    }),
                 };
-                if let Some(pid) = abandoned_pid.take() {
-                    terminate_backend(&mut connection, pid, self.acquire_timeout).await;
+                if let Some(abandoned) = abandoned.take() {
+                    terminate_backend(&mut connection, abandoned, self.acquire_timeout).await;
                 }
                 *slot = Some(ProbeConnection {
                     connection,
-                    backend_pid,
+                    backend,
                     unanswered_since: None,
                 });
             }

@@ -8,15 +8,36 @@ use sqlx::Row;
 
 use crate::error::StoreError;
 
+/// The backend an abandoned probe leaves behind: its process id and, behind
+/// a transaction pooler, when the probe's transaction began (the backend is
+/// the probe's only while that transaction lasts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ProbeBackend {
+    pub(super) pid: i32,
+    /// `now()` of the probe's transaction, in microseconds since the epoch;
+    /// `None` for a session of our own.
+    pub(super) transaction_began: Option<i64>,
+}
+
 /// Ends the backend of an abandoned readiness connection (a session may
-/// end its own role's backends). Behind a transaction pooler a backend id
-/// names no session of ours, so nothing is terminated there.
-pub(super) async fn terminate_backend(connection: &mut sqlx::PgConnection, pid: i32, limit: Duration) {
-    // Unprepared (the id is a number): behind a transaction pooler no
+/// end its own role's backends). Behind a transaction pooler the backend is
+/// terminated only while it is still in the probe's transaction: once that
+/// ended, the pooler may have handed the server connection to another
+/// client (another replica's commit, another application).
+pub(super) async fn terminate_backend(connection: &mut sqlx::PgConnection, backend: ProbeBackend, limit: Duration) {
+    let pid = backend.pid;
+    // Unprepared (the values are numbers): behind a transaction pooler no
     // statement may be named.
+    let statement = match backend.transaction_began {
+        None => format!("SELECT pg_terminate_backend({pid})"),
+        Some(began) => format!(
+            "SELECT coalesce((SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = {pid} \
+             AND (extract(epoch FROM xact_start) * 1000000)::bigint = {began}), false)"
+        ),
+    };
     let terminated = tokio::time::timeout(
         limit,
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("SELECT pg_terminate_backend({pid})"))).fetch_one(connection),
+        sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).fetch_one(connection),
     )
     .await
     .map(|answer| answer.and_then(|row| row.try_get::<bool, _>(0)));
@@ -34,9 +55,10 @@ pub(super) async fn terminate_backend(connection: &mut sqlx::PgConnection, pid: 
 #[derive(Debug)]
 pub(super) struct ProbeConnection {
     pub(super) connection: sqlx::PgConnection,
-    /// Its backend's process id, to terminate it once abandoned (`None`
-    /// when it could not be read).
-    pub(super) backend_pid: Option<i32>,
+    /// Its backend, to terminate it once abandoned (`None` when it could
+    /// not be read, and behind a transaction pooler outside a probe's
+    /// transaction).
+    pub(super) backend: Option<ProbeBackend>,
     pub(super) unanswered_since: Option<Instant>,
 }
 
@@ -93,14 +115,27 @@ pub(super) async fn commit_probe(connection: &mut sqlx::PgConnection) -> Result<
 /// (the server is ours only inside one), unprepared statements, and the
 /// backend's id read inside it, so a probe abandoned in its commit can
 /// still have that backend terminated (through the pooler, from another
-/// server connection of tidemark's role).
+/// server connection of tidemark's role). The id is forgotten before the
+/// transaction begins and once it ends: a probe abandoned before it learnt
+/// its backend, or after its transaction, terminates nothing.
 pub(super) async fn commit_probe_in_transaction(probe: &mut ProbeConnection) -> Result<(), StoreError> {
+    probe.backend = None;
+    let outcome = probe_transaction(probe).await;
+    if outcome.is_ok() {
+        probe.backend = None;
+    }
+    outcome
+}
+
+async fn probe_transaction(probe: &mut ProbeConnection) -> Result<(), StoreError> {
     let connection = &mut probe.connection;
-    let pid: i32 = sqlx::raw_sql("BEGIN; SELECT pg_backend_pid()")
+    let began = sqlx::raw_sql("BEGIN; SELECT pg_backend_pid(), (extract(epoch FROM now()) * 1000000)::bigint")
         .fetch_one(&mut *connection)
-        .await?
-        .try_get(0)?;
-    probe.backend_pid = Some(pid);
+        .await?;
+    probe.backend = Some(ProbeBackend {
+        pid: began.try_get(0)?,
+        transaction_began: Some(began.try_get(1)?),
+    });
     let state = sqlx::raw_sql("SELECT pg_is_in_recovery(), current_setting('transaction_read_only')")
         .fetch_one(&mut *connection)
         .await?;
