@@ -17,6 +17,7 @@ on_both_backends!(
     a_table_without_snapshots_or_recreated_is_refused,
     the_keeper_puts_back_outside_changes_and_keeps_idle_files_fresh,
     full_scan_pins_are_files_while_they_live,
+    a_pin_file_stays_until_its_consumers_file_is_written_after_the_lease_changed,
     a_pin_taken_while_the_keeper_passes_keeps_its_file,
     registration_warns_when_paimon_would_expire_kept_files,
     an_unreadable_table_location_is_unavailable_and_retryable,
@@ -342,6 +343,67 @@ async fn full_scan_pins_are_files_while_they_live(kind: Kind) {
             .iter()
             .all(|i| !i.consumer.as_ref().unwrap().consumer_id.contains('~'))
     );
+}
+
+/// A completed scan's pin file goes only once its consumer's file shows the
+/// position, even when the key's lease changed meanwhile (the same holder
+/// acquiring again): at every instant Paimon sees the pin or the consumer.
+async fn a_pin_file_stays_until_its_consumers_file_is_written_after_the_lease_changed(kind: Kind) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 9, 1_000, r#""consumer.expiration-time":"1 h""#);
+    register(&server, dir.path()).await;
+    let mut client = server.client().await;
+    let mut worker = Worker::acquire(&client, &key("db.orders", "main", "scan"), "a", None)
+        .await
+        .unwrap();
+    let first_lease = worker.lease.lease_id.clone();
+    let answer = client
+        .get_recovery_position(recovery("scan", Some(first_lease.clone()), 9))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(answer.pinned);
+    let pin = dir.path().join(format!("consumer/consumer-tidemark~pin~{first_lease}"));
+    assert!(pin.exists());
+    // The consumer's file cannot be written for a while: something else
+    // holds its name (a directory with a file in it).
+    let consumer = dir.path().join("consumer/consumer-scan");
+    std::fs::create_dir_all(&consumer).unwrap();
+    std::fs::write(consumer.join("blocker"), "x").unwrap();
+    worker.commit(0, offset(9, 0, true, Some(1))).await.unwrap();
+    // The same holder acquires again: the key's lease is no longer the pin's.
+    let again = Worker::acquire(&client, &key("db.orders", "main", "scan"), "a", None)
+        .await
+        .unwrap();
+    assert_ne!(again.lease.lease_id, first_lease);
+    // Several keeper passes (one per half refresh interval): the pin file
+    // stays, since nothing else tells Paimon to keep snapshot 10.
+    let until = Instant::now() + REFRESH * 3;
+    while Instant::now() < until {
+        assert!(
+            pin.exists(),
+            "the pin file went while the consumer's file could not be written"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The name is free again: the consumer's file appears, then the pin goes.
+    std::fs::remove_dir_all(&consumer).unwrap();
+    let mut consumer_seen = false;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let shows = read(&consumer);
+        consumer_seen |= shows.is_some();
+        assert!(
+            pin.exists() || shows.as_deref() == Some(r#"{"nextSnapshot":10}"#),
+            "neither the pin file nor the consumer's file at 10 (it shows {shows:?})"
+        );
+        if consumer_seen && !pin.exists() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the consumer's file and no pin within 10 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// A keeper pass reads the pins, then lists the files: a pin taken in

@@ -354,7 +354,12 @@ impl Keeper {
         // a server killed mid-scan). Deleted once its lease's consumer file
         // (if the key has a consumer) is up to date, so a completed scan's
         // consumer protects its snapshots in Paimon's eyes before the pin
-        // stops doing so.
+        // stops doing so. The pin's key is known only while the key's
+        // latest lease is the pin's: once another lease took the key (a
+        // takeover, a release and a new acquire, a revoke), any consumer of
+        // the branch may be the pin's, so every one must be in sync.
+        let synced = |e: &MirrorEntry| e.next_snapshot.is_none() || e.mirrored_next == e.next_snapshot;
+        let branch_in_sync = entries.iter().all(|e| synced(e));
         for id in files.keys() {
             let Some(lease) = tidemark_paimon::pinned_lease(id) else {
                 continue;
@@ -362,10 +367,10 @@ impl Keeper {
             if live.contains_key(id) {
                 continue;
             }
-            let in_sync = entries
-                .iter()
-                .find(|e| e.lease == Some(lease))
-                .is_none_or(|e| e.next_snapshot.is_none() || e.mirrored_next == e.next_snapshot);
+            let in_sync = match entries.iter().find(|e| e.lease == Some(lease)) {
+                Some(owner) => synced(owner),
+                None => branch_in_sync,
+            };
             if !in_sync {
                 continue;
             }
