@@ -16,6 +16,7 @@ use tonic::Code;
 on_both_backends!(
     a_table_without_snapshots_or_recreated_is_refused,
     the_keeper_puts_back_outside_changes_and_keeps_idle_files_fresh,
+    keep_alive_follows_each_branchs_options_and_one_failing_file_stops_no_other,
     full_scan_pins_are_files_while_they_live,
     a_pin_file_stays_until_its_consumers_file_is_written_after_the_lease_changed,
     a_pin_taken_while_the_keeper_passes_keeps_its_file,
@@ -342,6 +343,82 @@ async fn full_scan_pins_are_files_while_they_live(kind: Kind) {
             .imported
             .iter()
             .all(|i| !i.consumer.as_ref().unwrap().consumer_id.contains('~'))
+    );
+}
+
+/// Makes a file immutable (`chattr +i`: even root cannot write it or set
+/// its time, as an object store answering 403 for one object) until dropped.
+struct Immutable(std::path::PathBuf);
+
+impl Immutable {
+    fn new(path: &Path) -> Self {
+        let status = std::process::Command::new("chattr").arg("+i").arg(path).status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "chattr +i {} (e2fsprogs)",
+            path.display()
+        );
+        Self(path.to_owned())
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr").arg("-i").arg(&self.0).status();
+    }
+}
+
+/// Paimon reads `consumer.expiration-time` from each branch's own schema:
+/// a branch that sets it gets keep-alive though the main branch does not,
+/// and one file that cannot be written stops keep-alive for no other file,
+/// on its branch or a later one.
+async fn keep_alive_follows_each_branchs_options_and_one_failing_file_stops_no_other(kind: Kind) {
+    let server = server(kind).await;
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 5, 1_000, "");
+    let expiring = r#""consumer.expiration-time":"1 h""#;
+    for branch in ["dev", "zz"] {
+        paimon_table(&dir.path().join(format!("branch/branch-{branch}")), 5, 1_000, expiring);
+    }
+    register(&server, dir.path()).await;
+    let client = server.client().await;
+    let consumers = [("dev", "a"), ("dev", "b"), ("zz", "c")];
+    let mut workers = Vec::new();
+    for (branch, id) in consumers {
+        let mut worker = Worker::acquire(
+            &client,
+            &key("db.orders", branch, id),
+            "q",
+            Some(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+        worker.commit(0, offset(3, 0, false, Some(1))).await.unwrap();
+        workers.push(worker);
+    }
+    let file = |branch: &str, id: &str| {
+        dir.path()
+            .join(format!("branch/branch-{branch}/consumer/consumer-{id}"))
+    };
+    for (branch, id) in consumers {
+        let path = file(branch, id);
+        eventually("the consumer's file", || {
+            read(&path).as_deref() == Some(r#"{"nextSnapshot":4}"#)
+        })
+        .await;
+    }
+    // `dev/a` can no longer be written; its neighbours must stay fresh.
+    let _stuck = Immutable::new(&file("dev", "a"));
+    let mut oldest = Duration::ZERO;
+    let started = Instant::now();
+    while started.elapsed() < 4 * REFRESH {
+        oldest = oldest.max(age(&file("dev", "b"))).max(age(&file("zz", "c")));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Kept alive: younger than the refresh interval (2x the bound).
+    assert!(
+        oldest < REFRESH,
+        "a kept consumer's file on a branch that expires them aged to {oldest:?}"
     );
 }
 

@@ -25,7 +25,11 @@ impl PaimonTable {
     }
 
     pub(crate) async fn schema_file(&self, id: i64) -> Result<Vec<u8>, PaimonError> {
-        let path = self.root.child("schema").child(format!("schema-{id}"));
+        self.branch_schema_file(MAIN_BRANCH, id).await
+    }
+
+    async fn branch_schema_file(&self, branch: &str, id: i64) -> Result<Vec<u8>, PaimonError> {
+        let path = self.branch_root(branch).child("schema").child(format!("schema-{id}"));
         Ok(self.store.get(&path).await?.bytes().await?.to_vec())
     }
 
@@ -48,12 +52,31 @@ impl PaimonTable {
     /// The table's `consumer.expiration-time` from its latest schema's
     /// options; `None` when unset (or the table has no schema).
     pub async fn consumer_expiration(&self) -> Result<Option<Duration>, PaimonError> {
-        let Some(&latest) = self.schema_ids(MAIN_BRANCH).await?.last() else {
+        self.branch_consumer_expiration(MAIN_BRANCH).await
+    }
+
+    /// `consumer.expiration-time` as Paimon sees it on `branch`: a branch
+    /// has schemas of its own (copied from main when it was created, then
+    /// altered on their own), and Paimon expires the branch's consumer
+    /// files by its latest. A branch without a schema of its own reads
+    /// main's.
+    pub async fn branch_consumer_expiration(&self, branch: &str) -> Result<Option<Duration>, PaimonError> {
+        let mut branch = branch;
+        let mut latest = self.schema_ids(branch).await?.last().copied();
+        if latest.is_none() && branch != MAIN_BRANCH {
+            branch = MAIN_BRANCH;
+            latest = self.schema_ids(branch).await?.last().copied();
+        }
+        let Some(latest) = latest else {
             return Ok(None);
         };
-        let content = self.schema_file(latest).await?;
+        let content = self.branch_schema_file(branch, latest).await?;
+        let path = || match branch {
+            MAIN_BRANCH => format!("schema/schema-{latest}"),
+            _ => format!("branch/branch-{branch}/schema/schema-{latest}"),
+        };
         let schema: serde_json::Value = serde_json::from_slice(&content).map_err(|e| PaimonError::Malformed {
-            path: format!("schema/schema-{latest}"),
+            path: path(),
             why: format!("not a Paimon schema: {e}"),
         })?;
         let Some(value) = schema["options"][CONSUMER_EXPIRATION_OPTION].as_str() else {
@@ -62,7 +85,7 @@ impl PaimonTable {
         parse_paimon_duration(value)
             .map(Some)
             .map_err(|why| PaimonError::Malformed {
-                path: format!("schema/schema-{latest}"),
+                path: path(),
                 why: format!("{CONSUMER_EXPIRATION_OPTION} {value:?}: {why}"),
             })
     }

@@ -236,6 +236,28 @@ async fn identity_is_the_first_schema_and_options_come_from_the_latest() {
         table.consumer_expiration().await.unwrap(),
         Some(Duration::from_secs(3600))
     );
+    // A branch reads its own latest schema (altered on its own), and
+    // main's when it has none.
+    assert_eq!(
+        table.branch_consumer_expiration("dev").await.unwrap(),
+        Some(Duration::from_secs(3600))
+    );
+    let dev = dir.path().join("branch/branch-dev/schema");
+    std::fs::create_dir_all(&dev).unwrap();
+    std::fs::write(dev.join("schema-1"), r#"{"id":1,"options":{},"timeMillis":2}"#).unwrap();
+    assert_eq!(table.branch_consumer_expiration("dev").await.unwrap(), None);
+    std::fs::write(
+        dev.join("schema-2"),
+        r#"{"id":2,"options":{"consumer.expiration-time":"2 min"},"timeMillis":4}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        table.branch_consumer_expiration("dev").await.unwrap(),
+        Some(Duration::from_secs(120))
+    );
+    std::fs::write(dev.join("schema-3"), "{not json").unwrap();
+    let err = table.branch_consumer_expiration("dev").await.unwrap_err().to_string();
+    assert!(err.contains("branch/branch-dev/schema/schema-3"), "{err}");
     // Recreated: same name and place, another first schema.
     std::fs::write(schemas.join("schema-0"), r#"{"id":0,"options":{},"timeMillis":3}"#).unwrap();
     assert_ne!(table.identity().await.unwrap().unwrap(), first);

@@ -31,6 +31,8 @@ pub(super) struct Keeper {
     warned: HashSet<String>,
     /// What the current pass did.
     tally: Tally,
+    /// What the current branch could not read or write.
+    failures: Failures,
     /// Shared with the rounds.
     turns: FileTurns,
 }
@@ -58,6 +60,7 @@ impl Keeper {
             checked: HashMap::new(),
             warned: HashSet::new(),
             tally: Tally::default(),
+            failures: Failures::default(),
             turns,
         }
     }
@@ -139,54 +142,89 @@ impl Keeper {
         table: &PaimonTable,
         entries: &[&MirrorEntry],
     ) -> Result<usize, tidemark_paimon::PaimonError> {
-        let expiration = table.consumer_expiration().await.unwrap_or(None);
-        if let Some(expiration) = expiration
-            && expiration < 3 * self.refresh
-            && self.warned.insert(table.location().to_owned())
-        {
-            tracing::warn!(
-                location = %table.location(), expiration = %humantime::format_duration(expiration),
-                refresh = %humantime::format_duration(self.refresh),
-                "the table's consumer.expiration-time is shorter than three times --mirror-refresh: Paimon could \
-                 expire the file of a consumer tidemark keeps"
-            );
-        }
-        let keep_alive = expiration.is_some();
         let mut branches: BTreeSet<String> = table.branches().await?.into_iter().collect();
         branches.extend(entries.iter().map(|e| e.key.branch.as_str().to_owned()));
         let mut missing = 0;
+        // One branch failing (its listing refused, its directory unreadable)
+        // stops no other: each is kept on its own.
         for branch in branches {
             let here: Vec<&MirrorEntry> = entries
                 .iter()
                 .copied()
                 .filter(|e| e.key.branch.as_str() == branch)
                 .collect();
-            if !table.branch_exists(&branch).await? {
-                if !here.is_empty() {
-                    missing += 1;
-                }
-                // Said once per branch (the gauge says it every pass).
-                if !here.is_empty() && self.warned.insert(format!("{}#{branch}", table.location())) {
-                    tracing::warn!(
-                        location = %table.location(), %branch,
-                        "mirror keeper: a registered branch's directory is gone; its consumers are left for an \
-                         operator to delete"
-                    );
-                }
-                continue;
+            match self.keep_one_branch(store, name, table, &branch, &here).await {
+                Ok(gone) => missing += usize::from(gone),
+                Err(e) => tracing::warn!(
+                    location = %table.location(), %branch, error = %e,
+                    "mirror keeper: cannot check the branch's files; retrying next pass"
+                ),
             }
-            let files: HashMap<String, ListedConsumer> = table
-                .list_consumer_files(&branch)
-                .await?
-                .into_iter()
-                .map(|f| (f.consumer_id.clone(), f))
-                .collect();
-            self.tally.files += files.len();
-            self.keep_branch(store, table, &branch, &here, &files, keep_alive)
-                .await?;
-            self.delete_orphans(store, name, table, &branch, &here, &files).await;
         }
         Ok(missing)
+    }
+
+    /// Keeps one branch's files; `Ok(true)` when the branch's directory is
+    /// gone while tidemark has consumers on it.
+    async fn keep_one_branch(
+        &mut self,
+        store: &Store,
+        name: &TableName,
+        table: &PaimonTable,
+        branch: &str,
+        here: &[&MirrorEntry],
+    ) -> Result<bool, tidemark_paimon::PaimonError> {
+        if !table.branch_exists(branch).await? {
+            // Said once per branch (the gauge says it every pass).
+            if !here.is_empty() && self.warned.insert(format!("{}#{branch}", table.location())) {
+                tracing::warn!(
+                    location = %table.location(), %branch,
+                    "mirror keeper: a registered branch's directory is gone; its consumers are left for an \
+                     operator to delete"
+                );
+            }
+            return Ok(!here.is_empty());
+        }
+        let keep_alive = self.branch_keeps_alive(table, branch).await;
+        let files: HashMap<String, ListedConsumer> = table
+            .list_consumer_files(branch)
+            .await?
+            .into_iter()
+            .map(|f| (f.consumer_id.clone(), f))
+            .collect();
+        self.tally.files += files.len();
+        self.keep_branch(store, table, branch, here, &files, keep_alive).await;
+        self.delete_orphans(store, name, table, branch, here, &files).await;
+        std::mem::take(&mut self.failures).log(table.location(), branch);
+        Ok(false)
+    }
+
+    /// Whether Paimon expires `branch`'s consumer files (its own schema's
+    /// `consumer.expiration-time`), so kept files must be rewritten. A
+    /// schema that cannot be read counts as expiring: a needless rewrite
+    /// costs a write, a missed one a consumer.
+    async fn branch_keeps_alive(&mut self, table: &PaimonTable, branch: &str) -> bool {
+        match table.branch_consumer_expiration(branch).await {
+            Ok(Some(expiration)) => {
+                if expiration < 3 * self.refresh && self.warned.insert(format!("{}#{branch}#short", table.location())) {
+                    tracing::warn!(
+                        location = %table.location(), %branch, expiration = %humantime::format_duration(expiration),
+                        refresh = %humantime::format_duration(self.refresh),
+                        "the branch's consumer.expiration-time is shorter than three times --mirror-refresh: \
+                         Paimon could expire the file of a consumer tidemark keeps"
+                    );
+                }
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(
+                    location = %table.location(), %branch, error = %e,
+                    "mirror keeper: cannot read the branch's consumer.expiration-time; keeping its files alive"
+                );
+                true
+            }
+        }
     }
 
     async fn keep_branch(
@@ -197,7 +235,7 @@ impl Keeper {
         entries: &[&MirrorEntry],
         files: &HashMap<String, ListedConsumer>,
         keep_alive: bool,
-    ) -> Result<(), tidemark_paimon::PaimonError> {
+    ) {
         let rewrite_age = self.rewrite_age;
         let old = |f: &ListedConsumer| f.modified.elapsed().unwrap_or_default() >= rewrite_age;
         let slot = |id: &str| (table.location().to_owned(), branch.to_owned(), id.to_owned());
@@ -245,7 +283,13 @@ impl Keeper {
         .await;
         for (entry, outcome) in to_read.into_iter().zip(read) {
             let (next, mirrored) = (entry.next_snapshot, entry.mirrored_next);
-            let (state, version) = outcome?;
+            let (state, version) = match outcome {
+                Ok(read) => read,
+                Err(e) => {
+                    self.failures.add(entry.key.consumer_id.as_str(), e);
+                    continue;
+                }
+            };
             match state {
                 FileState::Position(n) if Some(n) == mirrored || Some(n) == next => {
                     let file = &files[entry.key.consumer_id.as_str()];
@@ -303,18 +347,22 @@ impl Keeper {
                 move |(id, shown, seen, version): (String, i64, ListedConsumer, Option<ObjectVersion>)| {
                     let (table, branch) = (table.clone(), branch.clone());
                     async move {
-                        let touched = table
-                            .touch_consumer(&branch, &id, shown, &seen, version.as_ref())
-                            .await?;
-                        Ok::<_, tidemark_paimon::PaimonError>((id, touched))
+                        let touched = table.touch_consumer(&branch, &id, shown, &seen, version.as_ref()).await;
+                        (id, touched)
                     }
                 }
             },
         )
         .await;
-        for outcome in kept {
+        for (id, outcome) in kept {
             metrics::mirror_write(outcome.is_ok());
-            let (id, written) = outcome?;
+            let written = match outcome {
+                Ok(written) => written,
+                Err(e) => {
+                    self.failures.add(&id, e);
+                    continue;
+                }
+            };
             if let Some(file) = written {
                 self.tally.kept_alive += 1;
                 self.checked.insert(slot(&id), (file.modified, file.size));
@@ -331,23 +379,30 @@ impl Keeper {
         for (id, snapshot) in &live {
             let (shows, version) = match files.get(id) {
                 None => (false, None),
-                Some(_) => {
-                    let (state, version) = table.consumer_file_versioned(branch, id).await?;
-                    (state == FileState::Position(*snapshot), version)
-                }
+                Some(_) => match table.consumer_file_versioned(branch, id).await {
+                    Ok((state, version)) => (state == FileState::Position(*snapshot), version),
+                    Err(e) => {
+                        self.failures.add(id, e);
+                        continue;
+                    }
+                },
             };
             if !shows {
                 let written = table.write_consumer(branch, id, *snapshot).await;
                 metrics::mirror_write(written.is_ok());
-                written?;
-                self.tally.pins_written += 1;
-            } else if let Some(seen) = files.get(id).filter(|f| keep_alive && old(f))
-                && table
+                match written {
+                    Ok(_) => self.tally.pins_written += 1,
+                    Err(e) => self.failures.add(id, e),
+                }
+            } else if let Some(seen) = files.get(id).filter(|f| keep_alive && old(f)) {
+                match table
                     .touch_consumer(branch, id, *snapshot, seen, version.as_ref())
-                    .await?
-                    .is_some()
-            {
-                self.tally.kept_alive += 1;
+                    .await
+                {
+                    Ok(Some(_)) => self.tally.kept_alive += 1,
+                    Ok(None) => {}
+                    Err(e) => self.failures.add(id, e),
+                }
             }
         }
         // A pin file outlives its pin (completed, released, lease lapsed,
@@ -385,13 +440,42 @@ impl Keeper {
                     continue;
                 }
             }
-            table.delete_consumer(branch, id).await?;
+            if let Err(e) = table.delete_consumer(branch, id).await {
+                self.failures.add(id, e);
+                continue;
+            }
             metrics::mirror_repair("stale_pin");
             tracing::info!(
                 location = %table.location(), %branch, file = %id,
                 "mirror keeper: deleted a pin file without a live pin"
             );
         }
-        Ok(())
+    }
+}
+
+/// The objects of one branch a pass could not read or write (an object
+/// store answering 403 for one of them, a file someone else made
+/// immutable): each is skipped, and the pass goes on with the others.
+#[derive(Default)]
+struct Failures {
+    count: usize,
+    first: Option<(String, tidemark_paimon::PaimonError)>,
+}
+
+impl Failures {
+    fn add(&mut self, id: &str, error: tidemark_paimon::PaimonError) {
+        self.count += 1;
+        self.first.get_or_insert_with(|| (id.to_owned(), error));
+    }
+
+    /// One line per branch and pass, however many objects failed.
+    fn log(self, location: &str, branch: &str) {
+        if let Some((id, error)) = self.first {
+            tracing::warn!(
+                %location, %branch, failed = self.count, first = %id, %error,
+                "mirror keeper: some of the branch's files could not be read or written; the others were kept, \
+                 and these are retried next pass"
+            );
+        }
     }
 }
