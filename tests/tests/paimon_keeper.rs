@@ -24,6 +24,7 @@ on_both_backends!(
     an_unreadable_table_location_is_unavailable_and_retryable,
     an_import_from_an_unreadable_location_is_unavailable_and_retryable,
     a_pin_paimon_cannot_see_is_not_promised,
+    files_that_keep_failing_back_off_instead_of_spinning,
 );
 
 /// The refresh interval the keeper runs with here: files must never get
@@ -634,4 +635,59 @@ async fn a_pin_paimon_cannot_see_is_not_promised(kind: Kind) {
         .path()
         .join(format!("consumer/consumer-tidemark~pin~{}", worker.lease.lease_id));
     assert_eq!(read(&pin).as_deref(), Some(r#"{"nextSnapshot":9}"#));
+}
+
+/// More files than a round writes fail every time (the table's consumer
+/// directory taken by a file: a dropped branch, revoked credentials): each
+/// waits out a growing backoff, so rounds do not go again at once over the
+/// same failing work (issue: two LISTs, a HEAD, a read and an upsert per
+/// task, continuously).
+async fn files_that_keep_failing_back_off_instead_of_spinning(kind: Kind) {
+    let server = server(kind).await; // a mirror round every 100 ms
+    let dir = tempfile::tempdir().unwrap();
+    paimon_table(dir.path(), 9, 1_000, "");
+    std::fs::write(dir.path().join("consumer"), "not a directory").unwrap();
+    register(&server, dir.path()).await;
+    const CONSUMERS: usize = 600; // more than a round's 500
+    let client = server.client().await;
+    for chunk in (0..CONSUMERS).collect::<Vec<_>>().chunks(50) {
+        let mut workers = tokio::task::JoinSet::new();
+        for &i in chunk {
+            let client = client.clone();
+            workers.spawn(async move {
+                let key = key("db.orders", "main", &format!("c{i:03}"));
+                let mut worker = Worker::acquire(&client, &key, "q", None).await.unwrap();
+                worker.commit(0, offset(3, 0, false, Some(1))).await.unwrap();
+                worker.release().await.unwrap();
+            });
+        }
+        workers.join_all().await;
+    }
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let elapsed = started.elapsed() + Duration::from_secs(1); // the commits took a while too
+    let mut admin = AdminClient::new(server.channel().await);
+    let mut most = 0;
+    for id in ["c000", "c299", "c599"] {
+        let mirror = admin
+            .describe_consumer(pb::DescribeConsumerRequest {
+                consumer: Some(key("db.orders", "main", id)),
+                history_limit: 0,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .mirror
+            .unwrap();
+        assert!(mirror.failures >= 1, "{id}: {mirror:?}");
+        most = most.max(mirror.failures);
+    }
+    // Doubling from one 100 ms interval: attempts at 0.1, 0.3, 0.7, 1.5,
+    // 3.1 s … — log2(elapsed / interval) + 1; twice that as the margin.
+    let bound = 2 * ((elapsed.as_millis() / 100) as f64).log2().ceil() as i32 + 2;
+    eprintln!("most attempts at one failing file: {most} in {elapsed:?} (bound {bound})");
+    assert!(
+        most <= bound,
+        "a failing file was tried {most} times in {elapsed:?} (at most {bound} with backoff)"
+    );
 }

@@ -36,8 +36,8 @@ pub use admin::{
 };
 pub use backend::{
     Backend, BranchView, CallContext, Change, ESTIMATED_NOW_TOLERANCE, FindKey, HistoryFilter, HistoryRecord,
-    HistoryStore, KeyFilter, KeyStore, Listed, Loaded, MirrorEntry, MirrorState, MirrorTask, OptionsStore, PaimonStore,
-    PruneRun, Pruned, RegisteredTable, StoredOptions,
+    HistoryStore, KeyFilter, KeyStore, Listed, Loaded, MirrorBackoff, MirrorEntry, MirrorFailure, MirrorState,
+    MirrorTask, OptionsStore, PaimonStore, PruneRun, Pruned, RegisteredTable, StoredOptions,
 };
 pub use backend::{ExportPart, MAX_PAGE, StateStore};
 pub use backup::{

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tidemark_core::{ConsumerKey, TableName};
 use tracing::Instrument;
 
-use crate::backend::{Backend, CallContext, MirrorEntry, MirrorState, MirrorTask, RegisteredTable};
+use crate::backend::{Backend, CallContext, MirrorEntry, MirrorFailure, MirrorState, MirrorTask, RegisteredTable};
 use crate::error::StoreError;
 use crate::store::Store;
 
@@ -90,10 +90,11 @@ impl PaimonRegistry<'_> {
             .await
     }
 
-    /// Records a task's outcome: done, or the error.
-    pub async fn mirror_done(self, task: &MirrorTask, error: Option<&str>) -> Result<(), StoreError> {
+    /// Records a task's outcome: done, or the failure (the task then waits
+    /// out its backoff).
+    pub async fn mirror_done(self, task: &MirrorTask, failure: Option<MirrorFailure<'_>>) -> Result<(), StoreError> {
         self.backend
-            .mirror_done(task, error)
+            .mirror_done(task, failure)
             .instrument(self.statement("mirror done"))
             .await
     }

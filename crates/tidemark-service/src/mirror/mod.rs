@@ -41,7 +41,8 @@ use tracing::Instrument;
 
 use files::FileTurns;
 use keeper::Keeper;
-use rounds::{ROUND_LIMIT, round};
+use rounds::{ROUND_LIMIT, RoundDone, round};
+use tidemark_store::MirrorBackoff;
 
 /// The mirror's own settings (from `ServerConfig`).
 #[derive(Debug, Clone, Copy)]
@@ -62,6 +63,16 @@ pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: Cancellati
     // files on a slow store never holds up the rounds, which bring moved
     // and dropped consumers' files up to date within an interval.
     let turns = FileTurns::new();
+    // A file that cannot be written is tried again after an interval, then
+    // twice as long each time, up to 64 intervals (at most 5 minutes): a
+    // dropped branch or revoked credentials cost a few calls a minute, not
+    // a round's worth each interval.
+    let backoff = MirrorBackoff {
+        base: settings.interval,
+        cap: (settings.interval * 64)
+            .min(Duration::from_secs(300))
+            .max(settings.interval),
+    };
     let rounds = async {
         let mut tables: HashMap<String, PaimonTable> = HashMap::new();
         loop {
@@ -69,9 +80,12 @@ pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: Cancellati
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(settings.interval) => {}
             }
-            // A full round goes again at once: a backlog drains quickly.
-            while let Ok(done) = round(&store, settings.refresh, &mut tables, &turns).await {
-                if done < ROUND_LIMIT as usize || stop.is_cancelled() {
+            // A full round goes again at once, so a backlog drains quickly;
+            // one that only failed waits its interval.
+            while let Ok(RoundDone { tasks, failed }) =
+                round(&store, settings.refresh, backoff, &mut tables, &turns).await
+            {
+                if tasks < ROUND_LIMIT as usize || failed == tasks || stop.is_cancelled() {
                     break;
                 }
             }
@@ -79,7 +93,7 @@ pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: Cancellati
     };
     let keeping = async {
         let mut tables: HashMap<String, PaimonTable> = HashMap::new();
-        let mut keeper = Keeper::new(settings.interval, settings.refresh, turns.clone());
+        let mut keeper = Keeper::new(settings.interval, settings.refresh, turns.clone(), backoff);
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tidemark_core::KeyState;
 use tidemark_paimon::{ObjectVersion, PaimonTable, Written};
-use tidemark_store::{MirrorTask, Store};
+use tidemark_store::{MirrorBackoff, MirrorFailure, MirrorTask, Store};
 use tracing::Instrument;
 
 use super::files::{FileTurns, Rewritten, concurrently, delete_dropped, undo_if_dropped};
@@ -15,14 +15,25 @@ use crate::metrics;
 /// Most files one round writes.
 pub(super) const ROUND_LIMIT: i64 = 500;
 
-/// One round: every stale file, up to the limit. Returns how many tasks it
-/// handled.
+/// What a round did.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RoundDone {
+    /// Tasks handled.
+    pub(super) tasks: usize,
+    /// Of those, tasks whose file could not be written (each now waits out
+    /// its backoff).
+    pub(super) failed: usize,
+}
+
+/// One round: every stale file, up to the limit. Returns what it handled;
+/// `Err` when the database could not be read or written.
 pub(super) async fn round(
     store: &Store,
     refresh: Duration,
+    backoff: MirrorBackoff,
     tables: &mut HashMap<String, PaimonTable>,
     turns: &FileTurns,
-) -> Result<usize, ()> {
+) -> Result<RoundDone, ()> {
     let tasks = match store.paimon().mirror_tasks(refresh, ROUND_LIMIT).await {
         Ok(tasks) => tasks,
         Err(e) => {
@@ -54,23 +65,45 @@ pub(super) async fn round(
                 // A trace per file brought up to date: the re-read, the
                 // write to the table's store, the record of it.
                 let span = tracing::debug_span!("mirror consumer", otel.name = "tidemark.mirror_consumer", consumer = %task.key);
-                mirror_one(&store, &task, table).instrument(span).await
+                mirror_one(&store, &task, table, backoff).instrument(span).await
             }
         }
     })
     .await;
-    if outcomes.iter().any(Result::is_err) {
-        return Err(());
+    let mut failed = 0;
+    for outcome in outcomes {
+        match outcome {
+            Ok(Mirrored::Done) => {}
+            Ok(Mirrored::Failed) => failed += 1,
+            Err(()) => return Err(()),
+        }
     }
-    Ok(tasks.len())
+    Ok(RoundDone {
+        tasks: tasks.len(),
+        failed,
+    })
+}
+
+/// What became of one task.
+enum Mirrored {
+    /// Written, deleted, left for a later round, or lost to another writer.
+    Done,
+    /// The file could not be written: recorded, and waiting out its backoff.
+    Failed,
 }
 
 /// Brings one consumer's file up to date. `Err` when the database cannot
 /// be read or written (the round stops; retried next interval).
-async fn mirror_one(store: &Store, task: &MirrorTask, table: Result<PaimonTable, String>) -> Result<(), ()> {
+async fn mirror_one(
+    store: &Store,
+    task: &MirrorTask,
+    table: Result<PaimonTable, String>,
+    backoff: MirrorBackoff,
+) -> Result<Mirrored, ()> {
+    let record = |outcome: Result<(), String>| record(store, task, outcome, backoff);
     let table = match table {
         Ok(table) => table,
-        Err(e) => return record(store, task, Err(e)).await,
+        Err(e) => return record(Err(e)).await,
     };
     // The object's version before the database: a put over it lands only
     // if no one wrote since the position below was read.
@@ -78,7 +111,7 @@ async fn mirror_one(store: &Store, task: &MirrorTask, table: Result<PaimonTable,
     let seen = match task.next_snapshot {
         Some(_) => match table.consumer_version(branch, id).await {
             Ok(seen) => seen,
-            Err(e) => return record(store, task, Err(e.to_string())).await,
+            Err(e) => return record(Err(e.to_string())).await,
         },
         None => None,
     };
@@ -88,26 +121,26 @@ async fn mirror_one(store: &Store, task: &MirrorTask, table: Result<PaimonTable,
     // position the database no longer holds. Stale tasks come back next
     // round with the current position.
     if !still_current(store, task).await? {
-        return Ok(());
+        return Ok(Mirrored::Done);
     }
     let outcome = match task.next_snapshot {
         Some(next) => table.write_consumer_if(branch, id, next, seen.as_ref()).await,
         // Came back and written again: that write recorded itself, and
         // recording "no file" now would hide the file from every round.
         None => match delete_dropped(store, &table, task).await {
-            Ok(Rewritten::Yes) => return Ok(()),
+            Ok(Rewritten::Yes) => return Ok(Mirrored::Done),
             Ok(Rewritten::No) => Ok(Written::Written),
             Err(e) => Err(e),
         },
     };
     let recorded = match outcome {
-        Ok(Written::Written) => record(store, task, Ok(())).await,
+        Ok(Written::Written) => record(Ok(())).await,
         // Another writer was first: the task, if still due, comes back.
         Ok(Written::Conflict) => {
             metrics::mirror_write_conflict();
-            Ok(())
+            Ok(Mirrored::Done)
         }
-        Err(e) => record(store, task, Err(e.to_string())).await,
+        Err(e) => record(Err(e.to_string())).await,
     };
     if seen == Some(ObjectVersion::Missing) {
         undo_if_dropped(store, &table, task).await;
@@ -126,15 +159,29 @@ async fn still_current(store: &Store, task: &MirrorTask) -> Result<bool, ()> {
     }
 }
 
-/// Records a task's outcome (written, or why not).
-async fn record(store: &Store, task: &MirrorTask, outcome: Result<(), String>) -> Result<(), ()> {
+/// Records a task's outcome (written, or why not). A failing task is tried
+/// once per backoff step, so its log line and metric come once per step.
+async fn record(
+    store: &Store,
+    task: &MirrorTask,
+    outcome: Result<(), String>,
+    backoff: MirrorBackoff,
+) -> Result<Mirrored, ()> {
     if let Err(e) = &outcome {
-        tracing::warn!(consumer = %task.key, location = %task.location, error = %e, "mirror: write failed; retrying");
+        tracing::warn!(
+            consumer = %task.key, location = %task.location, error = %e,
+            "mirror: write failed; retrying after a backoff"
+        );
     }
     metrics::mirror_write(outcome.is_ok());
-    if let Err(e) = store.paimon().mirror_done(task, outcome.err().as_deref()).await {
+    let failure = outcome.as_ref().err().map(|error| MirrorFailure { error, backoff });
+    if let Err(e) = store.paimon().mirror_done(task, failure).await {
         tracing::warn!(error = %e, "mirror: cannot record progress; retrying next interval");
         return Err(());
     }
-    Ok(())
+    Ok(if outcome.is_ok() {
+        Mirrored::Done
+    } else {
+        Mirrored::Failed
+    })
 }

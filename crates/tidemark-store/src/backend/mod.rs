@@ -16,7 +16,7 @@ use crate::error::StoreError;
 mod paimon;
 mod state;
 
-pub use paimon::{MirrorEntry, MirrorState, MirrorTask, PaimonStore, RegisteredTable};
+pub use paimon::{MirrorBackoff, MirrorEntry, MirrorFailure, MirrorState, MirrorTask, PaimonStore, RegisteredTable};
 pub(crate) use state::send_key_page;
 pub use state::{ExportPart, StateStore};
 

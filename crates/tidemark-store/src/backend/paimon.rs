@@ -48,6 +48,34 @@ pub struct MirrorEntry {
     pub lease: Option<Uuid>,
 }
 
+/// A failed mirror task: why, and how long it waits before its next
+/// attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct MirrorFailure<'a> {
+    /// The error, as DescribeConsumer shows it.
+    pub error: &'a str,
+    /// The wait before the next attempt.
+    pub backoff: MirrorBackoff,
+}
+
+/// How long a failing mirror task waits: `base` after its first failure,
+/// twice as long after each further one, never more than `cap`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MirrorBackoff {
+    /// The wait after the first failure.
+    pub base: Duration,
+    /// The longest wait.
+    pub cap: Duration,
+}
+
+impl MirrorBackoff {
+    /// The wait after `failures` consecutive failures (1 for the first).
+    pub fn after(&self, failures: u32) -> Duration {
+        let doubled = self.base.saturating_mul(1u32 << failures.saturating_sub(1).min(30));
+        doubled.min(self.cap)
+    }
+}
+
 /// A consumer of a registered table whose Paimon file does not show what
 /// the database holds (or that has not been refreshed for a while).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,12 +135,15 @@ pub trait PaimonStore: Send + Sync + 'static {
 
     /// Up to `limit` consumers of registered tables whose file is stale: a
     /// different position, a deleted consumer, or an updated_at more than
-    /// `refresh` newer than the file's. Failing ones come last.
+    /// `refresh` newer than the file's, or a file written at a location the
+    /// table has since left. Failing ones come last, and only once their
+    /// backoff has passed.
     async fn mirror_tasks(&self, refresh: Duration, limit: i64) -> Result<Vec<MirrorTask>, StoreError>;
 
-    /// Records the outcome of a task: done (the file now shows it), or the
-    /// error.
-    async fn mirror_done(&self, task: &MirrorTask, error: Option<&str>) -> Result<(), StoreError>;
+    /// Records the outcome of a task: done (the file at the task's location
+    /// now shows it), or the failure, after which the task waits out its
+    /// backoff.
+    async fn mirror_done(&self, task: &MirrorTask, failure: Option<MirrorFailure<'_>>) -> Result<(), StoreError>;
 
     /// What a consumer's file shows, if tidemark ever mirrored it.
     async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError>;

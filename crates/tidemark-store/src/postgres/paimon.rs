@@ -8,7 +8,7 @@ use tidemark_core::time::duration_micros;
 use tidemark_core::{ConsumerKey, TableName};
 
 use super::{LIVE_LEASE, PostgresBackend, UNEXPIRED, ts};
-use crate::backend::{CallContext, MirrorEntry, MirrorState, MirrorTask, PaimonStore, RegisteredTable};
+use crate::backend::{CallContext, MirrorEntry, MirrorFailure, MirrorState, MirrorTask, PaimonStore, RegisteredTable};
 use crate::decode;
 use crate::error::StoreError;
 
@@ -47,16 +47,19 @@ pub(super) static MIRROR_TASKS: LazyLock<String> =
 const ANY_REGISTERED: &str = "SELECT EXISTS (SELECT 1 FROM paimon_tables)";
 
 const MIRROR_DONE: &str = "INSERT INTO consumer_mirrors AS m (table_name, branch, consumer_id, mirrored_next,
-                                       mirrored_updated_at, mirrored_at, failures, last_error)
-    VALUES ($1, $2, $3, $4, $5, tidemark_now(), 0, NULL)
+                                       mirrored_updated_at, mirrored_at, failures, last_error, location, retry_at)
+    VALUES ($1, $2, $3, $4, $5, tidemark_now(), 0, NULL, $6, NULL)
     ON CONFLICT (table_name, branch, consumer_id) DO UPDATE SET mirrored_next = EXCLUDED.mirrored_next,
       mirrored_updated_at = EXCLUDED.mirrored_updated_at, mirrored_at = EXCLUDED.mirrored_at, failures = 0,
-      last_error = NULL";
+      last_error = NULL, location = EXCLUDED.location, retry_at = NULL";
 
-const MIRROR_FAILED: &str = "INSERT INTO consumer_mirrors AS m (table_name, branch, consumer_id, failures, last_error)
-    VALUES ($1, $2, $3, 1, $4)
+/// `$5` the first wait (µs), doubled per further failure, `$6` the longest.
+const MIRROR_FAILED: &str = "INSERT INTO consumer_mirrors AS m (table_name, branch, consumer_id, failures, last_error,
+                                       retry_at)
+    VALUES ($1, $2, $3, 1, $4, tidemark_now() + least($5, $6) * interval '1 microsecond')
     ON CONFLICT (table_name, branch, consumer_id) DO UPDATE
-    SET failures = m.failures + 1, last_error = EXCLUDED.last_error";
+    SET failures = m.failures + 1, last_error = EXCLUDED.last_error,
+      retry_at = tidemark_now() + least($5 * power(2, least(m.failures, 30))::int8, $6) * interval '1 microsecond'";
 
 const MIRROR_STATE: &str = "SELECT mirrored_next, mirrored_updated_at, mirrored_at, failures, last_error
     FROM consumer_mirrors WHERE table_name = $1 AND branch = $2 AND consumer_id = $3";
@@ -127,13 +130,17 @@ impl PaimonStore for PostgresBackend {
         rows.iter().map(decode::mirror_task).collect()
     }
 
-    async fn mirror_done(&self, task: &MirrorTask, error: Option<&str>) -> Result<(), StoreError> {
+    async fn mirror_done(&self, task: &MirrorTask, failure: Option<MirrorFailure<'_>>) -> Result<(), StoreError> {
         let key = &task.key;
-        let query = match error {
+        let query = match failure {
             None => decode::bind_key(sqlx::query(MIRROR_DONE), key)
                 .bind(task.next_snapshot)
-                .bind(task.updated_at.map(ts)),
-            Some(error) => decode::bind_key(sqlx::query(MIRROR_FAILED), key).bind(error.to_owned()),
+                .bind(task.updated_at.map(ts))
+                .bind(task.location.clone()),
+            Some(failure) => decode::bind_key(sqlx::query(MIRROR_FAILED), key)
+                .bind(failure.error.to_owned())
+                .bind(duration_micros(failure.backoff.base))
+                .bind(duration_micros(failure.backoff.cap)),
         };
         query.execute(&self.db).await?;
         Ok(())

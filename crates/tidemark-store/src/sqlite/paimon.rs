@@ -9,7 +9,7 @@ use tidemark_core::time::duration_micros;
 use tidemark_core::{ConsumerKey, TableName, Timestamp};
 
 use super::SqliteBackend;
-use crate::backend::{CallContext, MirrorEntry, MirrorState, MirrorTask, PaimonStore, RegisteredTable};
+use crate::backend::{CallContext, MirrorEntry, MirrorFailure, MirrorState, MirrorTask, PaimonStore, RegisteredTable};
 use crate::decode;
 use crate::error::StoreError;
 
@@ -38,14 +38,18 @@ pub(super) static MIRROR_TASKS: LazyLock<String> =
     LazyLock::new(|| crate::sql_template::render_one_line(include_str!("sql/mirror_tasks.sql"), &[]));
 
 const MIRROR_DONE: &str = "INSERT INTO consumer_mirrors (table_name, branch, consumer_id, mirrored_next, \
-    mirrored_updated_at, mirrored_at, failures, last_error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, NULL) \
+    mirrored_updated_at, mirrored_at, failures, last_error, location, retry_at) \
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, NULL, ?7, NULL) \
     ON CONFLICT (table_name, branch, consumer_id) DO UPDATE SET mirrored_next = excluded.mirrored_next, \
     mirrored_updated_at = excluded.mirrored_updated_at, mirrored_at = excluded.mirrored_at, failures = 0, \
-    last_error = NULL";
+    last_error = NULL, location = excluded.location, retry_at = NULL";
 
-const MIRROR_FAILED: &str = "INSERT INTO consumer_mirrors (table_name, branch, consumer_id, failures, last_error) \
-    VALUES (?1, ?2, ?3, 1, ?4) ON CONFLICT (table_name, branch, consumer_id) DO UPDATE \
-    SET failures = consumer_mirrors.failures + 1, last_error = excluded.last_error";
+/// `?5` the clock, `?6` the first wait (µs), doubled per further failure,
+/// `?7` the longest.
+const MIRROR_FAILED: &str = "INSERT INTO consumer_mirrors (table_name, branch, consumer_id, failures, last_error, \
+    retry_at) VALUES (?1, ?2, ?3, 1, ?4, ?5 + min(?6, ?7)) ON CONFLICT (table_name, branch, consumer_id) DO UPDATE \
+    SET failures = consumer_mirrors.failures + 1, last_error = excluded.last_error, \
+    retry_at = ?5 + min(?6 * (1 << min(consumer_mirrors.failures, 30)), ?7)";
 
 const MIRROR_STATE: &str = "SELECT mirrored_next, mirrored_updated_at, mirrored_at, failures, last_error \
     FROM consumer_mirrors WHERE table_name = ?1 AND branch = ?2 AND consumer_id = ?3";
@@ -119,19 +123,25 @@ impl PaimonStore for SqliteBackend {
         let rows = sqlx::query(MIRROR_TASKS.as_str())
             .bind(duration_micros(refresh))
             .bind(limit)
+            .bind(self.clock.now().as_micros())
             .fetch_all(&self.readers)
             .await?;
         rows.iter().map(decode::mirror_task).collect()
     }
 
-    async fn mirror_done(&self, task: &MirrorTask, error: Option<&str>) -> Result<(), StoreError> {
+    async fn mirror_done(&self, task: &MirrorTask, failure: Option<MirrorFailure<'_>>) -> Result<(), StoreError> {
         let key = &task.key;
-        let query = match error {
+        let query = match failure {
             None => decode::bind_key(sqlx::query(MIRROR_DONE), key)
                 .bind(task.next_snapshot)
                 .bind(task.updated_at.map(Timestamp::as_micros))
-                .bind(self.clock.now().as_micros()),
-            Some(error) => decode::bind_key(sqlx::query(MIRROR_FAILED), key).bind(error.to_owned()),
+                .bind(self.clock.now().as_micros())
+                .bind(task.location.clone()),
+            Some(failure) => decode::bind_key(sqlx::query(MIRROR_FAILED), key)
+                .bind(failure.error.to_owned())
+                .bind(self.clock.now().as_micros())
+                .bind(duration_micros(failure.backoff.base))
+                .bind(duration_micros(failure.backoff.cap)),
         };
         query.execute(&self.writer).await?;
         Ok(())

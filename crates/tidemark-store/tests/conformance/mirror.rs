@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tidemark_core::Timestamp;
 use tidemark_core::commit::CommitBatch;
-use tidemark_store::{CallContext, MirrorTask, Store};
+use tidemark_store::{CallContext, MirrorBackoff, MirrorFailure, MirrorTask, Store};
 use tidemark_testkit::{Kind, TestDb};
 
 use super::{key, off, policy};
@@ -120,6 +120,21 @@ pub(crate) async fn registered_tables_are_listed_and_moves_forget_the_mirror(kin
     let tasks = due(backend).await;
     assert_eq!(positions(&tasks), [("c1".to_owned(), Some(6))]);
     assert_eq!(tasks[0].location, "s3://bucket/a");
+    // A round that read the old location records its write after the move:
+    // that file is not the new location's, which stays due (item 8).
+    let late = MirrorTask {
+        location: "/warehouse/a".to_owned(),
+        ..tasks[0].clone()
+    };
+    backend.mirror_done(&late, None).await.unwrap();
+    let tasks = due(backend).await;
+    assert_eq!(positions(&tasks), [("c1".to_owned(), Some(6))]);
+    assert_eq!(tasks[0].location, "s3://bucket/a");
+    let inventory = backend.mirror_inventory().await.unwrap();
+    assert_eq!(inventory[0].mirrored_next, None, "not mirrored at the table's location");
+    backend.mirror_done(&tasks[0], None).await.unwrap();
+    assert!(due(backend).await.is_empty());
+    assert_eq!(backend.mirror_inventory().await.unwrap()[0].mirrored_next, Some(6));
 
     assert!(backend.unregister_table(&table()).await.unwrap());
     assert!(!backend.unregister_table(&table()).await.unwrap());
@@ -150,7 +165,14 @@ pub(crate) async fn stale_and_deleted_consumers_are_mirror_tasks_until_done(kind
     );
 
     // A failure is recorded and sorts last; success clears it.
-    backend.mirror_done(&tasks[0], Some("permission denied")).await.unwrap();
+    let failure = MirrorFailure {
+        error: "permission denied",
+        backoff: MirrorBackoff {
+            base: Duration::from_secs(10),
+            cap: Duration::from_secs(25),
+        },
+    };
+    backend.mirror_done(&tasks[0], Some(failure)).await.unwrap();
     backend.mirror_done(&tasks[1], None).await.unwrap();
     let state = backend.mirror_state(&key("c1")).await.unwrap().unwrap();
     assert_eq!(
@@ -161,6 +183,29 @@ pub(crate) async fn stale_and_deleted_consumers_are_mirror_tasks_until_done(kind
     let state = backend.mirror_state(&key("c2")).await.unwrap().unwrap();
     assert_eq!((state.mirrored_next, state.failures), (Some(8), 0));
     assert_eq!(state.mirrored_at, Some(db.now()));
+    // The failing task waits out its backoff before it is due again: 10 s,
+    // then twice as long after each further failure, up to the 25 s cap.
+    for (failures, wait) in [(1, 10), (2, 20), (3, 25), (4, 25)] {
+        assert_eq!(
+            backend.mirror_state(&key("c1")).await.unwrap().unwrap().failures,
+            failures
+        );
+        db.advance(Duration::from_secs(wait - 1)).await;
+        assert!(
+            backend.mirror_tasks(refresh, 100).await.unwrap().is_empty(),
+            "due before its {wait} s backoff passed"
+        );
+        db.advance(Duration::from_secs(1)).await;
+        let again = backend.mirror_tasks(refresh, 100).await.unwrap();
+        assert_eq!(
+            positions(&again),
+            [("c1".to_owned(), Some(6))],
+            "due once its {wait} s passed"
+        );
+        if failures < 4 {
+            backend.mirror_done(&again[0], Some(failure)).await.unwrap();
+        }
+    }
     assert_eq!(mirror_all(&store, refresh).await, [("c1".to_owned(), Some(6))]);
     assert_eq!(backend.mirror_state(&key("c1")).await.unwrap().unwrap().failures, 0);
     assert!(backend.mirror_tasks(refresh, 100).await.unwrap().is_empty());

@@ -210,8 +210,12 @@ impl PaimonStore for Counting {
     async fn mirror_tasks(&self, refresh: Duration, limit: i64) -> Result<Vec<MirrorTask>, StoreError> {
         self.inner.mirror_tasks(refresh, limit).await
     }
-    async fn mirror_done(&self, task: &MirrorTask, error: Option<&str>) -> Result<(), StoreError> {
-        self.inner.mirror_done(task, error).await
+    async fn mirror_done(
+        &self,
+        task: &MirrorTask,
+        failure: Option<tidemark_store::MirrorFailure<'_>>,
+    ) -> Result<(), StoreError> {
+        self.inner.mirror_done(task, failure).await
     }
     async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError> {
         self.inner.mirror_state(key).await

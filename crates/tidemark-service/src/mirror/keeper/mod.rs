@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tidemark_core::TableName;
 use tidemark_paimon::{FileState, ListedConsumer, ObjectVersion, PaimonTable};
-use tidemark_store::{MirrorEntry, Store};
+use tidemark_store::{MirrorBackoff, MirrorEntry, Store};
 
 use super::files::{FileTurns, concurrently};
 use crate::metrics;
@@ -38,6 +38,9 @@ pub(super) struct Keeper {
     failures: Failures,
     /// Shared with the rounds.
     turns: FileTurns,
+    /// How long a file the keeper could not write back waits (as the
+    /// rounds' failures do).
+    backoff: MirrorBackoff,
 }
 
 /// What one keeper pass did, for its log line.
@@ -50,7 +53,7 @@ struct Tally {
 }
 
 impl Keeper {
-    pub(super) fn new(interval: Duration, refresh: Duration, turns: FileTurns) -> Self {
+    pub(super) fn new(interval: Duration, refresh: Duration, turns: FileTurns, backoff: MirrorBackoff) -> Self {
         // A pass every eighth of the refresh interval (at most every round),
         // and rewrites due by the pass that would otherwise leave a file
         // older than half the refresh interval.
@@ -65,6 +68,7 @@ impl Keeper {
             tally: Tally::default(),
             failures: Failures::default(),
             turns,
+            backoff,
         }
     }
 

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use tidemark_core::{ConsumerKey, EventKind, HistoryEvent, TableName};
 use tidemark_paimon::{FileState, ListedConsumer, ObjectVersion, PaimonTable, Written};
-use tidemark_store::{CallContext, MirrorEntry, MirrorTask, Store};
+use tidemark_store::{CallContext, MirrorEntry, MirrorFailure, MirrorTask, Store};
 
 use super::Keeper;
 use crate::metrics;
@@ -136,7 +136,12 @@ impl Keeper {
             Err(e) => {
                 metrics::mirror_write(false);
                 tracing::warn!(%path, error = %e, "mirror keeper: cannot write back a consumer file");
-                let _ = store.paimon().mirror_done(&task, Some(&e.to_string())).await;
+                let error = e.to_string();
+                let failure = MirrorFailure {
+                    error: &error,
+                    backoff: self.backoff,
+                };
+                let _ = store.paimon().mirror_done(&task, Some(failure)).await;
                 return;
             }
         }

@@ -2,7 +2,8 @@
 -- Binds: ?1 the clock (µs). Sent as one line.
 
 SELECT k.table_name, k.branch, k.consumer_id, t.location, k.next_snapshot,
-    k.consumer_updated_at, k.lease_id, m.mirrored_next, coalesce(k.next_snapshot IS NOT NULL AND (o.expiration_us IS NULL
+    k.consumer_updated_at, k.lease_id,
+    CASE WHEN m.location IS NULL OR m.location = t.location THEN m.mirrored_next END AS mirrored_next, coalesce(k.next_snapshot IS NOT NULL AND (o.expiration_us IS NULL
     OR k.consumer_updated_at >= ?1 - o.expiration_us OR (k.lease_status = 1 AND k.lease_deadline > ?1)), 0) AS kept,
     CASE WHEN k.full_scan_pin IS NOT NULL AND k.lease_status = 1 AND k.lease_deadline > ?1 THEN k.lease_id END
     AS pin_lease,

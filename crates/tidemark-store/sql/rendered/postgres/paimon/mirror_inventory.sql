@@ -1,5 +1,6 @@
 SELECT k.table_name, k.branch, k.consumer_id, t.location, k.next_snapshot, k.consumer_updated_at,
-                k.lease_id, m.mirrored_next, coalesce(k.next_snapshot IS NOT NULL AND (o.expiration_us IS NULL
+                k.lease_id, CASE WHEN m.location IS NULL OR m.location = t.location THEN m.mirrored_next END
+                  AS mirrored_next, coalesce(k.next_snapshot IS NOT NULL AND (o.expiration_us IS NULL
       OR k.consumer_updated_at >= tidemark_now() - o.expiration_us * interval '1 microsecond'
       OR (k.lease_status = 1 AND k.lease_deadline > tidemark_now())), false) AS kept,
                 CASE WHEN k.full_scan_pin IS NOT NULL AND (k.lease_status = 1 AND k.lease_deadline > tidemark_now()) THEN k.lease_id END AS pin_lease,

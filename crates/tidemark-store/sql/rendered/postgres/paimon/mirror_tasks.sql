@@ -4,14 +4,17 @@ SELECT * FROM (
       FROM paimon_tables t JOIN consumer_keys k ON k.table_name = t.table_name
       LEFT JOIN consumer_mirrors m
         ON m.table_name = k.table_name AND m.branch = k.branch AND m.consumer_id = k.consumer_id
-      WHERE (k.next_snapshot IS NOT NULL
-             AND (m.mirrored_next IS DISTINCT FROM k.next_snapshot OR m.mirrored_updated_at IS NULL
-                  OR k.consumer_updated_at > m.mirrored_updated_at + $1 * interval '1 microsecond'))
-         OR (k.next_snapshot IS NULL AND m.mirrored_next IS NOT NULL)
+      WHERE ((k.next_snapshot IS NOT NULL
+              AND (m.mirrored_next IS DISTINCT FROM k.next_snapshot OR m.mirrored_updated_at IS NULL
+                   OR k.consumer_updated_at > m.mirrored_updated_at + $1 * interval '1 microsecond'
+                   OR m.location <> t.location))
+             OR (k.next_snapshot IS NULL AND m.mirrored_next IS NOT NULL))
+        AND (m.retry_at IS NULL OR m.retry_at <= tidemark_now())
       UNION ALL
       SELECT m.table_name, m.branch, m.consumer_id, t.location, NULL::bigint, NULL::timestamptz, m.failures
       FROM consumer_mirrors m JOIN paimon_tables t ON t.table_name = m.table_name
       WHERE m.mirrored_next IS NOT NULL
+        AND (m.retry_at IS NULL OR m.retry_at <= tidemark_now())
         AND NOT EXISTS (SELECT 1 FROM consumer_keys k
                         WHERE k.table_name = m.table_name AND k.branch = m.branch AND k.consumer_id = m.consumer_id)
     ) w
