@@ -76,7 +76,7 @@ LAYERS: Dict[str, List[tuple]] = {
 # dev-dependencies may differ): the transport reaches the application
 # through `tidemark-service` alone.
 CRATE_DEPENDENCIES: Dict[str, Set[str]] = {
-    "tidemark-server": {"tidemark-service", "tidemark-core", "tidemark-proto", "tidemark-trace"},
+    "tidemark-server": {"tidemark-service", "tidemark-core", "tidemark-proto", "tidemark-trace", "tidemark-net"},
 }
 
 # The Python SDK: per rule, (modules, the modules they must not import),

@@ -18,7 +18,6 @@ mod pages;
 mod picture;
 mod session;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use askama::Template;
@@ -27,10 +26,10 @@ use axum::extract::{Form, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
-use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use serde::Deserialize;
 use tidemark_core::{BranchName, FieldViolation, TableName};
+pub use tidemark_net::HttpLimits;
 use tidemark_service::App;
 use tidemark_service::store::StoreError;
 use tokio::net::TcpListener;
@@ -52,19 +51,28 @@ pub type ErrorAnswer = fn(StoreError) -> (i32, String);
 
 /// The TLS configuration the console serves HTTPS with, as it stands now
 /// (the server's, reloaded with it).
-pub type TlsConfig = Arc<dyn Fn() -> Arc<tokio_rustls::rustls::ServerConfig> + Send + Sync>;
+pub type TlsConfig = tidemark_net::TlsSource;
 
 /// The console's settings.
 #[derive(Debug, Clone)]
 pub struct ConsoleSettings {
     /// How often pages refresh themselves (zero: never).
     pub refresh: Duration,
+    /// Connections, header deadline and idle timeout
+    /// (`--console-max-connections`, `--console-header-timeout`,
+    /// `--console-idle-timeout`).
+    pub limits: HttpLimits,
 }
 
 impl Default for ConsoleSettings {
     fn default() -> Self {
         Self {
             refresh: Duration::from_secs(5),
+            limits: HttpLimits {
+                max_connections: 256,
+                header_timeout: Duration::from_secs(10),
+                idle_timeout: Duration::from_secs(60),
+            },
         }
     }
 }
@@ -359,55 +367,25 @@ pub fn start(
     errors: ErrorAnswer,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(serve(listener, router(app, auth, settings, errors), tls, stop))
+    tokio::spawn(serve(
+        listener,
+        router(app, auth, settings, errors),
+        tls,
+        settings.limits,
+        stop,
+    ))
 }
 
-/// Serves `router` on `listener` (HTTPS with `tls`) until `stop`.
-pub async fn serve(listener: TcpListener, router: Router, tls: Option<TlsConfig>, stop: CancellationToken) {
-    let service = TowerToHyperService::new(router);
-    loop {
-        let (stream, peer) = tokio::select! {
-            () = stop.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    tracing::warn!("console: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let (service, tls, stop) = (service.clone(), tls.clone(), stop.clone());
-        tokio::spawn(async move {
-            let builder = hyper::server::conn::http1::Builder::new();
-            let served = match tls {
-                Some(tls) => {
-                    let acceptor = tokio_rustls::TlsAcceptor::from(tls());
-                    match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
-                        Ok(Ok(stream)) => {
-                            let connection = builder.serve_connection(TokioIo::new(stream), service);
-                            tokio::select! {
-                                r = connection => r,
-                                () = stop.cancelled() => Ok(()),
-                            }
-                        }
-                        _ => {
-                            tracing::debug!(%peer, "console: TLS handshake failed");
-                            return;
-                        }
-                    }
-                }
-                None => {
-                    let connection = builder.serve_connection(TokioIo::new(stream), service);
-                    tokio::select! {
-                        r = connection => r,
-                        () = stop.cancelled() => Ok(()),
-                    }
-                }
-            };
-            if let Err(e) = served {
-                tracing::debug!(%peer, "console connection ended: {e}");
-            }
-        });
-    }
+/// Serves `router` on `listener` (HTTPS with `tls`) until `stop`, within
+/// `limits`: at most so many connections, headers within a deadline, and
+/// no connection idle for longer than the idle timeout (the console is
+/// reachable before sign-in: a slowloris must not hold descriptors).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    tls: Option<TlsConfig>,
+    limits: HttpLimits,
+    stop: CancellationToken,
+) {
+    tidemark_net::serve_http1("console", listener, TowerToHyperService::new(router), tls, limits, stop).await;
 }

@@ -22,6 +22,9 @@ pub struct ServerConfig {
     pub max_in_flight_per_principal: usize,
     /// RPCs in flight on one connection; more wait.
     pub per_connection_limit: usize,
+    /// Most gRPC connections held at once (`--max-connections`); more are
+    /// refused at once, so descriptors stay for the database and stores.
+    pub max_connections: usize,
     /// Largest request message accepted.
     pub max_message_bytes: usize,
     /// How long to keep serving after turning NOT_SERVING on shutdown, so
@@ -81,6 +84,7 @@ impl Default for ServerConfig {
             max_in_flight: 1024,
             max_in_flight_per_principal: 512,
             per_connection_limit: 256,
+            max_connections: 10_000,
             max_message_bytes: 1024 * 1024,
             shutdown_drain: Duration::ZERO,
             shutdown_grace: Duration::from_secs(30),

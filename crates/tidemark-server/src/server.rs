@@ -13,7 +13,6 @@ use tidemark_service::store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use tower::limit::GlobalConcurrencyLimitLayer;
@@ -21,6 +20,10 @@ use tower::limit::GlobalConcurrencyLimitLayer;
 use crate::admin::AdminService;
 use crate::auth::AuthLayer;
 use crate::config::ServerConfig;
+
+/// Connections the health port holds at once (kubelet probes, a few per
+/// pod; a flood on it refused beyond this).
+const HEALTH_MAX_CONNECTIONS: usize = 256;
 use crate::coordinator::CoordinatorService;
 use crate::front_door::{Listeners, SharedWithFrontDoor, front_door_error};
 use crate::readiness::{READINESS_SERVICE, track_readiness};
@@ -212,13 +215,17 @@ pub async fn serve_listeners(
             let health_reflection = tonic_reflection::server::Builder::configure()
                 .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
                 .build_v1alpha()?;
+            // Bounded on its own: a flood on the gRPC port never takes the
+            // probes' connections, nor they its.
+            let incoming = tidemark_net::incoming(
+                health_listener,
+                tidemark_net::Admission::new("health", HEALTH_MAX_CONNECTIONS),
+                stop_accepting.clone(),
+            );
             let health_only = Server::builder()
                 .add_service(health.clone())
                 .add_service(health_reflection)
-                .serve_with_incoming_shutdown(
-                    TcpIncoming::from(health_listener),
-                    stop_accepting.clone().cancelled_owned(),
-                );
+                .serve_with_incoming_shutdown(incoming, stop_accepting.clone().cancelled_owned());
             Some(tokio::spawn(health_only))
         }
         None => None,
@@ -242,15 +249,18 @@ pub async fn serve_listeners(
     let local = listener.local_addr().ok();
     // The server runs as its own task so it keeps accepting and answering
     // while this function drains.
+    // Every connection counts against --max-connections; more are
+    // refused at once.
+    let admission = tidemark_net::Admission::new("grpc", config.max_connections);
     let mut server = match tls {
         // TLS handshakes happen here rather than in tonic, so every
         // handshake takes the certificate in force at that moment.
         Some(tls) => {
-            let incoming = crate::tls::incoming(listener, tls, stop_accepting.clone());
+            let incoming = crate::tls::incoming(listener, admission, tls, stop_accepting.clone());
             tokio::spawn(router.serve_with_incoming_shutdown(incoming, stop_accepting.clone().cancelled_owned()))
         }
         None => {
-            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            let incoming = tidemark_net::incoming(listener, admission, stop_accepting.clone());
             tokio::spawn(router.serve_with_incoming_shutdown(incoming, stop_accepting.clone().cancelled_owned()))
         }
     };

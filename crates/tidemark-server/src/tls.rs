@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use tidemark_net::{Admission, Admitted};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
@@ -148,26 +149,20 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// nobody else; a failed one is logged at debug and dropped.
 pub(crate) fn incoming(
     listener: TcpListener,
+    admission: Admission,
     tls: SharedTls,
     stop: CancellationToken,
-) -> ReceiverStream<Result<TlsStream<TcpStream>, std::io::Error>> {
+) -> ReceiverStream<Result<TlsStream<Admitted<TcpStream>>, std::io::Error>> {
     let (sender, receiver) = mpsc::channel(64);
     tokio::spawn(async move {
         loop {
-            let accepted = tokio::select! {
+            // Within the cap (a connection mid-handshake holds its place);
+            // accept errors are logged at most once a second.
+            let (stream, peer) = tokio::select! {
                 () = stop.cancelled() => return,
-                accepted = listener.accept() => accepted,
+                accepted = admission.accept(&listener) => accepted,
             };
-            let (stream, peer) = match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of file descriptors and the like: back off a little.
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
+            let _ = stream.get_ref().set_nodelay(true);
             let acceptor = TlsAcceptor::from(tls.current());
             let sender = sender.clone();
             tokio::spawn(async move {

@@ -15,9 +15,11 @@ use tidemark_store::{Store, redact};
 use crate::database::DatabaseArgs;
 use crate::flags::HumanDuration;
 
+mod connections;
 mod signals;
 
-use signals::{install_metrics, reload_on_sighup, shutdown_signal};
+use connections::{ConnectionArgs, MetricsListen};
+use signals::{reload_on_sighup, shutdown_signal};
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
@@ -172,6 +174,8 @@ pub(crate) struct ServeArgs {
     /// Prune history rows older than this ("0s": keep forever).
     #[arg(long, env = "TIDEMARK_HISTORY_RETENTION", default_value_t = HumanDuration(ServerConfig::default().history_retention.unwrap_or_default()))]
     history_retention: HumanDuration,
+    #[command(flatten)]
+    connections: ConnectionArgs,
 }
 
 /// Where the credentials come from: the file, plus TIDEMARK_AUTH (the same
@@ -197,6 +201,8 @@ fn tls_files(args: &ServeArgs) -> Option<TlsFiles> {
 }
 
 pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    // First: every socket and file after this counts against it.
+    tidemark_net::raise_open_files_limit();
     let auth_source = auth_source(&args);
     let auth = auth_source.load().map_err(anyhow::Error::msg)?;
     let tls_files = tls_files(&args);
@@ -272,7 +278,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Before the database: a busy port stops the start before migrations
     // run, not after.
     if let MetricsListen(Some(address)) = args.metrics_listen {
-        install_metrics(address, gauge_idle_timeout(&args))?;
+        connections::serve_metrics(address, gauge_idle_timeout(&args), &args.connections).await?;
         tracing::info!("metrics on http://{address}/metrics");
     }
 
@@ -351,6 +357,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // the credentials and TLS it shares, and when to stop.
     let console = tidemark_console::ConsoleSettings {
         refresh: args.console_refresh.0,
+        limits: args.connections.console(),
     };
     let front_door = console_listener.map(|listener| -> tidemark_server::FrontDoor {
         Box::new(move |shared| {
@@ -375,24 +382,6 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--metrics-listen` and `--console-listen`: an address, or "off"; checked
-/// when the command line is parsed, like every other flag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct MetricsListen(Option<SocketAddr>);
-
-impl std::str::FromStr for MetricsListen {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        if text.eq_ignore_ascii_case("off") {
-            return Ok(Self(None));
-        }
-        text.parse()
-            .map(|address| Self(Some(address)))
-            .map_err(|e| format!("{e}: expected an address such as 127.0.0.1:9464, or \"off\""))
-    }
-}
-
 /// The lease policy from the command line.
 fn lease_policy(args: &ServeArgs) -> LeasePolicy {
     LeasePolicy {
@@ -410,6 +399,7 @@ fn server_config(args: &ServeArgs) -> ServerConfig {
         max_in_flight: args.max_in_flight,
         max_in_flight_per_principal: args.max_in_flight_per_principal,
         per_connection_limit: args.per_connection_limit,
+        max_connections: args.connections.max_connections,
         max_message_bytes: args.max_message_bytes,
         shutdown_drain: args.shutdown_drain.0,
         shutdown_grace: args.shutdown_grace.0,

@@ -1,32 +1,5 @@
-//! What `tidemark serve` takes from outside the server: the metrics
-//! exporter's port, SIGHUP (reload credentials and certificates) and
-//! SIGINT/SIGTERM (drain and stop).
-
-use std::net::SocketAddr;
-use std::time::Duration;
-
-use anyhow::Context;
-
-/// Serves Prometheus metrics on `address`; gauges not updated within
-/// `idle` vanish.
-pub(super) fn install_metrics(address: SocketAddr, idle: Duration) -> anyhow::Result<()> {
-    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
-    use metrics_util::MetricKindMask;
-    PrometheusBuilder::new()
-        .with_http_listener(address)
-        .set_buckets_for_metric(
-            Matcher::Full(tidemark_server::metrics::names::RPC_DURATION.to_owned()),
-            &tidemark_server::metrics::RPC_BUCKETS,
-        )?
-        .idle_timeout(MetricKindMask::GAUGE, Some(idle))
-        .install()
-        .with_context(|| {
-            format!(
-                "cannot serve metrics on {address} (is another process on that port? choose another with \
-                 --metrics-listen ADDR, or --metrics-listen off)"
-            )
-        })
-}
+//! What `tidemark serve` takes from outside the server: SIGHUP (reload
+//! credentials and certificates) and SIGINT/SIGTERM (drain and stop).
 
 /// Asks for a reload of credentials and certificates on every SIGHUP.
 pub(super) async fn reload_on_sighup(trigger: std::sync::Arc<tokio::sync::Notify>) {
