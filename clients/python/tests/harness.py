@@ -646,3 +646,23 @@ def partition_fragment_cases() -> list:
     for case in document["cases"]:
         cases.append({**case, "decoded": [decode(v) for v in case["values"]], "default_name": document["default_name"]})
     return cases
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def slow_puts_proxy(store_endpoint: str, delay_ms: int, *options: str) -> tuple:
+    """The slow-puts proxy in front of the store (`options` as its command
+    line takes them); (process, its endpoint)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(pathlib.Path(__file__).with_name("slow_puts_proxy.py")),
+         str(port), store_endpoint.rsplit(":", 1)[1], str(delay_ms), *options],
+    )
+    wait_for(lambda: port_open(port), timeout=30, what="the slow-puts proxy")
+    return process, f"http://127.0.0.1:{port}"

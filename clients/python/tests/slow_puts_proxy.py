@@ -5,6 +5,7 @@ writers' later changes, which is the interleaving the object-store tests
 need to see often.
 
     python slow_puts_proxy.py LISTEN_PORT TARGET_PORT PUT_DELAY_MS [--log FILE] [--answer-lost]
+                              [--hang-while FILE]
 
 --log FILE appends "PUT <path>" to FILE as each PUT arrives (before it is
 held), so a test can act while a given put is in flight.
@@ -13,12 +14,16 @@ the first lands, its answer is "lost" and the writer's retry is what it
 hears (a conditional put then fails its condition against its own write),
 as a store answering 500 after committing, or a dropped connection, makes
 a client's retry do.
+--hang-while FILE holds every request unanswered for as long as FILE exists
+(the connection accepted, no byte sent back), as a store behind a network
+partition or a black-holed endpoint does.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,7 +31,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
 
-def serve(listen_port: int, target_port: int, put_delay: float, log: str | None, answer_lost: bool) -> None:
+def serve(
+    listen_port: int, target_port: int, put_delay: float, log: str | None, answer_lost: bool, hang_while: str | None
+) -> None:
     local = threading.local()
     log_lock = threading.Lock()
 
@@ -57,6 +64,9 @@ def serve(listen_port: int, target_port: int, put_delay: float, log: str | None,
             raise AssertionError("unreachable")
 
         def _forward(self) -> None:
+            if hang_while:
+                while os.path.exists(hang_while):
+                    time.sleep(0.05)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else None
             if self.command == "PUT":
@@ -77,7 +87,13 @@ def serve(listen_port: int, target_port: int, put_delay: float, log: str | None,
             if self.command != "HEAD":
                 self.wfile.write(payload)
 
-        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+        def _forward_unless_gone(self) -> None:
+            try:
+                self._forward()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a held request past its timeout)
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward_unless_gone
 
     server = ThreadingHTTPServer(("127.0.0.1", listen_port), Handler)
     server.daemon_threads = True
@@ -91,5 +107,6 @@ if __name__ == "__main__":
     parser.add_argument("put_delay_ms", type=int)
     parser.add_argument("--log")
     parser.add_argument("--answer-lost", action="store_true")
+    parser.add_argument("--hang-while")
     args = parser.parse_args()
-    serve(args.listen_port, args.target_port, args.put_delay_ms / 1000.0, args.log, args.answer_lost)
+    serve(args.listen_port, args.target_port, args.put_delay_ms / 1000.0, args.log, args.answer_lost, args.hang_while)

@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import socket
-import subprocess
-import sys
 import random
 import re
 import shutil
@@ -28,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
-from harness import PaimonTable, TidemarkServer, free_port, moto_s3_process, wait_for
+from harness import PaimonTable, TidemarkServer, moto_s3_process, slow_puts_proxy, wait_for
 
 from tidemark import Client
 from tidemark.v1 import admin_pb2, types_pb2
@@ -107,14 +104,6 @@ def database(client: Client, table: str) -> dict:
             return held
 
 
-def port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 def key(table: str, consumer: str, branch: str = "main") -> types_pb2.ConsumerKey:
     return types_pb2.ConsumerKey(table=table, branch=branch, consumer_id=consumer)
 
@@ -140,18 +129,6 @@ def shared_postgres(tmp_path) -> str:
     if url.startswith("sqlite://"):
         pytest.fail("several replicas need a shared Postgres: set TIDEMARK_TEST_DATABASE_URL")
     return url
-
-
-def slow_puts_proxy(store_endpoint: str, delay_ms: int, *options: str) -> tuple:
-    """The slow-puts proxy in front of the store (`options` as its command
-    line takes them); (process, its endpoint)."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(pathlib.Path(__file__).with_name("slow_puts_proxy.py")),
-         str(port), store_endpoint.rsplit(":", 1)[1], str(delay_ms), *options],
-    )
-    wait_for(lambda: port_open(port), timeout=30, what="the slow-puts proxy")
-    return process, f"http://127.0.0.1:{port}"
 
 
 def test_replicas_on_an_object_store_never_put_back_what_was_moved_back_or_dropped(tmp_path, unique, monkeypatch):

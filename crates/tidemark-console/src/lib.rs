@@ -62,6 +62,9 @@ pub struct ConsoleSettings {
     /// (`--console-max-connections`, `--console-header-timeout`,
     /// `--console-idle-timeout`).
     pub limits: HttpLimits,
+    /// How long a page may take, like an RPC's deadline
+    /// (`--request-timeout`); the table stores' calls fit inside it.
+    pub page_deadline: Duration,
 }
 
 impl Default for ConsoleSettings {
@@ -73,6 +76,7 @@ impl Default for ConsoleSettings {
                 header_timeout: Duration::from_secs(10),
                 idle_timeout: Duration::from_secs(60),
             },
+            page_deadline: Duration::from_secs(10),
         }
     }
 }
@@ -333,6 +337,27 @@ async fn secure_headers(request: axum::extract::Request, next: axum::middleware:
     response
 }
 
+/// A page within its deadline: the table stores' calls are bounded by
+/// what is left of it (as an RPC's are), and a page that still runs past it
+/// is answered 503 with Retry-After, never left hanging.
+async fn page_deadline(
+    State(deadline): State<Duration>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let at = tokio::time::Instant::now() + deadline;
+    let page = tidemark_service::paimon::within_deadline(at, next.run(request));
+    match tokio::time::timeout_at(at, page).await {
+        Ok(response) => response,
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, HeaderValue::from_static("5"))],
+            format!("This page took longer than {deadline:?}; try again shortly."),
+        )
+            .into_response(),
+    }
+}
+
 /// The console's routes over `app`, its callers checked against `auth`,
 /// errors answered as `errors` says the gRPC API would.
 pub fn router(app: App, auth: SharedAuth, settings: &ConsoleSettings, errors: ErrorAnswer) -> Router {
@@ -352,6 +377,10 @@ pub fn router(app: App, auth: SharedAuth, settings: &ConsoleSettings, errors: Er
         .route("/signout", axum::routing::post(signout))
         .route("/static/console.css", get(stylesheet))
         .route("/static/refresh.js", get(script))
+        .layer(axum::middleware::from_fn_with_state(
+            settings.page_deadline,
+            page_deadline,
+        ))
         .layer(axum::middleware::from_fn(secure_headers))
         .with_state(console)
 }

@@ -21,10 +21,12 @@
 //! Paimon keeps for the table's whole life) and the options of its latest
 //! schema (`consumer.expiration-time`).
 
+mod budget;
 mod consumer;
 mod schema;
 mod snapshots;
 
+pub use budget::{BACKGROUND_CALL_LIMIT, within_deadline};
 pub use consumer::{ObjectVersion, Written};
 pub use schema::parse_paimon_duration;
 
@@ -166,14 +168,27 @@ impl PaimonTable {
             "s3" | "s3a" => {
                 // Conditional puts compare ETags (If-Match / If-None-Match),
                 // which S3 and S3-compatible stores support.
+                // Inside every call's budget (see `budget`): two retries
+                // within 5 s, 5 s a request, 2 s to connect (object_store's
+                // defaults are 10 retries over up to 3 minutes and 30 s a
+                // request, longer than any call's deadline).
+                use object_store::ClientConfigKey;
+                use object_store::aws::AmazonS3ConfigKey;
                 let store = object_store::aws::AmazonS3Builder::from_env()
                     .with_url(url.as_str().replacen("s3a://", "s3://", 1))
                     .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
+                    .with_retry(object_store::RetryConfig {
+                        max_retries: 2,
+                        retry_timeout: std::time::Duration::from_secs(5),
+                        ..object_store::RetryConfig::default()
+                    })
+                    .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), "5s")
+                    .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout), "2s")
                     .build()
                     .map_err(|e| bad(e.to_string()))?;
                 let root = Path::parse(url.path().trim_start_matches('/')).map_err(|e| bad(e.to_string()))?;
                 Ok(Self {
-                    store: Arc::new(store),
+                    store: Arc::new(budget::Bounded::new(Arc::new(store))),
                     root,
                     local: None,
                     location: location.to_owned(),
@@ -192,7 +207,7 @@ impl PaimonTable {
         }
         let root = Path::from_absolute_path(path).map_err(|e| e.to_string())?;
         Ok(Self {
-            store: Arc::new(LocalFileSystem::new()),
+            store: Arc::new(budget::Bounded::new(Arc::new(LocalFileSystem::new()))),
             root,
             local: Some(PathBuf::from(path)),
             location: location.to_owned(),

@@ -58,7 +58,12 @@ where
     // With traces exported, the call joins the caller's trace.
     tidemark_trace::set_remote_parent(&span, headers);
     let started = Instant::now();
-    let result = tokio::time::timeout(timeout, body.instrument(span.clone())).await;
+    // The table stores' calls are bounded by what is left of this deadline,
+    // so a store that does not answer is TABLE_LOCATION_UNREADABLE, not a
+    // timed-out call.
+    let deadline = tokio::time::Instant::now() + timeout;
+    let bounded = tidemark_service::paimon::within_deadline(deadline, body.instrument(span.clone()));
+    let result = tokio::time::timeout_at(deadline, bounded).await;
     let _entered = span.enter();
     let answer = match result {
         Err(_) => {

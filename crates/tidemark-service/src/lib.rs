@@ -53,5 +53,5 @@ pub mod store {
 /// from a request, the allow-list a replica is configured with, and a
 /// table's snapshot range.
 pub mod paimon {
-    pub use tidemark_paimon::{LocationAllowList, PaimonTable, SnapshotRange};
+    pub use tidemark_paimon::{LocationAllowList, PaimonTable, SnapshotRange, within_deadline};
 }

@@ -40,6 +40,14 @@ pub struct Registered {
 type Opened = Arc<HashMap<String, Result<Registered, (String, String)>>>;
 /// The latest snapshot per (table, branch), and when it was read.
 type LatestSnapshots = HashMap<(String, String), (Instant, Option<i64>)>;
+/// Per (table, branch): when a lag last read the latest snapshot itself,
+/// behind a lock so concurrent lags wait for one read rather than each
+/// making their own.
+type LatestReads = HashMap<(String, String), Arc<tokio::sync::Mutex<Option<Instant>>>>;
+
+/// How long a lag waits for a table's directory: a lag informs, and a
+/// listing of many consumers must answer even while the store does not.
+const LAG_READ_LIMIT: Duration = Duration::from_secs(2);
 
 /// The registered tables, refreshed at most every few seconds, and the
 /// latest snapshot of their branches as last read from storage. One per
@@ -49,6 +57,10 @@ pub struct Tables {
     store: Store,
     cached: Mutex<Option<(Instant, Opened)>>,
     latest: Mutex<LatestSnapshots>,
+    latest_reads: Mutex<LatestReads>,
+    /// Commit times that could not be read, and when (not read again
+    /// within [`FRESHNESS`]).
+    unreadable_times: Mutex<HashMap<(String, String, i64), Instant>>,
     /// Commit times of snapshots (they never change), per (table, branch,
     /// id); cleared when it grows past [`MAX_SNAPSHOT_TIMES`].
     snapshot_times: Mutex<HashMap<(String, String, i64), i64>>,
@@ -75,6 +87,8 @@ impl Tables {
             store,
             cached: Mutex::new(None),
             latest: Mutex::new(HashMap::new()),
+            latest_reads: Mutex::new(HashMap::new()),
+            unreadable_times: Mutex::new(HashMap::new()),
             snapshot_times: Mutex::new(HashMap::new()),
         }
     }
@@ -91,8 +105,28 @@ impl Tables {
         {
             return Some(*millis);
         }
+        let failed_recently = |times: &HashMap<_, Instant>| times.get(&slot).is_some_and(|at| at.elapsed() < FRESHNESS);
+        if failed_recently(
+            &self
+                .unreadable_times
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        ) {
+            return None;
+        }
         let registered = self.table_if_readable(table).await?;
-        let millis = registered.directory.snapshot_millis(branch, id).await.ok()?;
+        let read = tokio::time::timeout(LAG_READ_LIMIT, registered.directory.snapshot_millis(branch, id)).await;
+        let Ok(Ok(millis)) = read else {
+            let mut failed = self
+                .unreadable_times
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if failed.len() >= MAX_SNAPSHOT_TIMES {
+                failed.clear();
+            }
+            failed.insert(slot, Instant::now());
+            return None;
+        };
         let mut times = self
             .snapshot_times
             .lock()
@@ -119,16 +153,9 @@ impl Tables {
         let mut latest = directory_latest.or_else(|| self.last_known_latest(table, branch));
         if latest.is_none() {
             // Nothing read yet for this branch (the background read has just
-            // started): read it now, so the first listing shows the lag too.
-            if let Some(registered) = self.table_if_readable(table).await {
-                latest = registered
-                    .directory
-                    .snapshot_range(branch)
-                    .await
-                    .ok()
-                    .flatten()
-                    .map(|range| range.latest);
-            }
+            // started): read it now, once for every lag that asks, so the
+            // first listing shows the lag too.
+            latest = self.read_latest_once(table, branch).await;
         }
         let latest = latest?;
         let waited = if next_snapshot > latest {
@@ -188,6 +215,47 @@ impl Tables {
             });
         }
         value
+    }
+
+    /// The branch's latest snapshot, read from its directory at most once
+    /// per [`FRESHNESS`] however many lags ask (they wait for that one
+    /// read), within [`LAG_READ_LIMIT`]. A read that failed is not tried
+    /// again until then: a store that does not answer costs a listing one
+    /// bounded wait, not one per consumer.
+    async fn read_latest_once(self: &Arc<Self>, table: &TableName, branch: &str) -> Option<i64> {
+        let slot = (table.as_str().to_owned(), branch.to_owned());
+        let gate = Arc::clone(
+            self.latest_reads
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(slot.clone())
+                .or_default(),
+        );
+        let mut last_read = gate.lock().await;
+        let known = |this: &Self| {
+            this.latest
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&slot)
+                .and_then(|(_, value)| *value)
+        };
+        if let Some(latest) = known(self) {
+            return Some(latest); // read meanwhile, by another lag or the background
+        }
+        if last_read.is_some_and(|at| at.elapsed() < FRESHNESS) {
+            return None;
+        }
+        *last_read = Some(Instant::now());
+        let registered = self.table_if_readable(table).await?;
+        let read = tokio::time::timeout(LAG_READ_LIMIT, registered.directory.snapshot_range(branch)).await;
+        let latest = read.ok()?.ok().flatten().map(|range| range.latest);
+        if latest.is_some() {
+            self.latest
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(slot, (Instant::now(), latest));
+        }
+        latest
     }
 
     /// Drops the registrations read so far: this replica's next look reads

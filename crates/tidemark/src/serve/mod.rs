@@ -358,6 +358,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let console = tidemark_console::ConsoleSettings {
         refresh: args.console_refresh.0,
         limits: args.connections.console(),
+        page_deadline: args.request_timeout.0,
     };
     let front_door = console_listener.map(|listener| -> tidemark_server::FrontDoor {
         Box::new(move |shared| {
