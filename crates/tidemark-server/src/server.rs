@@ -266,20 +266,17 @@ pub async fn serve_listeners(
     };
     tracing::info!(address = ?local, "serving gRPC");
 
+    // Everything else that runs until the stop: readiness, the background
+    // jobs, reloads, the health port and the console.
+    let mut tasks: Vec<tokio::task::JoinHandle<()>> = vec![readiness, background];
+    tasks.extend(reload);
+    tasks.extend(health_task.map(|task| tokio::spawn(async move { drop(task.await) })));
+    tasks.extend(console_task);
+
     tokio::select! {
         result = &mut server => {
             stop_accepting.cancel();
-            let _ = readiness.await;
-            let _ = background.await;
-            if let Some(task) = reload {
-                let _ = task.await;
-            }
-            if let Some(task) = health_task {
-                let _ = task.await;
-            }
-            if let Some(task) = console_task {
-                let _ = task.await;
-            }
+            finish(tasks, config.shutdown_grace).await;
             return flatten(result);
         }
         () = shutdown => {}
@@ -290,18 +287,13 @@ pub async fn serve_listeners(
     tokio::time::sleep(config.shutdown_drain).await;
     tracing::info!("no longer accepting calls; waiting for in-flight RPCs");
     stop_accepting.cancel();
-    let _ = readiness.await;
-    let _ = background.await;
-    if let Some(task) = reload {
-        let _ = task.await;
-    }
-    if let Some(task) = health_task {
-        let _ = task.await;
-    }
-    if let Some(task) = console_task {
-        let _ = task.await;
-    }
-    match tokio::time::timeout(config.shutdown_grace, &mut server).await {
+    // In-flight RPCs and the rest wind down together, all within the grace:
+    // nothing (a background statement on a half-open connection, a table
+    // store that does not answer) holds the process past it.
+    let grace_ends = tokio::time::Instant::now() + config.shutdown_grace;
+    let finished = tokio::time::timeout_at(grace_ends, &mut server).await;
+    finish(tasks, grace_ends.saturating_duration_since(tokio::time::Instant::now())).await;
+    match finished {
         Ok(result) => {
             tracing::info!("all in-flight RPCs finished; stopped");
             flatten(result)
@@ -311,6 +303,24 @@ pub async fn serve_listeners(
             tracing::warn!(grace = ?config.shutdown_grace, "in-flight RPCs did not finish in time; stopping anyway");
             Ok(())
         }
+    }
+}
+
+/// Waits up to `within` for `tasks` (already told to stop), then aborts
+/// what is left.
+async fn finish(tasks: Vec<tokio::task::JoinHandle<()>>, within: Duration) {
+    let aborts: Vec<_> = tasks.iter().map(tokio::task::JoinHandle::abort_handle).collect();
+    if tokio::time::timeout(within, futures_join_all(tasks)).await.is_err() {
+        tracing::warn!(?within, "background work did not stop in time; abandoning it");
+        for abort in aborts {
+            abort.abort();
+        }
+    }
+}
+
+async fn futures_join_all(tasks: Vec<tokio::task::JoinHandle<()>>) {
+    for task in tasks {
+        let _ = task.await;
     }
 }
 

@@ -102,10 +102,33 @@ impl App {
     /// Runs the mirror (and its keeper), the sweeper and the gauge
     /// collector until `stop`.
     pub async fn run_background(&self, settings: Background, stop: CancellationToken) {
+        // Each ends at `stop` even mid-pass (a statement on a half-open
+        // connection, a table store that does not answer): every step they
+        // take is a transaction or a compared write, so one cut short is
+        // rolled back or redone by the next pass, here or on another
+        // replica.
         tokio::join!(
-            mirror::run(self.store.clone(), settings.mirror, stop.clone()),
-            sweeper::run(self.store.clone(), settings.sweeper, stop.clone()),
-            gauges::run(self.store.clone(), Arc::clone(&self.tables), settings.gauges, stop),
+            until_stopped(&stop, mirror::run(self.store.clone(), settings.mirror, stop.clone())),
+            until_stopped(&stop, sweeper::run(self.store.clone(), settings.sweeper, stop.clone())),
+            until_stopped(
+                &stop,
+                gauges::run(
+                    self.store.clone(),
+                    Arc::clone(&self.tables),
+                    settings.gauges,
+                    stop.clone()
+                )
+            ),
         );
+    }
+}
+
+/// Runs `job` until it ends or `stop` (whichever first; see
+/// [`App::run_background`]).
+async fn until_stopped(stop: &CancellationToken, job: impl Future<Output = ()>) {
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => {}
+        () = job => {}
     }
 }

@@ -379,7 +379,14 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         front_door,
     };
     tidemark_server::serve_listeners(config, store, listeners, shutdown_signal()).await?;
-    backend.close().await;
+    // Bounded: a database that stopped answering must not hold the exit
+    // (its sessions end with the process anyway).
+    if tokio::time::timeout(Duration::from_secs(2), backend.close())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the database did not answer while closing its connections; exiting anyway");
+    }
     Ok(())
 }
 
