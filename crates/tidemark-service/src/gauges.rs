@@ -35,23 +35,40 @@ pub struct GaugeSettings {
     pub sweep_interval: Duration,
 }
 
+/// How long the collector's claim may wait for its session.
+const CLAIM_LIMIT: Duration = Duration::from_secs(10);
+/// How long a round of fleet gauges may take.
+const COLLECT_LIMIT: Duration = Duration::from_secs(30);
+
 pub(crate) async fn run(store: Store, tables: Arc<Tables>, settings: GaugeSettings, stop: CancellationToken) {
     if settings.interval.is_zero() {
         return;
     }
     loop {
-        let collecting = match store.claim_collector().await {
-            Ok(claimed) => claimed,
-            Err(e) => {
+        // Client-side limits: a statement on a connection left half-open
+        // by a failover never returns (TCP notices after ~15 minutes); cut
+        // short, its connection is dropped and the next round connects
+        // afresh, to the new primary.
+        let collecting = match tokio::time::timeout(CLAIM_LIMIT, store.claim_collector()).await {
+            Ok(Ok(claimed)) => claimed,
+            Ok(Err(e)) => {
                 tracing::debug!("cannot claim the gauge collector role: {e}");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(limit = ?CLAIM_LIMIT, "the gauge collector's claim did not answer in time");
                 false
             }
         };
         metrics::replica(collecting, store.pool_stats());
         if collecting {
             let span = tracing::debug_span!("fleet gauges", otel.name = "tidemark.fleet_gauges");
-            if let Err(e) = collect(&store, &tables, &settings).instrument(span).await {
-                tracing::warn!("fleet gauges not computed this round: {e}");
+            match tokio::time::timeout(COLLECT_LIMIT, collect(&store, &tables, &settings).instrument(span)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!("fleet gauges not computed this round: {e}"),
+                Err(_) => {
+                    tracing::warn!(limit = ?COLLECT_LIMIT, "fleet gauges not computed this round: no answer in time")
+                }
             }
         }
         tokio::select! {

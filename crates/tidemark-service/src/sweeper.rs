@@ -41,6 +41,10 @@ fn catch_up_pause(interval: Duration) -> Duration {
     interval.min(Duration::from_millis(250))
 }
 
+/// What a sweep may take beyond its pruning budget (the expiry's search
+/// and writes).
+const SWEEP_MARGIN: Duration = Duration::from_secs(30);
+
 /// Sweeps every `settings.interval` until `stop`; while a sweep finds more
 /// expired consumers than its cap, the next follows after a short pause.
 pub(crate) async fn run(store: Store, settings: SweeperSettings, stop: CancellationToken) {
@@ -69,7 +73,15 @@ pub(crate) async fn run(store: Store, settings: SweeperSettings, stop: Cancellat
             expired = tracing::field::Empty,
             pruned = tracing::field::Empty,
         );
-        backlog = sweep(&store, settings).instrument(span).await == Swept::CapReached;
+        // Client-side: a statement on a half-open connection never returns.
+        let limit = prune_budget(settings.interval) + SWEEP_MARGIN;
+        backlog = match tokio::time::timeout(limit, sweep(&store, settings).instrument(span)).await {
+            Ok(swept) => swept == Swept::CapReached,
+            Err(_) => {
+                tracing::warn!(?limit, "a sweep did not finish in time; the next goes on");
+                false
+            }
+        };
     }
 }
 

@@ -242,53 +242,103 @@ async fn sigterm_ends_within_drain_and_grace_while_the_table_store_does_not_answ
     db.drop_now().await;
 }
 
-/// A TCP proxy that can freeze: every byte read is held and nothing is
-/// forwarded, so the connections stay open and every call on them waits
-/// (a half-open connection after a failover, which TCP would take ~15
-/// minutes of retransmits to notice). Its port.
-fn freezable_proxy(target: std::net::SocketAddr, frozen: std::sync::Arc<std::sync::atomic::AtomicBool>) -> u16 {
-    use std::sync::atomic::Ordering;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-    async fn pipe(
-        mut from: tokio::net::tcp::OwnedReadHalf,
-        mut to: tokio::net::tcp::OwnedWriteHalf,
-        frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    ) {
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            let n = match from.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            while frozen.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            if to.write_all(&buf[..n]).await.is_err() {
-                return;
-            }
-        }
-    }
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let frozen = std::sync::Arc::clone(&frozen);
-            tokio::spawn(async move {
-                let Ok(server) = tokio::net::TcpStream::connect(target).await else {
-                    return;
+/// A TCP proxy in front of Postgres that can freeze (every byte read is
+/// held, nothing forwarded: every call waits, as on a half-open connection,
+/// which TCP takes ~15 minutes of retransmits to notice) or fail over (the
+/// connections open now are closed towards the database, whose sessions
+/// end, but left open and silent towards tidemark, as a failover leaves
+/// them; new connections work).
+#[derive(Clone, Default)]
+struct FaultyProxy {
+    frozen: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    generation: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl FaultyProxy {
+    /// Listens on a free port, forwarding to `target`; its port.
+    fn start(&self, target: std::net::SocketAddr) -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        async fn pipe(
+            from: &mut tokio::net::tcp::OwnedReadHalf,
+            to: &mut tokio::net::tcp::OwnedWriteHalf,
+            frozen: &std::sync::atomic::AtomicBool,
+        ) {
+            let mut buf = vec![0u8; 16 * 1024];
+            loop {
+                let n = match from.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
                 };
-                let (client_read, client_write) = client.into_split();
-                let (server_read, server_write) = server.into_split();
-                tokio::join!(
-                    pipe(client_read, server_write, std::sync::Arc::clone(&frozen)),
-                    pipe(server_read, client_write, frozen),
-                );
-            });
+                while frozen.load(std::sync::atomic::Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                if to.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
         }
-    });
-    port
+        let this = self.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let this = this.clone();
+                tokio::spawn(async move {
+                    let born = this.generation.load(std::sync::atomic::Ordering::SeqCst);
+                    let Ok(server) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    let (mut client_read, mut client_write) = client.into_split();
+                    let (mut server_read, mut server_write) = server.into_split();
+                    let failed_over = async {
+                        while this.generation.load(std::sync::atomic::Ordering::SeqCst) == born {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                    };
+                    tokio::select! {
+                        _ = async {
+                            tokio::join!(
+                                pipe(&mut client_read, &mut server_write, &this.frozen),
+                                pipe(&mut server_read, &mut client_write, &this.frozen),
+                            )
+                        } => {}
+                        () = failed_over => {
+                            drop((server_read, server_write));
+                            // Silent towards tidemark for good.
+                            let _held = (client_read, client_write);
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    fn freeze(&self, frozen: bool) {
+        self.frozen.store(frozen, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn fail_over(&self) {
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// `db`'s URL through a [`FaultyProxy`], and the proxy.
+fn through_faulty_proxy(db: &FreshDatabase) -> (String, FaultyProxy) {
+    let options: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
+    let host = match options.get_host() {
+        "localhost" => "127.0.0.1",
+        host => host,
+    };
+    let target: std::net::SocketAddr = format!("{host}:{}", options.get_port()).parse().unwrap();
+    let proxy = FaultyProxy::default();
+    let port = proxy.start(target);
+    let original = format!(":{}/", options.get_port());
+    assert!(db.url.contains(&original), "{}", db.url);
+    (db.url.replacen(&original, &format!(":{port}/"), 1), proxy)
 }
 
 /// The database stops answering without closing anything (every
@@ -300,17 +350,7 @@ async fn sigterm_ends_within_drain_and_grace_while_the_database_does_not_answer(
     let db = FreshDatabase::create()
         .await
         .expect("Postgres (scripts/test.sh starts one)");
-    let options: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
-    let host = match options.get_host() {
-        "localhost" => "127.0.0.1",
-        host => host,
-    };
-    let target: std::net::SocketAddr = format!("{host}:{}", options.get_port()).parse().unwrap();
-    let frozen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let port = freezable_proxy(target, std::sync::Arc::clone(&frozen));
-    let original = format!(":{}/", options.get_port());
-    assert!(db.url.contains(&original), "{}", db.url);
-    let through_proxy = db.url.replacen(&original, &format!(":{port}/"), 1);
+    let (through_proxy, proxy) = through_faulty_proxy(&db);
     let dir = tempfile::tempdir().unwrap();
     const DRAIN: Duration = Duration::from_millis(500);
     const GRACE: Duration = Duration::from_secs(1);
@@ -346,7 +386,7 @@ async fn sigterm_ends_within_drain_and_grace_while_the_database_does_not_answer(
             .await
             .expect("a commit");
     }
-    frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+    proxy.freeze(true);
     // Long enough for the gauges, the sweeper and readiness to be waiting.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let started = Instant::now();
@@ -366,6 +406,104 @@ async fn sigterm_ends_within_drain_and_grace_while_the_database_does_not_answer(
     let took = started.elapsed();
     eprintln!("exited {took:?} after SIGTERM with the database frozen (bound {bound:?})");
     assert!(took <= bound, "exited {took:?} after SIGTERM, past {bound:?}");
-    frozen.store(false, std::sync::atomic::Ordering::SeqCst);
+    proxy.freeze(false);
+    db.drop_now().await;
+}
+
+/// The value of the sample `name` (no labels) in a Prometheus page.
+fn sample(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+async fn scrape(port: u16) -> String {
+    tokio::task::spawn_blocking(move || {
+        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+            return String::new();
+        };
+        let _ = write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        );
+        let mut body = String::new();
+        let _ = stream.read_to_string(&mut body);
+        body
+    })
+    .await
+    .unwrap()
+}
+
+/// A failover leaves every open database connection half-open: the gauge
+/// collector's session (and the pool's) never answer again. The fleet
+/// gauges come back (a new lease counted) once the statements waiting on
+/// them give up, not ~15 minutes later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_gauges_come_back_after_a_failover_leaves_connections_half_open() {
+    let db = FreshDatabase::create()
+        .await
+        .expect("Postgres (scripts/test.sh starts one)");
+    let (through_proxy, proxy) = through_faulty_proxy(&db);
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = free_port();
+    let metrics_listen = format!("127.0.0.1:{metrics}");
+    let args: Vec<String> = [
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        &metrics_listen,
+        "--database-url",
+        &through_proxy,
+        "--gauge-interval",
+        "300ms",
+        "--db-acquire-timeout",
+        "2s",
+        "--request-timeout",
+        "3s",
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .collect();
+    let server = ServerProcess::start(Path::new(BIN), &args, dir.path(), "tidemark").unwrap();
+    let mut client = coordinator(&server.url(), Duration::from_secs(10));
+    let _first = acquire(&mut client, "a", "q").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sample(&scrape(metrics).await, "tidemark_leases_live") != Some(1.0) {
+        assert!(Instant::now() < deadline, "the gauges never counted the first lease");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    proxy.fail_over();
+    // New connections work: a new lease (its call may meet a dead pooled
+    // connection first and time out; the client retries).
+    let started = Instant::now();
+    let mut acquired = false;
+    while !acquired && started.elapsed() < Duration::from_secs(30) {
+        acquired = client
+            .acquire_lease(tidemark_proto::v1::AcquireLeaseRequest {
+                consumer: Some(tidemark_testkit::load::key("b")),
+                holder: "q".into(),
+                ttl: Some(prost_types::Duration { seconds: 300, nanos: 0 }),
+            })
+            .await
+            .is_ok();
+    }
+    assert!(acquired, "no lease acquired within 30 s of the failover");
+    // The collector's dead session gives up (its limit: the acquire
+    // timeout, 2 s) and the gauges count the second lease; 30 s is twice
+    // the slowest path (the round limit on a dead pooled connection).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let live = sample(&scrape(metrics).await, "tidemark_leases_live");
+        if live == Some(2.0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the fleet gauges stayed at {live:?} leases {:?} after the failover:\n{}",
+            started.elapsed(),
+            server.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!("the fleet gauges came back {:?} after the failover", started.elapsed());
     db.drop_now().await;
 }

@@ -53,6 +53,10 @@ pub struct MirrorSettings {
     pub refresh: Duration,
 }
 
+/// The longest a round or a keeper pass takes (a pass over many files on
+/// a slow store takes up to the refresh interval).
+const PASS_LIMIT: Duration = Duration::from_secs(120);
+
 /// Mirrors every `settings.interval` until `stop`.
 pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: CancellationToken) {
     if settings.interval.is_zero() {
@@ -82,8 +86,13 @@ pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: Cancellati
             }
             // A full round goes again at once, so a backlog drains quickly;
             // one that only failed waits its interval.
-            while let Ok(RoundDone { tasks, failed }) =
-                round(&store, settings.refresh, backoff, &mut tables, &turns).await
+            // Client-side limits on the whole round and pass: a statement
+            // on a half-open database connection never returns.
+            while let Ok(Ok(RoundDone { tasks, failed })) = tokio::time::timeout(
+                PASS_LIMIT,
+                round(&store, settings.refresh, backoff, &mut tables, &turns),
+            )
+            .await
             {
                 if tasks < ROUND_LIMIT as usize || failed == tasks || stop.is_cancelled() {
                     break;
@@ -101,7 +110,15 @@ pub(crate) async fn run(store: Store, settings: MirrorSettings, stop: Cancellati
             }
             if keeper.due() {
                 let span = tracing::debug_span!("mirror keeper pass", otel.name = "tidemark.mirror_keeper_pass");
-                keeper.pass(&store, &mut tables).instrument(span).await;
+                if tokio::time::timeout(
+                    PASS_LIMIT.max(settings.refresh),
+                    keeper.pass(&store, &mut tables).instrument(span),
+                )
+                .await
+                .is_err()
+                {
+                    tracing::warn!("mirror keeper: a pass did not finish in time; the next starts afresh");
+                }
             }
         }
     };

@@ -73,9 +73,12 @@ impl StatsStore for PostgresBackend {
             let mut connection = tokio::time::timeout(self.acquire_timeout, connecting)
                 .await
                 .map_err(|_| StoreError::Unavailable("timed out connecting to the database".into()))??;
-            let standby: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
-                .fetch_one(&mut connection)
-                .await?;
+            let standby: bool = tokio::time::timeout(
+                self.acquire_timeout,
+                sqlx::query_scalar("SELECT pg_is_in_recovery()").fetch_one(&mut connection),
+            )
+            .await
+            .map_err(|_| StoreError::Unavailable("timed out asking the database whether it is a standby".into()))??;
             if standby {
                 let _ = connection.close().await;
                 return Err(StoreError::Unavailable(
@@ -87,10 +90,20 @@ impl StatsStore for PostgresBackend {
         let (connection, held) = slot.as_mut().expect("connected above");
         // Holding: the lock lasts while the session does, so a live
         // session is all it takes. Not holding: try to take it.
-        let outcome = if *held {
-            sqlx::query("SELECT 1").execute(&mut *connection).await.map(|_| true)
-        } else {
-            sqlx::query_scalar::<_, bool>(CLAIM).fetch_one(&mut *connection).await
+        // Client-side too: after a failover the session may be half-open,
+        // and its statement would wait for TCP to notice (~15 minutes).
+        let asked = async {
+            if *held {
+                sqlx::query("SELECT 1").execute(&mut *connection).await.map(|_| true)
+            } else {
+                sqlx::query_scalar::<_, bool>(CLAIM).fetch_one(&mut *connection).await
+            }
+        };
+        let outcome = match tokio::time::timeout(self.acquire_timeout, asked).await {
+            Ok(outcome) => outcome.map_err(StoreError::from),
+            Err(_) => Err(StoreError::Unavailable(
+                "the gauge collector's session did not answer in time".into(),
+            )),
         };
         match outcome {
             Ok(claimed) => {
@@ -103,10 +116,10 @@ impl StatsStore for PostgresBackend {
             Err(e) => {
                 // The session (and any lock) is gone or going; reconnect next
                 // round. Another replica may claim the role meanwhile.
-                if let Some((connection, _)) = slot.take() {
-                    let _ = connection.close().await;
-                }
-                Err(e.into())
+                // Dropped, not closed: a half-open session would not answer
+                // the goodbye either.
+                drop(slot.take());
+                Err(e)
             }
         }
     }
