@@ -38,7 +38,8 @@ start_throwaway_postgres() {
   port=$(free_port)
   "${run_as[@]}" "$pg_bin/initdb" -D "$TIDEMARK_PG_DIR/data" -U tidemark --auth=trust -E UTF8 \
     >"$TIDEMARK_PG_DIR/initdb.log" 2>&1 || { cat "$TIDEMARK_PG_DIR/initdb.log" >&2; return 1; }
-  local opts="-p $port -k $TIDEMARK_PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=300"
+  # pg_stat_statements: tests count the statements a page costs.
+  local opts="-p $port -k $TIDEMARK_PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_preload_libraries=pg_stat_statements"
   local setting
   for setting in "$@"; do opts="$opts -c $setting"; done
   "${run_as[@]}" "$pg_bin/pg_ctl" -D "$TIDEMARK_PG_DIR/data" -o "$opts" -l "$TIDEMARK_PG_DIR/server.log" -w start \

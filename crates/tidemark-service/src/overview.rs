@@ -131,19 +131,24 @@ impl App {
             branch: Some(branch.clone()),
             consumer_id_prefix: None,
         };
-        // Only whether it is registered: the directory is not read here.
-        let registered = crate::tables::registration(&self.store, table).await?.is_some();
+        // Only whether it is registered (from the registrations every lag
+        // reads, refreshed every few seconds and at once after a change on
+        // this replica): the directory is not read here. One whose location
+        // cannot be opened is registered too.
+        let registered = !matches!(self.tables.table(table).await, Ok(None));
+        // Every mirror state of the branch in one statement, not one per row.
+        let mut mirrors = if registered {
+            self.store.paimon().mirror_states(table, branch).await?
+        } else {
+            Default::default()
+        };
         let (mut rows, mut after) = (Vec::new(), None::<ConsumerKey>);
         loop {
             let page = self
                 .list_consumers(&filter, after.as_ref(), tidemark_store::MAX_PAGE)
                 .await?;
             for consumer in page.consumers {
-                let mirror = if registered {
-                    self.store.paimon().mirror_state(&consumer.view.state.key).await?
-                } else {
-                    None
-                };
+                let mirror = mirrors.remove(consumer.view.state.key.consumer_id.as_str());
                 rows.push(ConsumerRow { consumer, mirror });
                 if rows.len() >= limit {
                     return Ok((rows, page.next.is_some()));

@@ -99,6 +99,19 @@ impl PaimonRegistry<'_> {
             .await
     }
 
+    /// Every mirrored consumer's state on a branch, by consumer id, in one
+    /// statement.
+    pub async fn mirror_states(
+        self,
+        table: &TableName,
+        branch: &tidemark_core::BranchName,
+    ) -> Result<std::collections::HashMap<String, MirrorState>, StoreError> {
+        self.backend
+            .mirror_states(table, branch)
+            .instrument(self.statement("mirror states"))
+            .await
+    }
+
     /// What a consumer's file shows, if tidemark ever mirrored it.
     pub async fn mirror_state(self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError> {
         self.backend

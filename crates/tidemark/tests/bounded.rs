@@ -507,3 +507,132 @@ async fn the_fleet_gauges_come_back_after_a_failover_leaves_connections_half_ope
     eprintln!("the fleet gauges came back {:?} after the failover", started.elapsed());
     db.drop_now().await;
 }
+
+/// The console costs a few statements a page: one open table tab of 2,000
+/// consumers refreshing every 5 s must not send a statement per consumer.
+/// Counted by Postgres itself (pg_stat_statements, preloaded by the test
+/// cluster), in a database of its own with the background jobs off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_page_of_2000_consumers_costs_a_few_statements() {
+    const CONSUMERS: usize = 2_000;
+    let db = FreshDatabase::create()
+        .await
+        .expect("Postgres (scripts/test.sh starts one)");
+    let mut sql = <sqlx::PgConnection as sqlx::Connection>::connect(&db.url)
+        .await
+        .unwrap();
+    sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .execute(&mut sql)
+        .await
+        .expect("pg_stat_statements (scripts/lib/postgres.sh preloads it: shared_preload_libraries)");
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("orders");
+    tidemark_testkit::paimon_table_dir(&table, 9, 1_000, "");
+    std::fs::create_dir_all(table.join("consumer")).unwrap();
+    for i in 0..CONSUMERS {
+        std::fs::write(
+            table.join(format!("consumer/consumer-c{i:04}")),
+            r#"{"nextSnapshot":5}"#,
+        )
+        .unwrap();
+    }
+    let console_port = free_port();
+    let console = format!("127.0.0.1:{console_port}");
+    let args: Vec<String> = [
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "off",
+        "--database-url",
+        &db.url,
+        "--console-listen",
+        &console,
+        "--mirror-interval",
+        "0s",
+        "--gauge-interval",
+        "0s",
+        "--sweep-interval",
+        "0s",
+        "--readiness-interval",
+        "1h",
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .collect();
+    let server = ServerProcess::start(Path::new(BIN), &args, dir.path(), "tidemark").unwrap();
+    let channel = tonic::transport::Endpoint::from_shared(server.url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut admin = tidemark_proto::v1::admin_client::AdminClient::new(channel);
+    admin
+        .register_table(tidemark_proto::v1::RegisterTableRequest {
+            table: "db.orders".into(),
+            location: table.display().to_string(),
+            execute: true,
+        })
+        .await
+        .expect("registered");
+    let imported = admin
+        .import_consumers(tidemark_proto::v1::ImportConsumersRequest {
+            table: "db.orders".into(),
+            execute: true,
+        })
+        .await
+        .expect("imported")
+        .into_inner();
+    assert_eq!(imported.imported.len(), CONSUMERS);
+    let page = |path: &'static str| {
+        let console = console.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut stream = std::net::TcpStream::connect(&console).unwrap();
+            write!(
+                stream,
+                "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+            let mut answer = String::new();
+            let _ = stream.read_to_string(&mut answer);
+            answer
+        })
+    };
+    let this_database = "(SELECT oid FROM pg_database WHERE datname = current_database())";
+    for (path, budget) in [("/table?name=db.orders&branch=main", 5), ("/", 5 + 1)] {
+        // Once to warm what is cached between refreshes (registrations).
+        assert!(page(path).await.unwrap().starts_with("HTTP/1.1 200"));
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT pg_stat_statements_reset(0, {this_database}, 0)"
+        )))
+        .execute(&mut sql)
+        .await
+        .unwrap();
+        let answer = page(path).await.unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "{}",
+            &answer[..answer.len().min(300)]
+        );
+        let (statements,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements WHERE dbid = {this_database} \
+             AND query NOT LIKE '%pg_stat_statements%'"
+        )))
+        .fetch_one(&mut sql)
+        .await
+        .unwrap();
+        eprintln!("{path} with {CONSUMERS} consumers on one branch: {statements} statements (budget {budget})");
+        let sent: Vec<(i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 160) FROM pg_stat_statements \
+             WHERE dbid = {this_database} AND query NOT LIKE '%pg_stat_statements%' ORDER BY calls DESC"
+        )))
+        .fetch_all(&mut sql)
+        .await
+        .unwrap();
+        assert!(
+            statements <= budget,
+            "{path} cost {statements} statements, over its budget of {budget}: {sent:#?}"
+        );
+    }
+    drop(sql);
+    db.drop_now().await;
+}

@@ -1,10 +1,11 @@
 //! What the storage keeps of Paimon (SPEC §9): table registrations and
 //! what the mirror wrote to each consumer's file.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tidemark_core::{ConsumerKey, TableName, Timestamp};
+use tidemark_core::{BranchName, ConsumerKey, TableName, Timestamp};
 use uuid::Uuid;
 
 use super::CallContext;
@@ -147,4 +148,13 @@ pub trait PaimonStore: Send + Sync + 'static {
 
     /// What a consumer's file shows, if tidemark ever mirrored it.
     async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError>;
+
+    /// [`PaimonStore::mirror_state`] of every consumer of a branch that
+    /// has one, by consumer id, in one statement (a console page of
+    /// thousands of consumers reads them all at once).
+    async fn mirror_states(
+        &self,
+        table: &TableName,
+        branch: &BranchName,
+    ) -> Result<HashMap<String, MirrorState>, StoreError>;
 }

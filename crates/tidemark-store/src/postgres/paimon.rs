@@ -1,11 +1,13 @@
 //! The Paimon registry and the mirror's bookkeeping on Postgres.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use sqlx::Row;
 use tidemark_core::time::duration_micros;
-use tidemark_core::{ConsumerKey, TableName};
+use tidemark_core::{BranchName, ConsumerKey, TableName};
 
 use super::{LIVE_LEASE, PostgresBackend, UNEXPIRED, ts};
 use crate::backend::{CallContext, MirrorEntry, MirrorFailure, MirrorState, MirrorTask, PaimonStore, RegisteredTable};
@@ -63,6 +65,9 @@ const MIRROR_FAILED: &str = "INSERT INTO consumer_mirrors AS m (table_name, bran
 
 const MIRROR_STATE: &str = "SELECT mirrored_next, mirrored_updated_at, mirrored_at, failures, last_error
     FROM consumer_mirrors WHERE table_name = $1 AND branch = $2 AND consumer_id = $3";
+
+const MIRROR_STATES: &str = "SELECT consumer_id, mirrored_next, mirrored_updated_at, mirrored_at, failures, last_error
+    FROM consumer_mirrors WHERE table_name = $1 AND branch = $2";
 
 #[async_trait]
 impl PaimonStore for PostgresBackend {
@@ -151,5 +156,20 @@ impl PaimonStore for PostgresBackend {
             .fetch_optional(&self.db)
             .await?;
         row.as_ref().map(decode::mirror_state).transpose()
+    }
+
+    async fn mirror_states(
+        &self,
+        table: &TableName,
+        branch: &BranchName,
+    ) -> Result<HashMap<String, MirrorState>, StoreError> {
+        let rows = sqlx::query(MIRROR_STATES)
+            .bind(table.as_str())
+            .bind(branch.as_str())
+            .fetch_all(&self.db)
+            .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("consumer_id")?, decode::mirror_state(row)?)))
+            .collect()
     }
 }

@@ -232,6 +232,19 @@ pub(crate) async fn stale_and_deleted_consumers_are_mirror_tasks_until_done(kind
         None
     );
     assert!(backend.mirror_tasks(refresh, 100).await.unwrap().is_empty());
+    // A branch's states in one read: the same as one by one.
+    let states = backend
+        .mirror_states(&table(), &tidemark_core::BranchName::main())
+        .await
+        .unwrap();
+    assert_eq!(states.len(), 2);
+    for id in ["c1", "c2"] {
+        assert_eq!(
+            states.get(id),
+            backend.mirror_state(&key(id)).await.unwrap().as_ref(),
+            "{id}"
+        );
+    }
     // The limit holds.
     commit(&store, "c3", 1).await;
     commit(&store, "c4", 1).await;

@@ -220,6 +220,13 @@ impl PaimonStore for Counting {
     async fn mirror_state(&self, key: &ConsumerKey) -> Result<Option<MirrorState>, StoreError> {
         self.inner.mirror_state(key).await
     }
+    async fn mirror_states(
+        &self,
+        table: &tidemark_core::TableName,
+        branch: &tidemark_core::BranchName,
+    ) -> Result<std::collections::HashMap<String, MirrorState>, StoreError> {
+        self.inner.mirror_states(table, branch).await
+    }
 }
 
 fn policy() -> LeasePolicy {
