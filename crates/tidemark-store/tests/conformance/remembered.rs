@@ -222,8 +222,8 @@ impl PaimonStore for Counting {
     }
     async fn mirror_states(
         &self,
-        table: &tidemark_core::TableName,
-        branch: &tidemark_core::BranchName,
+        table: &TableName,
+        branch: &BranchName,
     ) -> Result<std::collections::HashMap<String, MirrorState>, StoreError> {
         self.inner.mirror_states(table, branch).await
     }
