@@ -9,7 +9,7 @@ use http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use tidemark_core::TablePattern;
 use tidemark_service::store::MirrorState;
-use tidemark_service::{ConsumerRow, OVERVIEW_CONSUMER_LIMIT};
+use tidemark_service::{ConsumerRow, OVERVIEW_BRANCH_LIMIT};
 
 use super::Console;
 use super::format::{link, span};
@@ -102,7 +102,7 @@ pub(super) async fn tables(State(console): State<Console>, headers: HeaderMap) -
         refresh_seconds: chrome.refresh_seconds,
         rows,
         truncated: overview.truncated,
-        limit: OVERVIEW_CONSUMER_LIMIT,
+        limit: OVERVIEW_BRANCH_LIMIT as usize,
     })
 }
 

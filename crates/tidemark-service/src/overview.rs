@@ -14,8 +14,8 @@ use tidemark_store::{Explanation, FenceReport, KeyFilter, MirrorState, Registere
 use crate::app::App;
 use crate::operators::Consumer;
 
-/// Most consumers one overview walks (pages of the API's largest size).
-pub const OVERVIEW_CONSUMER_LIMIT: usize = 50_000;
+/// Most branches one overview shows.
+pub const OVERVIEW_BRANCH_LIMIT: i64 = 1_000;
 
 /// One branch of a table, registered or seen through its consumers.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ pub struct BranchSummary {
 pub struct Overview {
     /// Branches by (table, branch).
     pub branches: Vec<BranchSummary>,
-    /// Whether more consumers exist than the overview walked.
+    /// Whether more branches exist than the overview shows.
     pub truncated: bool,
 }
 
@@ -71,7 +71,9 @@ pub struct FencePicture {
 
 impl App {
     /// Every branch (of tables registered, or seen through consumers) that
-    /// `in_scope` admits, with consumer counts, worst lag and fence.
+    /// `in_scope` admits, with consumer counts, worst lag and fence. Read
+    /// from aggregates (one statement for every branch, then a fence a
+    /// branch shown), never from each consumer's row.
     pub async fn overview(&self, in_scope: impl Fn(&TableName) -> bool) -> Result<Overview, StoreError> {
         let mut branches: BTreeMap<(String, String), BranchSummary> = BTreeMap::new();
         let registered = crate::tables::registrations(&self.store).await?;
@@ -82,32 +84,40 @@ impl App {
                 BranchSummary::new(r.table.clone(), branch, Some(r.clone())),
             );
         }
-        let (mut after, mut walked, mut truncated) = (None::<ConsumerKey>, 0usize, false);
-        loop {
-            let page = self
-                .list_consumers(&KeyFilter::default(), after.as_ref(), tidemark_store::MAX_PAGE)
-                .await?;
-            for c in &page.consumers {
-                let key = &c.view.state.key;
-                if !in_scope(&key.table) {
-                    continue;
-                }
-                let entry = branches
-                    .entry((key.table.as_str().to_owned(), key.branch.as_str().to_owned()))
-                    .or_insert_with(|| {
-                        let registration = registered.iter().find(|r| r.table == key.table).cloned();
-                        BranchSummary::new(key.table.clone(), key.branch.clone(), registration)
-                    });
-                entry.add(c);
+        let rows = self.store.branch_overview(OVERVIEW_BRANCH_LIMIT).await?;
+        let truncated = rows.len() >= OVERVIEW_BRANCH_LIMIT as usize;
+        for row in rows {
+            // Names the store holds are valid; one that is not is skipped.
+            let (Ok(table), Ok(branch)) = (
+                TableName::parse(&row.table, "table"),
+                BranchName::parse(&row.branch, "branch"),
+            ) else {
+                continue;
+            };
+            if !in_scope(&table) {
+                continue;
             }
-            walked += page.consumers.len();
-            match page.next {
-                Some(next) if walked < OVERVIEW_CONSUMER_LIMIT => after = Some(next),
-                Some(_) => {
-                    truncated = true;
-                    break;
-                }
-                None => break,
+            let entry = branches
+                .entry((row.table.clone(), row.branch.clone()))
+                .or_insert_with(|| {
+                    let registration = registered.iter().find(|r| r.table == table).cloned();
+                    BranchSummary::new(table.clone(), branch.clone(), registration)
+                });
+            entry.consumers = usize::try_from(row.keys).unwrap_or(0);
+            entry.leased = usize::try_from(row.leased).unwrap_or(0);
+            entry.expired = usize::try_from(row.expired).unwrap_or(0);
+            entry.worst_lag_snapshots = row.worst_reported_lag;
+            // A registered table's lag is up to its directory's latest
+            // snapshot; the lowest position is the furthest behind.
+            if let Some(min_next) = row.min_next
+                && entry.registration.is_some()
+                && let Some(lag) = self
+                    .tables
+                    .branch_lag(&table, branch.as_str(), min_next, None, row.now)
+                    .await
+            {
+                entry.worst_lag_snapshots = lag.snapshots.or(entry.worst_lag_snapshots);
+                entry.worst_lag_time = lag.waited;
             }
         }
         for summary in branches.values_mut() {
@@ -198,22 +208,6 @@ impl BranchSummary {
             worst_lag_snapshots: None,
             worst_lag_time: None,
             fence: None,
-        }
-    }
-
-    fn add(&mut self, c: &Consumer) {
-        self.consumers += 1;
-        if c.view.state.live_lease(c.view.now).is_some() {
-            self.leased += 1;
-        }
-        if c.view.liveness.as_ref().is_some_and(|l| l.expired) {
-            self.expired += 1;
-        }
-        if let Some(snapshots) = c.lag_snapshots() {
-            self.worst_lag_snapshots = Some(self.worst_lag_snapshots.map_or(snapshots, |w| w.max(snapshots)));
-        }
-        if let Some(waited) = c.lag.as_ref().and_then(|l| l.waited) {
-            self.worst_lag_time = Some(self.worst_lag_time.map_or(waited, |w| w.max(waited)));
         }
     }
 }

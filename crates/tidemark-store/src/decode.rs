@@ -297,6 +297,29 @@ where
     })
 }
 
+/// A row of [`crate::StatsStore::branch_overview`].
+pub(crate) fn branch_overview<R>(row: &R) -> Result<crate::BranchOverview, StoreError>
+where
+    R: TimestampColumns,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+{
+    Ok(crate::BranchOverview {
+        table: row.try_get("table_name")?,
+        branch: row.try_get("branch")?,
+        keys: row.try_get("keys")?,
+        leased: row.try_get("leased")?,
+        expired: row.try_get("expired")?,
+        min_next: row.try_get("min_next")?,
+        worst_reported_lag: row.try_get("worst_reported_lag")?,
+        now: row
+            .timestamp("db_now")?
+            .ok_or_else(|| StoreError::Internal("branch overview without the clock".into()))?,
+    })
+}
+
 /// A row of the fleet statistics' most-lagging-consumers query.
 pub(crate) fn consumer_lag_row<R>(row: &R) -> Result<crate::ConsumerLagRow, StoreError>
 where

@@ -51,7 +51,7 @@ pub use postgres::group_commit::{GroupCommitStats, metric_names as group_commit_
 pub use postgres::group_read::{GroupReadStats, metric_names as group_read_metrics};
 pub use postgres::{DbPooler, MIGRATIONS_NEED_A_SESSION, PostgresBackend, PostgresOptions};
 pub use sqlite::SqliteBackend;
-pub use stats::{BranchStats, ConsumerLagRow, FleetStats, PoolStats, StatsStore};
+pub use stats::{BranchOverview, BranchStats, ConsumerLagRow, FleetStats, PoolStats, StatsStore};
 pub use store::{Store, UnavailableSignal};
 pub use tidemark_core::Timestamp;
 

@@ -100,6 +100,57 @@ pub trait StatsStore: Send + Sync + 'static {
 
     /// The connection pool now.
     fn pool_stats(&self) -> PoolStats;
+
+    /// Per branch (at most `limit`, in order), what the console's tables
+    /// page shows, from aggregates in one statement: keys with a consumer
+    /// or a live lease, of those leased and expired, the lowest position,
+    /// and the most snapshots any consumer is behind the latest it reported.
+    async fn branch_overview(&self, limit: i64) -> Result<Vec<BranchOverview>, StoreError>;
+}
+
+/// One branch's row of [`StatsStore::branch_overview`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchOverview {
+    /// The table.
+    pub table: String,
+    /// The branch.
+    pub branch: String,
+    /// Keys with a consumer or a live lease.
+    pub keys: i64,
+    /// Of those, keys whose lease is live.
+    pub leased: i64,
+    /// Of those, consumers that expired (E2).
+    pub expired: i64,
+    /// The lowest position (`None`: leases only).
+    pub min_next: Option<i64>,
+    /// The most snapshots a consumer is behind the latest it reported.
+    pub worst_reported_lag: Option<i64>,
+    /// The database's clock when read.
+    pub now: Timestamp,
+}
+
+/// [`StatsStore::branch_overview`]'s statement. `{now}` is the dialect's
+/// clock, `{limit}` its placeholder for the limit.
+pub(crate) fn branch_overview_sql(now: &str, limit: &str) -> String {
+    let live = format!("(k.lease_status = 1 AND k.lease_deadline > {now})");
+    format!(
+        "SELECT k.table_name, k.branch, {now} AS db_now, count(*) AS keys,
+                count(*) FILTER (WHERE {live}) AS leased,
+                count(*) FILTER (WHERE k.next_snapshot IS NOT NULL AND o.expiration_us IS NOT NULL
+                                 AND k.consumer_updated_at < {now} - {expiration} AND NOT {live}) AS expired,
+                min(k.next_snapshot) AS min_next,
+                max(CASE WHEN k.latest_snapshot >= k.next_snapshot THEN k.latest_snapshot - k.next_snapshot + 1
+                         WHEN k.latest_snapshot IS NOT NULL AND k.next_snapshot IS NOT NULL THEN 0 END)
+                  AS worst_reported_lag
+         FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
+         WHERE k.next_snapshot IS NOT NULL OR {live}
+         GROUP BY k.table_name, k.branch ORDER BY k.table_name, k.branch LIMIT {limit}",
+        expiration = if now.starts_with('?') {
+            "o.expiration_us".to_owned()
+        } else {
+            "o.expiration_us * interval '1 microsecond'".to_owned()
+        },
+    )
 }
 
 /// Every consumer with a position, beside the highest latest snapshot any

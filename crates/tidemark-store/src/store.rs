@@ -106,6 +106,15 @@ impl Store {
             .await
     }
 
+    /// Per branch, the console's tables page's figures in one statement
+    /// (see [`crate::StatsStore::branch_overview`]).
+    pub async fn branch_overview(&self, limit: i64) -> Result<Vec<crate::BranchOverview>, StoreError> {
+        self.backend
+            .branch_overview(limit)
+            .instrument(self.statement("branch overview"))
+            .await
+    }
+
     /// The fleet's figures for the metrics (see
     /// [`crate::StatsStore::fleet_stats`]).
     pub async fn fleet_stats(

@@ -149,7 +149,20 @@ impl Tables {
         directory_latest: Option<i64>,
         now: tidemark_core::Timestamp,
     ) -> Option<Lag> {
-        let (table, branch) = (&key.table, key.branch.as_str());
+        self.branch_lag(&key.table, key.branch.as_str(), next_snapshot, directory_latest, now)
+            .await
+    }
+
+    /// [`Self::lag`] of a position on a branch (the lowest of a branch's
+    /// consumers gives its worst lag).
+    pub(crate) async fn branch_lag(
+        self: &Arc<Self>,
+        table: &TableName,
+        branch: &str,
+        next_snapshot: i64,
+        directory_latest: Option<i64>,
+        now: tidemark_core::Timestamp,
+    ) -> Option<Lag> {
         let mut latest = directory_latest.or_else(|| self.last_known_latest(table, branch));
         if latest.is_none() {
             // Nothing read yet for this branch (the background read has just

@@ -31,6 +31,7 @@ fn every_statement_renders_as_recorded() {
         ("keys/update_row_no_event", super::keys::UPDATE_ROW_NO_EVENT.to_string()),
         ("paimon/mirror_inventory", super::paimon::MIRROR_INVENTORY.to_string()),
         ("paimon/mirror_tasks", super::paimon::MIRROR_TASKS.to_string()),
+        ("stats/branch_overview", super::stats::BRANCH_OVERVIEW.to_string()),
     ]
     .into_iter()
     .map(|(name, sql)| (name.to_owned(), sql))

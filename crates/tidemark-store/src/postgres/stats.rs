@@ -30,6 +30,8 @@ pub(super) const RELEASE_CLAIM_ROW: &str = "DELETE FROM collector_lease WHERE ho
 
 static BRANCHES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| branches_sql("$1"));
 static WORST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| worst_sql("$1"));
+pub(super) static BRANCH_OVERVIEW: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| crate::stats::branch_overview_sql("tidemark_now()", "$1"));
 
 const LIVE_LEASES: &str =
     "SELECT tidemark_now() AS now, count(*) FILTER (WHERE lease_status = 1 AND lease_deadline > tidemark_now()) AS live
@@ -177,6 +179,14 @@ impl StatsStore for PostgresBackend {
             }
         }
         Ok(stats)
+    }
+
+    async fn branch_overview(&self, limit: i64) -> Result<Vec<crate::stats::BranchOverview>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(BRANCH_OVERVIEW.as_str()))
+            .bind(limit)
+            .fetch_all(&self.db)
+            .await?;
+        rows.iter().map(decode::branch_overview).collect()
     }
 
     fn pool_stats(&self) -> PoolStats {

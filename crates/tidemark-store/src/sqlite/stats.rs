@@ -13,6 +13,8 @@ use crate::stats::{FleetStats, PoolStats, StatsStore, branches_sql, worst_sql};
 
 static BRANCHES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| branches_sql("?1"));
 static WORST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| worst_sql("?1"));
+pub(super) static BRANCH_OVERVIEW: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| crate::stats::branch_overview_sql("?2", "?1"));
 
 const LIVE_LEASES: &str = "SELECT count(*) FROM consumer_keys WHERE lease_status = 1 AND lease_deadline > ?1";
 
@@ -66,6 +68,15 @@ impl StatsStore for SqliteBackend {
             stats.history_oldest = oldest.map(Timestamp::from_micros);
         }
         Ok(stats)
+    }
+
+    async fn branch_overview(&self, limit: i64) -> Result<Vec<crate::stats::BranchOverview>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(BRANCH_OVERVIEW.as_str()))
+            .bind(limit)
+            .bind(self.clock.now().as_micros())
+            .fetch_all(&self.readers)
+            .await?;
+        rows.iter().map(decode::branch_overview).collect()
     }
 
     fn pool_stats(&self) -> PoolStats {

@@ -18,6 +18,7 @@ macro_rules! mirror_conformance_suite {
             registered_tables_are_listed_and_moves_forget_the_mirror,
             stale_and_deleted_consumers_are_mirror_tasks_until_done,
             the_keepers_inventory_identities_and_repairs,
+            the_branch_overview_aggregates_each_branchs_keys,
         );
     };
     ($kind:expr; $($case:ident),* $(,)?) => {
@@ -386,4 +387,28 @@ pub(crate) async fn the_keepers_inventory_identities_and_repairs(kind: Kind) {
         (newest.principal.as_str(), newest.request_id.as_str()),
         ("mirror", "r-repair")
     );
+}
+
+/// The console's tables page from aggregates: per branch, keys with a
+/// consumer or a live lease, the leased ones, the lowest position and the
+/// worst lag against what each consumer reported.
+pub(crate) async fn the_branch_overview_aggregates_each_branchs_keys(kind: Kind) {
+    let db = TestDb::new(kind).await.unwrap();
+    let store = Store::new(db.backend().await, policy());
+    assert!(store.branch_overview(10).await.unwrap().is_empty());
+    commit(&store, "c1", 5).await; // next 6, released
+    commit(&store, "c2", 8).await; // next 9, released
+    // A live lease without a consumer counts as a key, and as leased.
+    store.acquire_lease(&ctx(), &key("c3"), "q", None).await.unwrap();
+    let dev = tidemark_core::ConsumerKey::parse("db.orders", "dev", "d1", "").unwrap();
+    store.acquire_lease(&ctx(), &dev, "q", None).await.unwrap();
+    let rows = store.branch_overview(10).await.unwrap();
+    let summary: Vec<_> = rows
+        .iter()
+        .map(|r| (r.branch.as_str(), r.keys, r.leased, r.expired, r.min_next))
+        .collect();
+    assert_eq!(summary, [("dev", 1, 1, 0, None), ("main", 3, 1, 0, Some(6))]);
+    assert!(rows.iter().all(|r| r.table == "db.orders"));
+    // The limit holds.
+    assert_eq!(store.branch_overview(1).await.unwrap().len(), 1);
 }

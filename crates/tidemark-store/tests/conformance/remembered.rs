@@ -88,6 +88,9 @@ impl tidemark_store::StatsStore for Counting {
     async fn claim_collector(&self) -> Result<bool, StoreError> {
         self.inner.claim_collector().await
     }
+    async fn branch_overview(&self, limit: i64) -> Result<Vec<tidemark_store::BranchOverview>, StoreError> {
+        self.inner.branch_overview(limit).await
+    }
     async fn fleet_stats(
         &self,
         branch_limit: i64,
