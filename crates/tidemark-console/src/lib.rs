@@ -17,7 +17,9 @@ mod format;
 mod pages;
 mod picture;
 mod session;
+mod shared;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use askama::Template;
@@ -37,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use pages::{Chrome, ErrorPage, SignInPage, error_status};
 use session::{Refusal, Sessions, Viewer};
+use shared::SharedReads;
 use tidemark_service::auth::SharedAuth;
 
 /// What every page is sent with: only this server's own files may run or
@@ -97,6 +100,11 @@ pub(crate) struct Console {
     errors: ErrorAnswer,
     sessions: Sessions,
     refresh: Duration,
+    /// The tables page's read, by the viewer's scope, shared for one
+    /// refresh interval.
+    overviews: Arc<SharedReads<String, tidemark_service::Overview>>,
+    /// A table page's read, by table and branch, shared likewise.
+    table_pages: Arc<SharedReads<(String, String), pages::TableData>>,
 }
 
 impl Console {
@@ -367,6 +375,8 @@ pub fn router(app: App, auth: SharedAuth, settings: &ConsoleSettings, errors: Er
         errors,
         sessions: Sessions::default(),
         refresh: settings.refresh,
+        overviews: Arc::new(SharedReads::new(settings.refresh)),
+        table_pages: Arc::new(SharedReads::new(settings.refresh)),
     };
     Router::new()
         .route("/", get(pages::tables))

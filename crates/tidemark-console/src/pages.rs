@@ -8,7 +8,7 @@ use axum::response::Response;
 use http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use tidemark_core::TablePattern;
-use tidemark_service::store::MirrorState;
+use tidemark_service::store::{FenceReport, MirrorState, RegisteredTable, StoreError};
 use tidemark_service::{ConsumerRow, OVERVIEW_BRANCH_LIMIT};
 
 use super::Console;
@@ -54,7 +54,13 @@ pub(super) async fn tables(State(console): State<Console>, headers: HeaderMap) -
         Ok(v) => v,
         Err(refused) => return *refused,
     };
-    let overview = match console.app.overview(|t| viewer.sees(t)).await {
+    // Viewers with the same scope share one read per refresh interval.
+    let scope = viewer.scope.to_string();
+    let read = console
+        .overviews
+        .get(scope, || console.app.overview(|t| viewer.sees(t)))
+        .await;
+    let overview = match read {
         Ok(o) => o,
         Err(e) => return console.store_error(&viewer, e),
     };
@@ -104,6 +110,15 @@ pub(super) async fn tables(State(console): State<Console>, headers: HeaderMap) -
         truncated: overview.truncated,
         limit: OVERVIEW_BRANCH_LIMIT as usize,
     })
+}
+
+/// What a table page reads, shared by its viewers for one refresh.
+#[derive(Debug)]
+pub(crate) struct TableData {
+    rows: Vec<ConsumerRow>,
+    truncated: bool,
+    fence: FenceReport,
+    registration: Option<RegisteredTable>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -237,15 +252,33 @@ pub(super) async fn table(
         Ok(viewing) => viewing,
         Err(refused) => return *refused,
     };
-    let (mut rows, truncated) = match console.app.branch_consumers(&table, &branch, TABLE_PAGE_LIMIT).await {
-        Ok(found) => found,
+    // Viewers of the same table page share one read per refresh interval
+    // (the viewer's scope was checked above; the page is the same for all).
+    let key = (table.as_str().to_owned(), branch.as_str().to_owned());
+    let read = console
+        .table_pages
+        .get(key, || async {
+            let (rows, truncated) = console.app.branch_consumers(&table, &branch, TABLE_PAGE_LIMIT).await?;
+            let fence = console.app.fence(&table, &branch, false, 1).await?;
+            let registration = console.app.registration(&table).await.ok().flatten();
+            Ok::<_, StoreError>(TableData {
+                rows,
+                truncated,
+                fence,
+                registration,
+            })
+        })
+        .await;
+    let data = match read {
+        Ok(data) => data,
         Err(e) => return console.store_error(&viewer, e),
     };
-    let fence = match console.app.fence(&table, &branch, false, 1).await {
-        Ok(f) => f,
-        Err(e) => return console.store_error(&viewer, e),
-    };
-    let registration = console.app.registration(&table).await.ok().flatten();
+    let (mut rows, truncated, fence, registration) = (
+        data.rows.clone(),
+        data.truncated,
+        data.fence.clone(),
+        data.registration.clone(),
+    );
     let total = rows.len();
     if let Some(filter) = id_filter(&query.q) {
         rows.retain(|r| filter.matches(r.consumer.view.state.key.consumer_id.as_str()));
