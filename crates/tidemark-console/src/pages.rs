@@ -58,7 +58,7 @@ pub(super) async fn tables(State(console): State<Console>, headers: HeaderMap) -
     let scope = viewer.scope.to_string();
     let read = console
         .overviews
-        .get(scope, || console.app.overview(|t| viewer.sees(t)))
+        .get(scope, || console.app.overview(&viewer.scope))
         .await;
     let overview = match read {
         Ok(o) => o,

@@ -30,6 +30,30 @@ impl TablePattern {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The same pattern for SQL `LIKE … ESCAPE '\'` (Postgres): `*` is
+    /// `%`, `?` is `_`, and `%`, `_` and `\` match themselves.
+    pub fn to_sql_like(&self) -> String {
+        let mut like = String::with_capacity(self.0.len());
+        for c in self.0.chars() {
+            match c {
+                '*' => like.push('%'),
+                '?' => like.push('_'),
+                '%' | '_' | '\\' => {
+                    like.push('\\');
+                    like.push(c);
+                }
+                c => like.push(c),
+            }
+        }
+        like
+    }
+
+    /// The same pattern for SQLite's `GLOB` (case-sensitive, as this one):
+    /// `*` and `?` as here; `[` matches itself.
+    pub fn to_sqlite_glob(&self) -> String {
+        self.0.replace('[', "[[]")
+    }
 }
 
 /// Iterative glob matching with one backtracking point (linear in practice).
@@ -127,5 +151,17 @@ mod tests {
         assert!(!only.allows(&table("other.orders")));
         assert!(TableScope::All.allows(&table("other.orders")));
         assert_eq!(only.to_string(), "db.*");
+    }
+}
+
+#[cfg(test)]
+mod sql_pattern_tests {
+    use super::TablePattern;
+
+    #[test]
+    fn globs_become_like_and_glob_patterns_that_match_the_same() {
+        let p = TablePattern::parse("db_1.*%?").unwrap();
+        assert_eq!(p.to_sql_like(), "db\\_1.%\\%_");
+        assert_eq!(TablePattern::parse("a[b]*").unwrap().to_sqlite_glob(), "a[[]b]*");
     }
 }

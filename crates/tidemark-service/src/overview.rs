@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tidemark_core::{BranchName, ConsumerKey, TableName};
+use tidemark_core::{BranchName, ConsumerKey, TableName, TableScope};
 use tidemark_paimon::SnapshotRange;
 use tidemark_store::{Explanation, FenceReport, KeyFilter, MirrorState, RegisteredTable, StoreError};
 
@@ -70,11 +70,13 @@ pub struct FencePicture {
 }
 
 impl App {
-    /// Every branch (of tables registered, or seen through consumers) that
-    /// `in_scope` admits, with consumer counts, worst lag and fence. Read
-    /// from aggregates (one statement for every branch, then a fence a
-    /// branch shown), never from each consumer's row.
-    pub async fn overview(&self, in_scope: impl Fn(&TableName) -> bool) -> Result<Overview, StoreError> {
+    /// Every branch (of tables registered, or seen through consumers) in
+    /// `scope`, with consumer counts, worst lag and fence. Read from
+    /// aggregates (one statement for every branch in scope, the scope
+    /// applied by the statement, then a fence a branch shown), never from
+    /// each consumer's row.
+    pub async fn overview(&self, scope: &TableScope) -> Result<Overview, StoreError> {
+        let in_scope = |table: &TableName| scope.allows(table);
         let mut branches: BTreeMap<(String, String), BranchSummary> = BTreeMap::new();
         let registered = crate::tables::registrations(&self.store).await?;
         for r in registered.iter().filter(|r| in_scope(&r.table)) {
@@ -84,7 +86,7 @@ impl App {
                 BranchSummary::new(r.table.clone(), branch, Some(r.clone())),
             );
         }
-        let rows = self.store.branch_overview(OVERVIEW_BRANCH_LIMIT).await?;
+        let rows = self.store.branch_overview(OVERVIEW_BRANCH_LIMIT, scope).await?;
         let truncated = rows.len() >= OVERVIEW_BRANCH_LIMIT as usize;
         for row in rows {
             // Names the store holds are valid; one that is not is skipped.

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use crate::Timestamp;
 use crate::error::StoreError;
+use tidemark_core::TableScope;
 
 /// One branch's consumers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +106,8 @@ pub trait StatsStore: Send + Sync + 'static {
     /// page shows, from aggregates in one statement: keys with a consumer
     /// or a live lease, of those leased and expired, the lowest position,
     /// and the most snapshots any consumer is behind the latest it reported.
-    async fn branch_overview(&self, limit: i64) -> Result<Vec<BranchOverview>, StoreError>;
+    /// Only tables in `scope`, chosen by the statement itself.
+    async fn branch_overview(&self, limit: i64, scope: &TableScope) -> Result<Vec<BranchOverview>, StoreError>;
 }
 
 /// One branch's row of [`StatsStore::branch_overview`].
@@ -130,8 +132,9 @@ pub struct BranchOverview {
 }
 
 /// [`StatsStore::branch_overview`]'s statement. `{now}` is the dialect's
-/// clock, `{limit}` its placeholder for the limit.
-pub(crate) fn branch_overview_sql(now: &str, limit: &str) -> String {
+/// clock, `{limit}` its placeholder for the limit, `{in_scope}` its test of
+/// `k.table_name` against the caller's scope.
+pub(crate) fn branch_overview_sql(now: &str, limit: &str, in_scope: &str) -> String {
     let live = format!("(k.lease_status = 1 AND k.lease_deadline > {now})");
     format!(
         "SELECT k.table_name, k.branch, {now} AS db_now, count(*) AS keys,
@@ -143,7 +146,7 @@ pub(crate) fn branch_overview_sql(now: &str, limit: &str) -> String {
                          WHEN k.latest_snapshot IS NOT NULL AND k.next_snapshot IS NOT NULL THEN 0 END)
                   AS worst_reported_lag
          FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
-         WHERE k.next_snapshot IS NOT NULL OR {live}
+         WHERE (k.next_snapshot IS NOT NULL OR {live}) AND {in_scope}
          GROUP BY k.table_name, k.branch ORDER BY k.table_name, k.branch LIMIT {limit}",
         expiration = if now.starts_with('?') {
             "o.expiration_us".to_owned()

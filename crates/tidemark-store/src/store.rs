@@ -108,9 +108,13 @@ impl Store {
 
     /// Per branch, the console's tables page's figures in one statement
     /// (see [`crate::StatsStore::branch_overview`]).
-    pub async fn branch_overview(&self, limit: i64) -> Result<Vec<crate::BranchOverview>, StoreError> {
+    pub async fn branch_overview(
+        &self,
+        limit: i64,
+        scope: &tidemark_core::TableScope,
+    ) -> Result<Vec<crate::BranchOverview>, StoreError> {
         self.backend
-            .branch_overview(limit)
+            .branch_overview(limit, scope)
             .instrument(self.statement("branch overview"))
             .await
     }

@@ -30,8 +30,13 @@ pub(super) const RELEASE_CLAIM_ROW: &str = "DELETE FROM collector_lease WHERE ho
 
 static BRANCHES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| branches_sql("$1"));
 static WORST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| worst_sql("$1"));
-pub(super) static BRANCH_OVERVIEW: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| crate::stats::branch_overview_sql("tidemark_now()", "$1"));
+pub(super) static BRANCH_OVERVIEW: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    crate::stats::branch_overview_sql(
+        "tidemark_now()",
+        "$1",
+        "($2::text[] IS NULL OR k.table_name LIKE ANY ($2::text[]))",
+    )
+});
 
 const LIVE_LEASES: &str =
     "SELECT tidemark_now() AS now, count(*) FILTER (WHERE lease_status = 1 AND lease_deadline > tidemark_now()) AS live
@@ -181,9 +186,20 @@ impl StatsStore for PostgresBackend {
         Ok(stats)
     }
 
-    async fn branch_overview(&self, limit: i64) -> Result<Vec<crate::stats::BranchOverview>, StoreError> {
+    async fn branch_overview(
+        &self,
+        limit: i64,
+        scope: &tidemark_core::TableScope,
+    ) -> Result<Vec<crate::stats::BranchOverview>, StoreError> {
+        let patterns: Option<Vec<String>> = match scope {
+            tidemark_core::TableScope::All => None,
+            tidemark_core::TableScope::Only(patterns) => {
+                Some(patterns.iter().map(tidemark_core::TablePattern::to_sql_like).collect())
+            }
+        };
         let rows = sqlx::query(sqlx::AssertSqlSafe(BRANCH_OVERVIEW.as_str()))
             .bind(limit)
+            .bind(patterns)
             .fetch_all(&self.db)
             .await?;
         rows.iter().map(decode::branch_overview).collect()

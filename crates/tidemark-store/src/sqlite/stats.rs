@@ -13,8 +13,13 @@ use crate::stats::{FleetStats, PoolStats, StatsStore, branches_sql, worst_sql};
 
 static BRANCHES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| branches_sql("?1"));
 static WORST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| worst_sql("?1"));
-pub(super) static BRANCH_OVERVIEW: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| crate::stats::branch_overview_sql("?2", "?1"));
+pub(super) static BRANCH_OVERVIEW: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    crate::stats::branch_overview_sql(
+        "?2",
+        "?1",
+        "(?3 IS NULL OR EXISTS (SELECT 1 FROM json_each(?3) AS p WHERE k.table_name GLOB p.value))",
+    )
+});
 
 const LIVE_LEASES: &str = "SELECT count(*) FROM consumer_keys WHERE lease_status = 1 AND lease_deadline > ?1";
 
@@ -70,10 +75,28 @@ impl StatsStore for SqliteBackend {
         Ok(stats)
     }
 
-    async fn branch_overview(&self, limit: i64) -> Result<Vec<crate::stats::BranchOverview>, StoreError> {
+    async fn branch_overview(
+        &self,
+        limit: i64,
+        scope: &tidemark_core::TableScope,
+    ) -> Result<Vec<crate::stats::BranchOverview>, StoreError> {
+        let patterns = match scope {
+            tidemark_core::TableScope::All => None,
+            // A JSON array for json_each (patterns hold no control
+            // characters: only quotes and backslashes need escaping).
+            tidemark_core::TableScope::Only(patterns) => Some(format!(
+                "[{}]",
+                patterns
+                    .iter()
+                    .map(|p| format!("\"{}\"", p.to_sqlite_glob().replace('\\', "\\\\").replace('"', "\\\"")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )),
+        };
         let rows = sqlx::query(sqlx::AssertSqlSafe(BRANCH_OVERVIEW.as_str()))
             .bind(limit)
             .bind(self.clock.now().as_micros())
+            .bind(patterns)
             .fetch_all(&self.readers)
             .await?;
         rows.iter().map(decode::branch_overview).collect()

@@ -395,14 +395,21 @@ pub(crate) async fn the_keepers_inventory_identities_and_repairs(kind: Kind) {
 pub(crate) async fn the_branch_overview_aggregates_each_branchs_keys(kind: Kind) {
     let db = TestDb::new(kind).await.unwrap();
     let store = Store::new(db.backend().await, policy());
-    assert!(store.branch_overview(10).await.unwrap().is_empty());
+    assert!(
+        store
+            .branch_overview(10, &tidemark_core::TableScope::All)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     commit(&store, "c1", 5).await; // next 6, released
     commit(&store, "c2", 8).await; // next 9, released
     // A live lease without a consumer counts as a key, and as leased.
     store.acquire_lease(&ctx(), &key("c3"), "q", None).await.unwrap();
     let dev = tidemark_core::ConsumerKey::parse("db.orders", "dev", "d1", "").unwrap();
     store.acquire_lease(&ctx(), &dev, "q", None).await.unwrap();
-    let rows = store.branch_overview(10).await.unwrap();
+    let all = tidemark_core::TableScope::All;
+    let rows = store.branch_overview(10, &all).await.unwrap();
     let summary: Vec<_> = rows
         .iter()
         .map(|r| (r.branch.as_str(), r.keys, r.leased, r.expired, r.min_next))
@@ -410,5 +417,29 @@ pub(crate) async fn the_branch_overview_aggregates_each_branchs_keys(kind: Kind)
     assert_eq!(summary, [("dev", 1, 1, 0, None), ("main", 3, 1, 0, Some(6))]);
     assert!(rows.iter().all(|r| r.table == "db.orders"));
     // The limit holds.
-    assert_eq!(store.branch_overview(1).await.unwrap().len(), 1);
+    assert_eq!(store.branch_overview(1, &all).await.unwrap().len(), 1);
+    // The scope is the statement's: globs as credentials write them, with
+    // SQL's wildcards matching only themselves.
+    let other = tidemark_core::ConsumerKey::parse("db_x.t%1", "main", "o", "").unwrap();
+    store.acquire_lease(&ctx(), &other, "q", None).await.unwrap();
+    let scoped = |globs: &[&str]| {
+        tidemark_core::TableScope::Only(
+            globs
+                .iter()
+                .map(|g| tidemark_core::TablePattern::parse(g).unwrap())
+                .collect(),
+        )
+    };
+    for (globs, want) in [
+        (vec!["db.*"], vec!["db.orders", "db.orders"]),
+        (vec!["db_x.*"], vec!["db_x.t%1"]),
+        (vec!["db?x.t%1"], vec!["db_x.t%1"]),
+        (vec!["db%"], vec![]),
+        (vec!["dbax.*", "DB.*"], vec![]),
+        (vec!["*"], vec!["db.orders", "db.orders", "db_x.t%1"]),
+    ] {
+        let rows = store.branch_overview(10, &scoped(&globs)).await.unwrap();
+        let tables: Vec<_> = rows.iter().map(|r| r.table.as_str()).collect();
+        assert_eq!(tables, want, "{globs:?}");
+    }
 }

@@ -88,8 +88,12 @@ impl tidemark_store::StatsStore for Counting {
     async fn claim_collector(&self) -> Result<bool, StoreError> {
         self.inner.claim_collector().await
     }
-    async fn branch_overview(&self, limit: i64) -> Result<Vec<tidemark_store::BranchOverview>, StoreError> {
-        self.inner.branch_overview(limit).await
+    async fn branch_overview(
+        &self,
+        limit: i64,
+        scope: &tidemark_core::TableScope,
+    ) -> Result<Vec<tidemark_store::BranchOverview>, StoreError> {
+        self.inner.branch_overview(limit, scope).await
     }
     async fn fleet_stats(
         &self,

@@ -7,5 +7,5 @@ SELECT k.table_name, k.branch, tidemark_now() AS db_now, count(*) AS keys,
                          WHEN k.latest_snapshot IS NOT NULL AND k.next_snapshot IS NOT NULL THEN 0 END)
                   AS worst_reported_lag
          FROM consumer_keys k LEFT JOIN table_options o ON o.table_name = k.table_name
-         WHERE k.next_snapshot IS NOT NULL OR (k.lease_status = 1 AND k.lease_deadline > tidemark_now())
+         WHERE (k.next_snapshot IS NOT NULL OR (k.lease_status = 1 AND k.lease_deadline > tidemark_now())) AND ($2::text[] IS NULL OR k.table_name LIKE ANY ($2::text[]))
          GROUP BY k.table_name, k.branch ORDER BY k.table_name, k.branch LIMIT $1
