@@ -121,6 +121,70 @@ async fn authenticated_server() -> TestServer {
     server
 }
 
+tidemark_e2e::on_both_backends!(a_page_costs_a_few_database_calls_whatever_the_consumers);
+
+/// The console's pages cost a few database calls each, counted by the
+/// store itself (on SQLite as on Postgres, where pg_stat_statements counts
+/// the same in `crates/tidemark/tests/bounded.rs`): a table page of 2,000
+/// consumers reads them in pages, every mirror state in one call; the
+/// tables page reads per-branch aggregates and a fence per branch; and
+/// viewers within one refresh interval share a read.
+async fn a_page_costs_a_few_database_calls_whatever_the_consumers(kind: Kind) {
+    const CONSUMERS: usize = 3_000;
+    // The background jobs off: the count is the pages' alone.
+    let config = ServerConfig {
+        mirror_interval: std::time::Duration::ZERO,
+        sweep_interval: std::time::Duration::ZERO,
+        gauge_interval: std::time::Duration::ZERO,
+        readiness_interval: std::time::Duration::from_secs(3600),
+        ..ServerConfig::default()
+    };
+    let server = TestServer::start_with_console(kind, test_policy(), config).await;
+    let console = server.console_addr.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    tidemark_e2e::paimon_table_dir(dir.path(), 9, 1_000, "");
+    std::fs::create_dir_all(dir.path().join("consumer")).unwrap();
+    for i in 0..CONSUMERS {
+        let file = dir.path().join(format!("consumer/consumer-c{i:04}"));
+        std::fs::write(file, r#"{"nextSnapshot":5}"#).unwrap();
+    }
+    let mut admin = pb::admin_client::AdminClient::new(server.channel().await);
+    admin
+        .register_table(pb::RegisterTableRequest {
+            table: "db.orders".into(),
+            location: dir.path().display().to_string(),
+            execute: true,
+        })
+        .await
+        .unwrap();
+    let imported = admin
+        .import_consumers(pb::ImportConsumersRequest {
+            table: "db.orders".into(),
+            execute: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(imported.imported.len(), CONSUMERS);
+    for (path, budget) in [("/table?name=db.orders&branch=main", 5), ("/", 5 + 1)] {
+        let before = server.store.calls_made();
+        let page = get(console, path, None).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        let calls = server.store.calls_made() - before;
+        // Ten more viewers within the refresh interval: no more calls.
+        for _ in 0..10 {
+            assert_eq!(get(console, path, None).await.status, 200);
+        }
+        let shared = server.store.calls_made() - before;
+        eprintln!("{kind:?} {path}, {CONSUMERS} consumers: {calls} calls, {shared} with ten more viewers");
+        assert!(
+            calls <= budget,
+            "{path} cost {calls} calls, over its budget of {budget}"
+        );
+        assert_eq!(shared, calls, "{path}: viewers within a refresh share one read");
+    }
+}
+
 #[tokio::test]
 async fn a_bearer_token_sees_its_scope_and_nothing_else() {
     let server = authenticated_server().await;

@@ -258,9 +258,9 @@ pub(super) async fn table(
     let read = console
         .table_pages
         .get(key, || async {
-            let (rows, truncated) = console.app.branch_consumers(&table, &branch, TABLE_PAGE_LIMIT).await?;
+            let found = console.app.branch_consumers(&table, &branch, TABLE_PAGE_LIMIT).await?;
             let fence = console.app.fence(&table, &branch, false, 1).await?;
-            let registration = console.app.registration(&table).await.ok().flatten();
+            let (rows, truncated, registration) = (found.rows, found.truncated, found.registration);
             Ok::<_, StoreError>(TableData {
                 rows,
                 truncated,

@@ -20,8 +20,16 @@ pub(crate) struct SharedReads<K, V> {
 
 #[derive(Debug)]
 struct Entry<V> {
-    started: Instant,
-    value: OnceCell<Arc<V>>,
+    /// The value and when its read finished (a slow read is fresh for the
+    /// interval after it, not one counted from its start).
+    value: OnceCell<(Instant, Arc<V>)>,
+}
+
+impl<V> Entry<V> {
+    /// Read within `ttl`, or still being read (join it).
+    fn fresh(&self, ttl: Duration) -> bool {
+        self.value.get().is_none_or(|(read_at, _)| read_at.elapsed() < ttl)
+    }
 }
 
 impl<K: Eq + Hash + Clone, V> SharedReads<K, V> {
@@ -41,15 +49,12 @@ impl<K: Eq + Hash + Clone, V> SharedReads<K, V> {
         let entry = {
             let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             match entries.get(&key) {
-                Some(entry) if entry.started.elapsed() < self.ttl => Arc::clone(entry),
+                Some(entry) if entry.fresh(self.ttl) => Arc::clone(entry),
                 _ => {
                     // Forget what went stale, so the map stays the size of
                     // what is being viewed.
-                    entries.retain(|_, e| e.started.elapsed() < self.ttl);
-                    let entry = Arc::new(Entry {
-                        started: Instant::now(),
-                        value: OnceCell::new(),
-                    });
+                    entries.retain(|_, e| e.fresh(self.ttl));
+                    let entry = Arc::new(Entry { value: OnceCell::new() });
                     entries.insert(key, Arc::clone(&entry));
                     entry
                 }
@@ -57,9 +62,9 @@ impl<K: Eq + Hash + Clone, V> SharedReads<K, V> {
         };
         entry
             .value
-            .get_or_try_init(|| async { read().await.map(Arc::new) })
+            .get_or_try_init(|| async { read().await.map(|v| (Instant::now(), Arc::new(v))) })
             .await
-            .cloned()
+            .map(|(_, value)| Arc::clone(value))
     }
 }
 

@@ -33,7 +33,7 @@ pub use app::{App, Background};
 pub use gauges::GaugeSettings;
 pub use mirror::MirrorSettings;
 pub use operators::{Consumer, ConsumerListing, Described, Export, ImportSettings, Registration};
-pub use overview::{BranchSummary, ConsumerRow, FencePicture, OVERVIEW_BRANCH_LIMIT, Overview};
+pub use overview::{BranchConsumers, BranchSummary, ConsumerRow, FencePicture, OVERVIEW_BRANCH_LIMIT, Overview};
 pub use registry::{ImportOutcome, ImportSkipped, MirrorFile};
 pub use sweeper::SweeperSettings;
 pub use tables::{Lag, Registered, Tables};

@@ -58,6 +58,17 @@ pub struct ConsumerRow {
     pub mirror: Option<MirrorState>,
 }
 
+/// One branch's consumers as a table page shows them.
+#[derive(Debug, Clone)]
+pub struct BranchConsumers {
+    /// The consumers (at most the limit asked for), each with its mirror state.
+    pub rows: Vec<ConsumerRow>,
+    /// Whether more exist.
+    pub truncated: bool,
+    /// The table's registration, if it is registered.
+    pub registration: Option<RegisteredTable>,
+}
+
 /// A branch's fence over its snapshots.
 #[derive(Debug, Clone)]
 pub struct FencePicture {
@@ -131,13 +142,14 @@ impl App {
         })
     }
 
-    /// One branch's consumers (at most `limit`), each with its mirror state.
+    /// One branch's consumers (at most `limit`), each with its mirror
+    /// state, whether more exist, and the table's registration.
     pub async fn branch_consumers(
         &self,
         table: &TableName,
         branch: &BranchName,
         limit: usize,
-    ) -> Result<(Vec<ConsumerRow>, bool), StoreError> {
+    ) -> Result<BranchConsumers, StoreError> {
         let filter = KeyFilter {
             table: Some(table.clone()),
             branch: Some(branch.clone()),
@@ -147,7 +159,12 @@ impl App {
         // reads, refreshed every few seconds and at once after a change on
         // this replica): the directory is not read here. One whose location
         // cannot be opened is registered too.
-        let registered = !matches!(self.tables.table(table).await, Ok(None));
+        let (registered, registration) = match self.tables.table(table).await {
+            Ok(None) => (false, None),
+            Ok(Some(found)) => (true, Some(found.registration)),
+            // Registered, at a location that cannot be opened now.
+            Err(_) => (true, crate::tables::registration(&self.store, table).await?),
+        };
         // Every mirror state of the branch in one statement, not one per row.
         let mut mirrors = if registered {
             self.store.paimon().mirror_states(table, branch).await?
@@ -163,12 +180,23 @@ impl App {
                 let mirror = mirrors.remove(consumer.view.state.key.consumer_id.as_str());
                 rows.push(ConsumerRow { consumer, mirror });
                 if rows.len() >= limit {
-                    return Ok((rows, page.next.is_some()));
+                    let truncated = page.next.is_some();
+                    return Ok(BranchConsumers {
+                        rows,
+                        truncated,
+                        registration,
+                    });
                 }
             }
             match page.next {
                 Some(next) => after = Some(next),
-                None => return Ok((rows, false)),
+                None => {
+                    return Ok(BranchConsumers {
+                        rows,
+                        truncated: false,
+                        registration,
+                    });
+                }
             }
         }
     }

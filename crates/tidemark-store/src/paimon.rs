@@ -15,6 +15,7 @@ use crate::store::Store;
 #[derive(Debug, Clone, Copy)]
 pub struct PaimonRegistry<'a> {
     backend: &'a dyn Backend,
+    calls: &'a std::sync::atomic::AtomicU64,
 }
 
 impl Store {
@@ -22,6 +23,7 @@ impl Store {
     pub fn paimon(&self) -> PaimonRegistry<'_> {
         PaimonRegistry {
             backend: self.backend().as_ref(),
+            calls: &self.calls,
         }
     }
 }
@@ -29,6 +31,7 @@ impl Store {
 impl PaimonRegistry<'_> {
     /// A span for one of the backend's statements (see [`Store::statement`]).
     fn statement(&self, operation: &'static str) -> tracing::Span {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         crate::store::statement_span(self.backend, operation)
     }
 

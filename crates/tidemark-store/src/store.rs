@@ -48,6 +48,9 @@ pub struct Store {
     leases: Arc<LeaseCache>,
     pub(crate) refreshes: RefreshHistory,
     unavailable: UnavailableSignal,
+    /// Calls made to the backend (each a statement, or a few in one
+    /// transaction), by every clone of this store.
+    pub(crate) calls: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// How calls that found the database unavailable tell whoever watches its
@@ -77,7 +80,15 @@ impl Store {
             leases: Arc::new(LeaseCache::default()),
             refreshes: RefreshHistory::Full,
             unavailable: UnavailableSignal::default(),
+            calls: Arc::default(),
         }
+    }
+
+    /// Calls made to the database so far (the store's own count, on every
+    /// backend: what a page or a call costs, where Postgres'
+    /// pg_stat_statements is not at hand).
+    pub fn calls_made(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Keeps refreshes in the history as `refreshes` says (default: every
@@ -89,6 +100,7 @@ impl Store {
 
     /// A span for one of the backend's statements (see [`statement_span`]).
     pub(crate) fn statement(&self, operation: &'static str) -> tracing::Span {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         statement_span(self.backend.as_ref(), operation)
     }
 
