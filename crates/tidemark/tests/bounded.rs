@@ -146,6 +146,32 @@ async fn with_1024_open_files_idle_workers_and_a_console_slowloris_leave_room_fo
     );
 }
 
+/// The drain and grace the shutdown tests run with.
+const DRAIN: Duration = Duration::from_millis(500);
+const GRACE: Duration = Duration::from_secs(1);
+
+/// Sends SIGTERM and waits for the exit, which must come within drain +
+/// grace + 5 s (killed and failed at twice that).
+async fn sigterm_and_wait(server: &mut ServerProcess, state: &str) {
+    let started = Instant::now();
+    server.signal("TERM");
+    let bound = DRAIN + GRACE + Duration::from_secs(5);
+    while !server.exited() {
+        if started.elapsed() > bound * 2 {
+            server.kill();
+            panic!(
+                "still running {:?} after SIGTERM:\n{}",
+                started.elapsed(),
+                server.logs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = started.elapsed();
+    eprintln!("exited {took:?} after SIGTERM with {state} (drain {DRAIN:?} + grace {GRACE:?} + 5 s = {bound:?})");
+    assert!(took <= bound, "exited {took:?} after SIGTERM, past {bound:?}");
+}
+
 /// A TCP endpoint that accepts connections and never answers (a store
 /// behind a partition); its port.
 fn black_hole() -> u16 {
@@ -177,8 +203,6 @@ async fn sigterm_ends_within_drain_and_grace_while_the_table_store_does_not_answ
     .iter()
     .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
     .collect();
-    const DRAIN: Duration = Duration::from_millis(500);
-    const GRACE: Duration = Duration::from_secs(1);
     let args: Vec<String> = [
         "--listen",
         "127.0.0.1:0",
@@ -223,21 +247,7 @@ async fn sigterm_ends_within_drain_and_grace_while_the_table_store_does_not_answ
             .expect("a commit");
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let started = Instant::now();
-    server.signal("TERM");
-    let bound = DRAIN + GRACE + Duration::from_secs(5);
-    while !server.exited() {
-        assert!(
-            started.elapsed() < bound * 2,
-            "still running {:?} after SIGTERM:\n{}",
-            started.elapsed(),
-            server.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let took = started.elapsed();
-    eprintln!("exited {took:?} after SIGTERM (drain {DRAIN:?} + grace {GRACE:?} + 5 s = {bound:?})");
-    assert!(took <= bound, "exited {took:?} after SIGTERM, past {bound:?}");
+    sigterm_and_wait(&mut server, "the table store black-holed").await;
     drop(sql);
     db.drop_now().await;
 }
@@ -352,8 +362,6 @@ async fn sigterm_ends_within_drain_and_grace_while_the_database_does_not_answer(
         .expect("Postgres (scripts/test.sh starts one)");
     let (through_proxy, proxy) = through_faulty_proxy(&db);
     let dir = tempfile::tempdir().unwrap();
-    const DRAIN: Duration = Duration::from_millis(500);
-    const GRACE: Duration = Duration::from_secs(1);
     let args: Vec<String> = [
         "--listen",
         "127.0.0.1:0",
@@ -389,23 +397,7 @@ async fn sigterm_ends_within_drain_and_grace_while_the_database_does_not_answer(
     proxy.freeze(true);
     // Long enough for the gauges, the sweeper and readiness to be waiting.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let started = Instant::now();
-    server.signal("TERM");
-    let bound = DRAIN + GRACE + Duration::from_secs(5);
-    while !server.exited() {
-        if started.elapsed() > bound * 2 {
-            server.kill();
-            panic!(
-                "still running {:?} after SIGTERM:\n{}",
-                started.elapsed(),
-                server.logs()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let took = started.elapsed();
-    eprintln!("exited {took:?} after SIGTERM with the database frozen (bound {bound:?})");
-    assert!(took <= bound, "exited {took:?} after SIGTERM, past {bound:?}");
+    sigterm_and_wait(&mut server, "the database frozen").await;
     proxy.freeze(false);
     db.drop_now().await;
 }
