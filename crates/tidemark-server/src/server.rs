@@ -286,6 +286,7 @@ pub async fn serve_listeners(
     set_all(&reporter, ServingStatus::NotServing).await;
     tokio::time::sleep(config.shutdown_drain).await;
     tracing::info!("no longer accepting calls; waiting for in-flight RPCs");
+    end_health_watches(&reporter).await;
     stop_accepting.cancel();
     // In-flight RPCs and the rest wind down together, all within the grace:
     // nothing (a background statement on a half-open connection, a table
@@ -328,6 +329,17 @@ fn flatten(result: Result<Result<(), tonic::transport::Error>, tokio::task::Join
     match result {
         Ok(result) => result.map_err(ServeError::from),
         Err(join) => Err(ServeError::Task(join.to_string())),
+    }
+}
+
+/// Ends every `Health/Watch` stream (on both ports) once the drain is over:
+/// each is a call in flight that never ends by itself, and would hold the
+/// process until the grace runs out. Watchers have seen NOT_SERVING by then;
+/// their streams end with OK, and a `Check` answers NOT_FOUND.
+async fn end_health_watches(reporter: &HealthReporter) {
+    let mut reporter = reporter.clone();
+    for service in ["", READINESS_SERVICE, <CoordinatorServer<CoordinatorService> as tonic::server::NamedService>::NAME] {
+        reporter.clear_service_status(service).await;
     }
 }
 

@@ -324,3 +324,47 @@ async fn lock_every_key(url: &str) -> sqlx::Transaction<'static, sqlx::Postgres>
         .unwrap();
     lock
 }
+
+/// A client watching readiness (`Health/Watch`, a stream that never ends by
+/// itself) must not hold a SIGTERMed replica until its grace runs out: the
+/// watcher sees NOT_SERVING during the drain, then its stream ends, and the
+/// replica exits soon after the drain (a rollout waits on every replica it
+/// replaces; Kubernetes SIGKILLs at the pod's grace period).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigtermed_replica_ends_readiness_watches_instead_of_waiting_out_its_grace() {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+    let dir = tempfile::tempdir().unwrap();
+    let mut replica = Served::start(&["--shutdown-drain", "500ms", "--shutdown-grace", "20s"], dir.path());
+    let channel = Channel::from_shared(replica.url()).unwrap().connect().await.unwrap();
+    let mut watch = HealthClient::new(channel)
+        .watch(HealthCheckRequest {
+            service: "readiness".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = watch.message().await.unwrap().unwrap();
+    assert_eq!(first.status(), ServingStatus::Serving);
+
+    let sigterm = Instant::now();
+    replica.signal("TERM");
+    let mut seen = Vec::new();
+    let ended = loop {
+        match tokio::time::timeout(Duration::from_secs(25), watch.message()).await {
+            Ok(Ok(Some(answer))) => seen.push(answer.status()),
+            Ok(Ok(None)) => break Ok(()),
+            Ok(Err(status)) => break Err(format!("{status:?}")),
+            Err(_) => break Err("still open 25 s after SIGTERM".to_owned()),
+        }
+    };
+    let ended_after = sigterm.elapsed();
+    assert!(seen.contains(&ServingStatus::NotServing), "no NOT_SERVING before the end: {seen:?}");
+    assert_eq!(ended, Ok(()), "the watch did not end cleanly ({ended_after:?} after SIGTERM)");
+    let (clean, _) = replica.wait_exit(Duration::from_secs(30)).await;
+    let exited_after = sigterm.elapsed();
+    eprintln!("watch ended {ended_after:?}, process exited {exited_after:?} after SIGTERM (drain 500 ms, grace 20 s)");
+    assert!(clean, "exit status:\n{}", replica.logs());
+    // Twice the drain plus the time to stop, far below the 20 s grace.
+    assert!(exited_after < Duration::from_secs(5), "exited {exited_after:?} after SIGTERM");
+}
