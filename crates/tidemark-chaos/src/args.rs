@@ -92,4 +92,15 @@ pub(crate) struct RunArgs {
     /// and slow the replicas' connections to PgBouncer.
     #[arg(long, value_parser = ["session", "transaction"])]
     pub(crate) db_pooler: Option<String>,
+    /// Run rollouts (scripts/rollout.sh): this previous release's binary
+    /// serves first, on two replicas; the current one (--tidemark-bin)
+    /// replaces them one by one, migrating first, then a rollback brings
+    /// the previous one back on the migrated schema. Faults that touch no
+    /// replica's process are injected during every step; the run lasts as
+    /// long as the rollouts take (--duration does not apply).
+    #[arg(long)]
+    pub(crate) previous_bin: Option<PathBuf>,
+    /// With --previous-bin: rollouts, each followed by a rollback.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) rollouts: u32,
 }

@@ -90,21 +90,16 @@ pub(crate) async fn inject_faults(
         };
         let t0 = now_us();
         let mut resumed = None;
-        let target = match kind {
-            "pause-worker" => {
-                // Preferably one in the middle of streaming with a lease.
-                let index = streaming_worker(dir, workers.len(), n).unwrap_or(n / kinds.len() % workers.len());
-                let worker = &workers[index];
-                signal_pid(worker.id(), "STOP");
-                // Past its ttl: its lease expires and others may take it.
-                tokio::time::sleep(args.ttl * 2 + Duration::from_millis(500)).await;
-                // The fault ends when the worker may run again.
-                resumed = Some(now_us());
-                signal_pid(worker.id(), "CONT");
-                format!("w{index}")
+        let proxies: Vec<&Proxy> = replicas.iter().map(|r| &r.proxy).collect();
+        let pick = n / kinds.len().max(1);
+        let common = common_fault(kind, pick, args, &proxies, database, postgres, workers, dir).await?;
+        let target = match (kind, common) {
+            (_, Some((target, at))) => {
+                resumed = at;
+                target
             }
-            "kill-replica" => {
-                let replica = &mut replicas[n / kinds.len() % 2];
+            ("kill-replica", None) => {
+                let replica = &mut replicas[pick % 2];
                 if let Some(mut process) = replica.process.take() {
                     process.kill();
                 }
@@ -112,21 +107,7 @@ pub(crate) async fn inject_faults(
                 replica.restart(binary, dir)?;
                 replica.name.clone()
             }
-            "cut-connections" => {
-                cut_burst(|| replicas.iter().for_each(|r| r.proxy.cut())).await;
-                "all".into()
-            }
-            "cut-database-connections" => {
-                cut_burst(|| database.cut()).await;
-                "postgres".into()
-            }
-            "slow-database" => {
-                database.set_delay(Duration::from_millis(100));
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                database.set_delay(Duration::ZERO);
-                "postgres".into()
-            }
-            "jump-replica-clock" => {
+            ("jump-replica-clock", None) => {
                 // Ahead (leases look expired to a replica that trusted its
                 // own clock), then behind (they look live), then back.
                 for offset in ["+30", "-30", "+0"] {
@@ -135,12 +116,12 @@ pub(crate) async fn inject_faults(
                 }
                 replicas[1].name.clone()
             }
-            "pause-replica" | "pause-replica-and-cut-database" => {
+            ("pause-replica" | "pause-replica-and-cut-database", None) => {
                 // SIGSTOPped with whatever it has in flight (a group-commit
                 // statement queued or sent), resumed once the leases it was
                 // serving have expired; optionally with the database's
                 // connections cut meanwhile (two faults at once).
-                let replica = &replicas[n / kinds.len() % 2];
+                let replica = &replicas[pick % 2];
                 let pid = replica.process.as_ref().map(ServerProcess::pid);
                 if let Some(pid) = pid {
                     signal_pid(pid, "STOP");
@@ -154,16 +135,7 @@ pub(crate) async fn inject_faults(
                 }
                 replica.name.clone()
             }
-            "postgres-restart" => {
-                let private = postgres
-                    .private()
-                    .context("postgres-restart needs the private Postgres")?;
-                private.stop(StopMode::Immediate);
-                tokio::time::sleep(Duration::from_millis(1500)).await;
-                private.start_again();
-                "postgres".into()
-            }
-            "failover" | "switchover" => {
+            ("failover" | "switchover", None) => {
                 let control = control.as_deref().context("no cluster control script")?;
                 let change = cluster::change_primary(control, kind).await?;
                 println!(
@@ -174,13 +146,7 @@ pub(crate) async fn inject_faults(
                 primary_changes.push((kind.to_owned(), change));
                 members
             }
-            _ => {
-                let replica = &replicas[n / kinds.len() % 2];
-                replica.proxy.set_delay(Duration::from_millis(150));
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                replica.proxy.set_delay(Duration::ZERO);
-                replica.name.clone()
-            }
+            (other, None) => bail!("fault kind {other} has no injection"),
         };
         faults.push(Fault {
             kind: kind.into(),
@@ -196,6 +162,70 @@ pub(crate) async fn inject_faults(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok((faults, primary_changes))
+}
+
+/// The faults that touch neither a replica's process nor its clock (what
+/// a rollout injects while it replaces replicas, see `rollout.rs`):
+/// `Some((target, resumed))` when `kind` is one, else `None`. `pick`
+/// chooses among workers and replicas.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn common_fault(
+    kind: &str,
+    pick: usize,
+    args: &RunArgs,
+    proxies: &[&Proxy],
+    database: &Proxy,
+    postgres: &mut Database,
+    workers: &[Child],
+    dir: &Path,
+) -> anyhow::Result<Option<(String, Option<i64>)>> {
+    let mut resumed = None;
+    let target = match kind {
+        "pause-worker" => {
+            // Preferably one in the middle of streaming with a lease.
+            let index = streaming_worker(dir, workers.len(), pick).unwrap_or(pick % workers.len());
+            let worker = &workers[index];
+            signal_pid(worker.id(), "STOP");
+            // Past its ttl: its lease expires and others may take it.
+            tokio::time::sleep(args.ttl * 2 + Duration::from_millis(500)).await;
+            // The fault ends when the worker may run again.
+            resumed = Some(now_us());
+            signal_pid(worker.id(), "CONT");
+            format!("w{index}")
+        }
+        "cut-connections" => {
+            cut_burst(|| proxies.iter().for_each(|p| p.cut())).await;
+            "all".into()
+        }
+        "cut-database-connections" => {
+            cut_burst(|| database.cut()).await;
+            "postgres".into()
+        }
+        "slow-database" => {
+            database.set_delay(Duration::from_millis(100));
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            database.set_delay(Duration::ZERO);
+            "postgres".into()
+        }
+        "postgres-restart" => {
+            let private = postgres
+                .private()
+                .context("postgres-restart needs the private Postgres")?;
+            private.stop(StopMode::Immediate);
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            private.start_again();
+            "postgres".into()
+        }
+        "slow-network" => {
+            let index = pick % proxies.len();
+            proxies[index].set_delay(Duration::from_millis(150));
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            proxies[index].set_delay(Duration::ZERO);
+            format!("replica-{index}")
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some((target, resumed)))
 }
 
 /// Room a change of primary needs before the end of the run (µs): a

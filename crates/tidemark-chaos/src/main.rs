@@ -27,6 +27,7 @@ mod readiness;
 mod record;
 mod replica;
 mod report;
+mod rollout;
 mod tally;
 mod worker;
 
@@ -75,6 +76,11 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     let workers = args.workers.unwrap_or(if args.soak { 10 } else { 6 });
     let seed = args.seed.unwrap_or_else(|| now_us().unsigned_abs());
     let binary = resolve_tidemark_binary(args.tidemark_bin.as_deref())?;
+    // A rollout: the previous release first, this build replacing it.
+    let rollout = args.previous_bin.clone().map(|previous| rollout::Builds {
+        previous,
+        current: binary.clone(),
+    });
     let temp = tempfile::tempdir()?;
     let dir = args.keep.clone().unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&dir)?;
@@ -90,7 +96,8 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     let faketime = args
         .faketime_lib
         .clone()
-        .or_else(|| std::env::var_os("FAKETIME_LIB").map(PathBuf::from))
+        .filter(|_| rollout.is_none())
+        .or_else(|| std::env::var_os("FAKETIME_LIB").map(PathBuf::from).filter(|_| rollout.is_none()))
         .filter(|lib| lib.exists());
     let clock_env: Vec<(String, String)> = match &faketime {
         Some(lib) => {
@@ -101,6 +108,15 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
                 ("FAKETIME_CACHE_DURATION".into(), "1".into()),
                 ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
             ]
+        }
+        None if rollout.is_some() => {
+            println!(
+                "a rollout of {} over {}: {} rollouts, each followed by a rollback",
+                binary.display(),
+                args.previous_bin.as_deref().unwrap_or(Path::new("?")).display(),
+                args.rollouts
+            );
+            Vec::new()
         }
         None if args.no_clock_faults => {
             println!("no libfaketime: the replicas' clocks do not jump in this run (--no-clock-faults)");
@@ -150,7 +166,9 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     let database_url = postgres.url_through(database.addr)?;
     let mut replicas = Vec::new();
     let mut metrics_ports = Vec::new();
-    for i in 0..2 {
+    let mut replica_urls = Vec::new();
+    let slots = if rollout.is_some() { 3 } else { 2 };
+    for i in 0..slots {
         let port = free_port();
         let metrics_port = free_port();
         metrics_ports.push(metrics_port);
@@ -183,11 +201,26 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
             server_args.extend(["--migrate-database-url".to_owned(), direct_url.clone()]);
         }
         let env = if i == 1 { clock_env.clone() } else { Vec::new() };
-        let process = ServerProcess::start_with_env(&binary, &server_args, &env, &dir, &name)?;
-        let proxy = Proxy::start(process.addr).await?;
+        let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        replica_urls.push(format!("http://{address}"));
+        let process = match &rollout {
+            // A rollout's replicas drain as a pod's do: not ready, then the
+            // calls in flight finish. Its third slot starts empty.
+            Some(builds) => {
+                if let Some(at) = server_args.iter().position(|a| a == "--shutdown-drain") {
+                    server_args[at + 1] = "1s".into();
+                }
+                rollout::keep_slot_args(&dir, i, &server_args)?;
+                (i < 2)
+                    .then(|| ServerProcess::start(&builds.previous, &server_args, &dir, &format!("{name}/previous")))
+                    .transpose()?
+            }
+            None => Some(ServerProcess::start_with_env(&binary, &server_args, &env, &dir, &name)?),
+        };
+        let proxy = Proxy::start(address).await?;
         replicas.push(Replica {
             name,
-            process: Some(process),
+            process,
             args: server_args,
             env,
             proxy,
@@ -195,7 +228,14 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     }
 
     // Workers: separate processes, so a pause is a real SIGSTOP.
-    let until = now_us() + i64::try_from(args.duration.as_micros()).unwrap_or(i64::MAX);
+    // A rollout's workers stop when it ends (its length is not known).
+    let run_for = if rollout.is_some() {
+        Duration::from_secs(24 * 3600)
+    } else {
+        args.duration
+    };
+    let until = now_us() + i64::try_from(run_for.as_micros()).unwrap_or(i64::MAX);
+    let stop_file = dir.join("workers.stop");
     let endpoints: Vec<String> = replicas.iter().map(|r| r.proxy.url()).collect();
     let shared: Vec<String> = (0..args.keys).map(|k| format!("k{k}")).collect();
     let keys: Vec<String> = shared.iter().cloned().chain((0..workers).map(own_key)).collect();
@@ -213,6 +253,7 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
                 .args(["--until-us", &until.to_string()])
                 .args(["--out", &dir.join(format!("worker-{id}.jsonl")).display().to_string()])
                 .args(["--seed", &(seed ^ u64::from(id) << 32).to_string()])
+                .args(["--stop-file", &stop_file.display().to_string()])
                 .stdin(Stdio::null())
                 .spawn()?,
         );
@@ -223,25 +264,39 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     let batching = GroupCommitTally::default();
     let scraper = tokio::spawn(batching.clone().scrape(metrics_ports, until));
     let readiness = ReadinessLog::default();
-    let watchers = readiness.watch(
-        replicas
-            .iter()
-            .filter_map(|r| r.process.as_ref())
-            .map(ServerProcess::url)
-            .collect(),
-    );
-    let (faults, primary_changes) = inject_faults(
-        &args,
-        seed,
-        until,
-        &mut replicas,
-        &mut postgres,
-        &database,
-        &children,
-        &binary,
-        &dir,
-    )
-    .await?;
+    let watchers = readiness.watch(replica_urls);
+    let (faults, primary_changes, rolled) = match &rollout {
+        Some(builds) => {
+            let (faults, log) = rollout::run(
+                &args,
+                seed,
+                &mut replicas,
+                builds,
+                &mut postgres,
+                &database,
+                &children,
+                &dir,
+            )
+            .await?;
+            std::fs::write(&stop_file, b"")?;
+            (faults, Vec::new(), Some(log))
+        }
+        None => {
+            let (faults, changes) = inject_faults(
+                &args,
+                seed,
+                until,
+                &mut replicas,
+                &mut postgres,
+                &database,
+                &children,
+                &binary,
+                &dir,
+            )
+            .await?;
+            (faults, changes, None)
+        }
+    };
 
     for mut child in children {
         // A worker stopped at the very end must not hang the run.
@@ -255,14 +310,18 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     if let Some(control) = postgres.control() {
         cluster::wait_healthy(control).await?;
     }
-    for replica in &mut replicas {
+    for replica in replicas.iter_mut().filter(|_| rollout.is_none()) {
         let down = replica.process.as_mut().is_none_or(ServerProcess::exited);
         if down {
             replica.restart(&binary, &dir)?;
         }
     }
     let records = read_records(&dir, workers)?;
-    let url = replicas[0].process.as_ref().context("replica 0 is down")?.url();
+    let url = replicas
+        .iter()
+        .find_map(|r| r.process.as_ref())
+        .context("every replica is down")?
+        .url();
     let (history, finals) = server_state(&url, &keys).await?;
     let panics: usize = replicas
         .iter()
@@ -287,6 +346,20 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     }
     if panics > 0 {
         report.violations.push(format!("{panics} panics in the replicas' logs"));
+    }
+    if let Some(log) = &rolled {
+        let (by_code, unexpected) = rollout::worker_errors(&records, &faults);
+        report::print_rollout(log, &by_code);
+        report.violations.extend(unexpected);
+        report.violations.extend(log.problems.iter().cloned());
+        report.rollout = Some(log.clone());
+        report.worker_errors = by_code;
+        if log.rollouts < args.rollouts || log.rollbacks < args.rollouts {
+            report.violations.push(format!(
+                "{} rollouts and {} rollbacks of {} each",
+                log.rollouts, log.rollbacks, args.rollouts
+            ));
+        }
     }
     print_report(&report, seed);
     if let Some(path) = &args.json {

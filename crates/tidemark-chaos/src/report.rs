@@ -110,3 +110,31 @@ pub(crate) fn print_primary_changes(outages: &[availability::Outage]) {
         );
     }
 }
+
+/// A rollout run's steps and the workers' errors by code.
+pub(crate) fn print_rollout(log: &crate::rollout::RolloutLog, by_code: &BTreeMap<String, u64>) {
+    println!("rollouts: {}; rollbacks: {}", log.rollouts, log.rollbacks);
+    for (build, times) in &log.ready_ms {
+        let mut sorted = times.clone();
+        sorted.sort_by(f64::total_cmp);
+        if let (Some(median), Some(max)) = (sorted.get(sorted.len() / 2), sorted.last()) {
+            println!(
+                "  {build} build: a started replica was ready after {median:.0} ms (median of {}; max {max:.0} ms)",
+                sorted.len()
+            );
+        }
+    }
+    let mut drains = log.drain_ms.clone();
+    drains.sort_by(f64::total_cmp);
+    if let (Some(median), Some(max)) = (drains.get(drains.len() / 2), drains.last()) {
+        println!(
+            "  a drained replica exited {median:.0} ms after SIGTERM (median of {}; max {max:.0} ms)",
+            drains.len()
+        );
+    }
+    let total: u64 = by_code.values().sum();
+    println!("worker-visible errors by code: {total}");
+    for (code, n) in by_code {
+        println!("  {code:<45} {n:>7}");
+    }
+}

@@ -42,6 +42,10 @@ pub(crate) struct WorkerArgs {
     /// Stop at this time (µs since the epoch).
     #[arg(long)]
     pub until_us: i64,
+    /// Stop also once this file exists (a rollout's end is not known in
+    /// advance).
+    #[arg(long)]
+    pub stop_file: Option<PathBuf>,
     /// Where to append records.
     #[arg(long)]
     pub out: PathBuf,
@@ -156,7 +160,7 @@ impl Worker {
     }
 
     fn done(&self) -> bool {
-        now_us() >= self.args.until_us
+        now_us() >= self.args.until_us || self.args.stop_file.as_ref().is_some_and(|f| f.exists())
     }
 
     async fn run(&mut self) {

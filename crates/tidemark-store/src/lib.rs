@@ -16,6 +16,7 @@ mod decode;
 mod error;
 mod history_row;
 mod migrations;
+pub use migrations::{SchemaBeyond, SchemaLevel};
 mod paimon;
 pub mod postgres;
 #[cfg(test)]
@@ -53,6 +54,18 @@ pub use postgres::{DbPooler, MIGRATIONS_NEED_A_SESSION, PostgresBackend, Postgre
 pub use sqlite::SqliteBackend;
 pub use stats::{BranchOverview, BranchStats, ConsumerLagRow, FleetStats, PoolStats, StatsStore};
 pub use store::{Store, UnavailableSignal};
+
+/// Whether this binary may use `backend`'s schema under the migration rule
+/// (docs/deploy.md, "Migrations"): the outer error is the database's, the
+/// inner one a schema that needs a newer binary.
+pub async fn schema_fits(backend: &dyn Backend) -> Result<Result<(), SchemaBeyond>, StoreError> {
+    let level = backend.schema_level().await?;
+    let (dialect, files) = match backend.name() {
+        "sqlite" => ("sqlite", migrations::SQLITE),
+        _ => ("postgres", migrations::POSTGRES),
+    };
+    Ok(migrations::fits(dialect, migrations::newest(files), level))
+}
 pub use tidemark_core::Timestamp;
 
 /// The database used when none is configured: an SQLite file in the working

@@ -56,6 +56,62 @@ pub(crate) fn expand_only(embedded: &Migrator) -> Migrator {
     migrator
 }
 
+/// Where a database's schema stands under the migration rule
+/// (docs/deploy.md, "Migrations"): its newest applied migration, and the
+/// oldest migration a binary must have been built with to use it (the
+/// highest `oldest_compatible` in `tidemark_schema_rule`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SchemaLevel {
+    /// The newest migration applied.
+    pub schema: i64,
+    /// The oldest migration a binary using the schema may have been built
+    /// with.
+    pub needs: i64,
+}
+
+/// Why this binary may not use a database's schema.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "this tidemark binary was built with {dialect} migration {own:04}, and the database's schema is at migration \
+     {schema:04}, which needs a binary built with migration {needs:04} or later (a contract step it cannot read): \
+     run a release at least that new; rolling back past a contract step is not possible (docs/deploy.md, \
+     \"Migrations\")"
+)]
+pub struct SchemaBeyond {
+    /// "postgres" or "sqlite".
+    pub dialect: &'static str,
+    /// This binary's newest migration.
+    pub own: i64,
+    /// The schema's newest migration.
+    pub schema: i64,
+    /// What the schema needs of a binary.
+    pub needs: i64,
+}
+
+/// The newest migration in `files` (this binary's, for a dialect).
+pub(crate) fn newest(files: &[(&str, &str)]) -> i64 {
+    files
+        .iter()
+        .filter_map(|(name, _)| name.split_once('_')?.0.parse::<i64>().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Whether a binary whose newest migration is `own` may use a schema at
+/// `level` (none: the rule's table is not there yet, so nothing beyond the
+/// rule was applied).
+pub(crate) fn fits(dialect: &'static str, own: i64, level: Option<SchemaLevel>) -> Result<(), SchemaBeyond> {
+    match level {
+        Some(SchemaLevel { schema, needs }) if needs > own => Err(SchemaBeyond {
+            dialect,
+            own,
+            schema,
+            needs,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// A migration error as a storage error.
 pub(crate) fn failure(error: MigrateError) -> StoreError {
     match error {
@@ -67,6 +123,29 @@ pub(crate) fn failure(error: MigrateError) -> StoreError {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
+
+    use super::{SchemaLevel, fits};
+
+    #[test]
+    fn a_binary_refuses_a_schema_that_needs_a_newer_one() {
+        // Expand steps beyond the binary: it runs.
+        assert!(fits("postgres", 10, Some(SchemaLevel { schema: 14, needs: 10 })).is_ok());
+        assert!(fits("postgres", 10, None).is_ok());
+        let refused = fits("postgres", 10, Some(SchemaLevel { schema: 14, needs: 12 })).unwrap_err();
+        let message = refused.to_string();
+        assert!(message.contains("built with postgres migration 0010"), "{message}");
+        assert!(message.contains("schema is at migration 0014"), "{message}");
+        assert!(message.contains("migration 0012 or later"), "{message}");
+    }
+
+    #[test]
+    fn this_binary_fits_the_schema_its_own_migrations_make() {
+        for files in [super::POSTGRES, super::SQLITE] {
+            let own = super::newest(files);
+            assert!(own >= 8);
+            assert!(fits("x", own, Some(SchemaLevel { schema: own, needs: 1 })).is_ok());
+        }
+    }
 
     use sqlx::migrate::Migrator;
 

@@ -18,6 +18,7 @@ const TYPE_MAPPING: &[(&str, &str, &str)] = &[
     ("smallint", "INTEGER", "SQLite integers are 64-bit"),
     ("boolean", "INTEGER", "SQLite has no boolean: 0 or 1"),
     ("uuid", "BLOB", "SQLite has no uuid: its 16 bytes"),
+    ("bytea", "BLOB", "the same bytes"),
     (
         "timestamp with time zone",
         "INTEGER",

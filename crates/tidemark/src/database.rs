@@ -100,6 +100,20 @@ impl DatabaseArgs {
             .with_context(|| format!("cannot open the database {}", redact(&self.database_url)))
     }
 
+    /// Without migrating (`serve --no-migrate`): refuses a schema beyond this
+    /// binary (the migration rule); a database not reachable yet is left to
+    /// readiness, as it is without the check.
+    pub(crate) async fn check_schema(&self, backend: &dyn tidemark_store::Backend) -> anyhow::Result<()> {
+        match tidemark_store::schema_fits(backend).await {
+            Ok(Err(beyond)) => anyhow::bail!("tidemark refuses to start: {beyond}"),
+            Ok(Ok(())) => Ok(()),
+            Err(error) => {
+                tracing::warn!("cannot read the schema's migration level yet ({error}); not checked");
+                Ok(())
+            }
+        }
+    }
+
     /// Applies the migrations, retrying with backoff while the database is
     /// unreachable for up to --wait-for-database (a pod may start before its
     /// database). Concurrent runs are safe: the migrator takes a lock.
@@ -116,8 +130,14 @@ impl DatabaseArgs {
         let started = std::time::Instant::now();
         let mut backoff = Duration::from_millis(200);
         loop {
-            match backend.migrate().await {
-                Ok(()) => return Ok(()),
+            let migrated = match backend.migrate().await {
+                Ok(()) => tidemark_store::schema_fits(backend).await,
+                Err(error) => Err(error),
+            };
+            match migrated {
+                // Refused at once: waiting does not make this binary newer.
+                Ok(Err(beyond)) => anyhow::bail!("tidemark refuses to start: {beyond}"),
+                Ok(Ok(())) => return Ok(()),
                 Err(error) if started.elapsed() + backoff < self.wait_for_database.0 => {
                     tracing::warn!(
                         database = %redact(&self.database_url),

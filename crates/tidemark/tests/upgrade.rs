@@ -2,7 +2,8 @@
 //! on a schema a newer release expanded (a fixture migration applied
 //! beyond the binary's own), migrations are not cut short by the statement
 //! timeout, and a failed run leaves no advisory lock behind for the other
-//! replicas to wait on.
+//! replicas to wait on; and a binary refuses a schema a later contract step
+//! moved beyond it (the migration rule).
 
 mod support;
 
@@ -162,4 +163,87 @@ async fn a_failed_migration_leaves_no_advisory_lock_behind() {
         "an advisory lock stayed held between attempts ({held} of {samples} samples)"
     );
     db.drop_now().await;
+}
+
+/// The migration rule: a later release's contract step raised the floor
+/// beyond this binary's newest migration, so it refuses to start, at once
+/// (not after --wait-for-database), naming its migration and the schema's —
+/// through `migrate`, `serve`, and `serve --no-migrate`.
+fn refuses_a_schema_beyond_it(url: &str, own: &str) {
+    let later = LATER_VERSION.to_string();
+    let expect_refusal = |what: &str, output: std::process::Output, elapsed: Duration| {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success(),
+            "{what} started on a schema beyond it: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("built with {own}"))
+                && stderr.contains(&format!("schema is at migration {later}")),
+            "{what}: the refusal names neither migration: {stderr}"
+        );
+        assert!(elapsed < Duration::from_secs(20), "{what} took {elapsed:?} to refuse");
+    };
+    let started = Instant::now();
+    expect_refusal("migrate", migrate(url, &[]), started.elapsed());
+    for extra in [&[][..], &["--no-migrate"][..]] {
+        let started = Instant::now();
+        let output = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "off"])
+            .args(["--database-url", url, "--wait-for-database", "60s"])
+            .args(extra)
+            .output()
+            .expect("run tidemark serve");
+        expect_refusal(&format!("serve {extra:?}"), output, started.elapsed());
+    }
+}
+
+#[tokio::test]
+async fn a_binary_refuses_a_schema_a_later_contract_step_moved_beyond_it_postgres() {
+    let Some(db) = FreshDatabase::create().await else {
+        return;
+    };
+    let first = migrate(&db.url, &[]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let own: i64 = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    for sql in [
+        format!("INSERT INTO tidemark_schema_rule VALUES ({LATER_VERSION}, {LATER_VERSION})"),
+        format!(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+             VALUES ({LATER_VERSION}, 'a later contract step', true, '\\x00', 1)"
+        ),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap();
+    }
+    pool.close().await;
+    refuses_a_schema_beyond_it(&db.url, &format!("postgres migration {own:04}"));
+    db.drop_now().await;
+}
+
+#[tokio::test]
+async fn a_binary_refuses_a_schema_a_later_contract_step_moved_beyond_it_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let first = migrate(&url, &[]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    let own: i64 = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    for sql in [
+        format!("INSERT INTO tidemark_schema_rule VALUES ({LATER_VERSION}, {LATER_VERSION})"),
+        format!(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+             VALUES ({LATER_VERSION}, 'a later contract step', 1, x'00', 1)"
+        ),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap();
+    }
+    pool.close().await;
+    refuses_a_schema_beyond_it(&url, &format!("sqlite migration {own:04}"));
 }

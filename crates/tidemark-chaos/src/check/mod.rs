@@ -49,6 +49,10 @@ pub(crate) struct Report {
     pub group_commit: GroupCommit,
     /// Each change of the database's primary, as the workers saw it.
     pub primary_changes: Vec<crate::availability::Outage>,
+    /// A rollout run's steps (scripts/rollout.sh).
+    pub rollout: Option<crate::rollout::RolloutLog>,
+    /// Answers other than OK the workers saw, by code and reason.
+    pub worker_errors: BTreeMap<String, u64>,
 }
 
 /// Group commit's counters (see tidemark-store's group_commit.rs).

@@ -261,6 +261,10 @@ pub trait Backend:
     /// at once).
     async fn migrate(&self) -> Result<(), StoreError>;
 
+    /// Where the schema stands under the migration rule (none before a
+    /// binary that knows the rule migrated it).
+    async fn schema_level(&self) -> Result<Option<crate::migrations::SchemaLevel>, StoreError>;
+
     /// Checks that the database answers and can make a commit now (the
     /// readiness probe's question).
     async fn ping(&self) -> Result<(), StoreError>;

@@ -6,6 +6,7 @@ use sqlx::postgres::PgConnectOptions;
 
 use super::{MIGRATOR, PostgresBackend};
 use crate::error::StoreError;
+use crate::migrations::SchemaLevel;
 
 /// Why migrations refuse to run through a transaction pooler.
 pub const MIGRATIONS_NEED_A_SESSION: &str = "migrations need a database session (an advisory lock held across \
@@ -60,4 +61,20 @@ impl PostgresBackend {
         let _ = connection.close().await;
         outcome
     }
+}
+
+/// The schema's level under the migration rule (see
+/// [`crate::Backend::schema_level`]).
+pub(super) async fn schema_level(db: &super::db::Db) -> Result<Option<SchemaLevel>, StoreError> {
+    let level: (Option<i64>, Option<i64>) = sqlx::query_as(
+        "SELECT (SELECT max(version) FROM _sqlx_migrations WHERE success), \
+                CASE WHEN to_regclass('tidemark_schema_rule') IS NOT NULL \
+                     THEN (SELECT max(oldest_compatible) FROM tidemark_schema_rule) END",
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(match level {
+        (Some(schema), Some(needs)) => Some(SchemaLevel { schema, needs }),
+        _ => None,
+    })
 }

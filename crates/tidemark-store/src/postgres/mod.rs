@@ -329,6 +329,10 @@ impl Backend for PostgresBackend {
         migrate_on(&mut connection).await
     }
 
+    async fn schema_level(&self) -> Result<Option<crate::migrations::SchemaLevel>, StoreError> {
+        migrate::schema_level(&self.db).await
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         use sqlx::Connection;
         let mut slot = self.probe.lock().await;

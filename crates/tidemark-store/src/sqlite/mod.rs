@@ -126,6 +126,25 @@ impl Backend for SqliteBackend {
         result
     }
 
+    async fn schema_level(&self) -> Result<Option<crate::migrations::SchemaLevel>, StoreError> {
+        let ruled: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'tidemark_schema_rule')")
+                .fetch_one(&self.readers)
+                .await?;
+        if !ruled {
+            return Ok(None);
+        }
+        let (schema, needs): (Option<i64>, Option<i64>) = sqlx::query_as(
+            "SELECT (SELECT max(version) FROM _sqlx_migrations WHERE success), \
+                    (SELECT max(oldest_compatible) FROM tidemark_schema_rule)",
+        )
+        .fetch_one(&self.readers)
+        .await?;
+        Ok(schema
+            .zip(needs)
+            .map(|(schema, needs)| crate::migrations::SchemaLevel { schema, needs }))
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.readers).await?;
         Ok(())

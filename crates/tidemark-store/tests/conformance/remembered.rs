@@ -75,6 +75,9 @@ impl Backend for Counting {
     async fn migrate(&self) -> Result<(), StoreError> {
         self.inner.migrate().await
     }
+    async fn schema_level(&self) -> Result<Option<tidemark_store::SchemaLevel>, StoreError> {
+        self.inner.schema_level().await
+    }
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
     }

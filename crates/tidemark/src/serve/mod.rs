@@ -293,6 +293,7 @@ pub(crate) async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await?;
     if args.no_migrate {
         tracing::info!("skipping migrations (--no-migrate)");
+        args.database.check_schema(backend.as_ref()).await?;
     } else {
         args.database.migrate(backend.as_ref()).await?;
     }

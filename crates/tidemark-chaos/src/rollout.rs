@@ -1,0 +1,289 @@
+//! Rollouts and rollbacks (scripts/rollout.sh), as a Kubernetes Deployment
+//! with two replicas, a surge of one and none unavailable makes them: of
+//! three replica slots (fixed ports, each behind its proxy; the workers
+//! call all three), two run one build and one is empty. A step starts the
+//! other build in the empty slot and waits until it is ready (the first
+//! start of the current build migrates the schema), or drains a replica of
+//! the old build (SIGTERM: not ready, then in-flight calls finish) and
+//! waits for it to exit. A rollout replaces the previous release's two
+//! replicas this way; a rollback the current build's. One fault that
+//! touches no replica's process runs alongside every step.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+use tidemark_testkit::process::ServerProcess;
+
+use crate::args::RunArgs;
+use crate::cluster::Database;
+use crate::faults::common_fault;
+use crate::proxy::Proxy;
+use crate::record::{Fault, Record, now_us};
+use crate::replica::Replica;
+
+/// The faults a rollout injects, in turn, one per step.
+const FAULTS: [&str; 6] = [
+    "cut-connections",
+    "postgres-restart",
+    "slow-database",
+    "cut-database-connections",
+    "pause-worker",
+    "slow-network",
+];
+
+/// How long a starting replica may take to be ready (migrations included),
+/// and a drained one to exit.
+const STEP_LIMIT: Duration = Duration::from_secs(60);
+
+/// Which build a slot runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) enum Build {
+    Previous,
+    Current,
+}
+
+/// The two binaries.
+#[derive(Debug, Clone)]
+pub(crate) struct Builds {
+    pub(crate) previous: PathBuf,
+    pub(crate) current: PathBuf,
+}
+
+impl Builds {
+    fn path(&self, build: Build) -> &Path {
+        match build {
+            Build::Previous => &self.previous,
+            Build::Current => &self.current,
+        }
+    }
+}
+
+/// What the rollouts did.
+#[derive(Debug, Default, Clone, Serialize)]
+pub(crate) struct RolloutLog {
+    pub(crate) rollouts: u32,
+    pub(crate) rollbacks: u32,
+    /// Milliseconds from a replica's start to its first SERVING, by build.
+    pub(crate) ready_ms: BTreeMap<String, Vec<f64>>,
+    /// Milliseconds from SIGTERM to exit.
+    pub(crate) drain_ms: Vec<f64>,
+    /// Drained replicas that exited other than cleanly, and panics in the
+    /// logs of replicas that are gone.
+    pub(crate) problems: Vec<String>,
+}
+
+/// The rollout run: `rollouts` rollouts, each followed by a rollback, over
+/// `replicas` (slots 0 and 1 run the previous release at the start, slot 2
+/// is empty). Returns the faults injected and what was done.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run(
+    args: &RunArgs,
+    seed: u64,
+    replicas: &mut [Replica],
+    builds: &Builds,
+    postgres: &mut Database,
+    database: &Proxy,
+    workers: &[Child],
+    dir: &Path,
+) -> anyhow::Result<(Vec<Fault>, RolloutLog)> {
+    anyhow::ensure!(replicas.len() == 3, "a rollout runs three replica slots");
+    let mut running = vec![Some(Build::Previous), Some(Build::Previous), None];
+    let mut faults = Vec::new();
+    let mut log = RolloutLog::default();
+    let mut n = seed as usize;
+    // Let the workers get going first.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for round in 1..=args.rollouts {
+        for (from, to) in [(Build::Previous, Build::Current), (Build::Current, Build::Previous)] {
+            let olds: Vec<usize> = (0..3).filter(|&s| running[s] == Some(from)).collect();
+            for old in olds {
+                let empty = (0..3).find(|&s| running[s].is_none()).context("no empty slot")?;
+                for step in [Step::Start(empty, to), Step::Drain(old)] {
+                    let kind = FAULTS[n % FAULTS.len()];
+                    n += 1;
+                    let t0 = now_us();
+                    let (done, fault) = {
+                        let (processes, proxies): (Vec<&mut Option<ServerProcess>>, Vec<&Proxy>) =
+                            replicas.iter_mut().map(|r| (&mut r.process, &r.proxy)).unzip();
+                        let mut processes = processes;
+                        let slot = step.slot();
+                        let launch = (format!("replica-{slot}/{}", label(to)), builds.path(to).to_path_buf());
+                        tokio::join!(
+                            step.run(&mut *processes[slot], launch, dir, &mut log),
+                            common_fault(kind, n, args, &proxies, database, postgres, workers, dir)
+                        )
+                    };
+                    done.with_context(|| format!("round {round}: {step:?}"))?;
+                    let (target, resumed) = fault?.context("a rollout fault touched a replica")?;
+                    faults.push(Fault {
+                        kind: kind.into(),
+                        target,
+                        t0,
+                        t1: resumed.unwrap_or_else(now_us),
+                    });
+                    running[step.slot()] = match step {
+                        Step::Start(_, build) => Some(build),
+                        Step::Drain(_) => None,
+                    };
+                    tokio::time::sleep(args.fault_every).await;
+                }
+            }
+            match to {
+                Build::Current => log.rollouts += 1,
+                Build::Previous => log.rollbacks += 1,
+            }
+            println!(
+                "round {round}: {} done ({} rollouts, {} rollbacks so far)",
+                if to == Build::Current { "rollout" } else { "rollback" },
+                log.rollouts,
+                log.rollbacks
+            );
+        }
+    }
+    Ok((faults, log))
+}
+
+fn label(build: Build) -> &'static str {
+    match build {
+        Build::Previous => "previous",
+        Build::Current => "current",
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Start this build in this (empty) slot and wait until it is ready.
+    Start(usize, Build),
+    /// Drain the replica in this slot and wait for it to exit.
+    Drain(usize),
+}
+
+impl Step {
+    fn slot(self) -> usize {
+        match self {
+            Step::Start(slot, _) | Step::Drain(slot) => slot,
+        }
+    }
+
+    async fn run(
+        self,
+        process: &mut Option<ServerProcess>,
+        (label, binary): (String, PathBuf),
+        dir: &Path,
+        log: &mut RolloutLog,
+    ) -> anyhow::Result<()> {
+        match self {
+            Step::Start(slot, build) => {
+                anyhow::ensure!(process.is_none(), "slot {slot} is not empty");
+                let server_args = slot_args(dir, slot)?;
+                let started = Instant::now();
+                let dir = dir.to_path_buf();
+                let label_for_start = label.clone();
+                let spawned = tokio::task::spawn_blocking(move || {
+                    ServerProcess::start_with_env(&binary, &server_args, &[], &dir, &label_for_start)
+                })
+                .await??;
+                wait_ready(&spawned.url()).await.with_context(|| format!("{label} never became ready"))?;
+                log.ready_ms
+                    .entry(self::label(build).to_owned())
+                    .or_default()
+                    .push(started.elapsed().as_secs_f64() * 1000.0);
+                *process = Some(spawned);
+            }
+            Step::Drain(slot) => {
+                let mut drained = process.take().with_context(|| format!("slot {slot} is empty"))?;
+                let started = Instant::now();
+                drained.signal("TERM");
+                let status = loop {
+                    if let Some(status) = drained.exit_status() {
+                        break status;
+                    }
+                    if started.elapsed() > STEP_LIMIT {
+                        bail!("replica {slot} did not exit within {STEP_LIMIT:?} of SIGTERM");
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                };
+                log.drain_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+                if !status.success() {
+                    log.problems.push(format!("replica {slot} exited {status} after SIGTERM"));
+                }
+                let panics = drained.log_lines().iter().filter(|l| l.contains("panicked")).count();
+                if panics > 0 {
+                    log.problems.push(format!("{panics} panics in replica {slot}'s log"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The server arguments the orchestrator wrote for `slot`.
+fn slot_args(dir: &Path, slot: usize) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(dir.join(format!("replica-{slot}.args")))?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// Keeps `slot`'s server arguments where a step finds them.
+pub(crate) fn keep_slot_args(dir: &Path, slot: usize, args: &[String]) -> anyhow::Result<()> {
+    std::fs::write(dir.join(format!("replica-{slot}.args")), serde_json::to_vec(args)?)?;
+    Ok(())
+}
+
+/// Waits until the replica at `url` says SERVING on its readiness service.
+async fn wait_ready(url: &str) -> anyhow::Result<()> {
+    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient};
+    let started = Instant::now();
+    while started.elapsed() < STEP_LIMIT {
+        let asked = async {
+            let channel = tonic::transport::Endpoint::from_shared(url.to_owned())?
+                .connect_timeout(Duration::from_secs(1))
+                .timeout(Duration::from_secs(2))
+                .connect()
+                .await?;
+            let request = HealthCheckRequest {
+                service: "readiness".into(),
+            };
+            anyhow::Ok(HealthClient::new(channel).check(request).await?.into_inner().status())
+        };
+        if matches!(asked.await, Ok(status) if status == ServingStatus::Serving) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bail!("not ready within {STEP_LIMIT:?}")
+}
+
+/// The answers workers saw other than OK, by code and reason; and those a
+/// rollout may not cause: anything but UNAVAILABLE (retried), the lease
+/// protocol's own refusals (another worker holds the lease, or took it
+/// over), and a cut connection's transport error while connections were
+/// being cut.
+pub(crate) fn worker_errors(records: &[Record], faults: &[Fault]) -> (BTreeMap<String, u64>, Vec<String>) {
+    let mut by_code: BTreeMap<String, u64> = BTreeMap::new();
+    let mut unexpected = Vec::new();
+    let cutting = |r: &Record| {
+        faults.iter().any(|f| {
+            f.kind == "cut-connections" && r.t1 >= f.t0 && r.t0 <= f.t1 + 1_000_000
+        })
+    };
+    for r in records.iter().filter(|r| !r.ok()) {
+        *by_code.entry(format!("{}/{}", r.code, r.reason)).or_default() += 1;
+        let allowed = match (r.code.as_str(), r.reason.as_str()) {
+            ("Unavailable", _) => true,
+            ("FailedPrecondition", "LEASE_HELD" | "LEASE_NOT_HELD") => true,
+            ("Unknown" | "Cancelled", "") => cutting(r),
+            _ => false,
+        };
+        if !allowed {
+            unexpected.push(format!(
+                "w{} {} on {} answered {}/{} at {} µs: not a retried UNAVAILABLE",
+                r.worker, r.op, r.key, r.code, r.reason, r.t1
+            ));
+        }
+    }
+    (by_code, unexpected)
+}
