@@ -15,6 +15,9 @@
 #   scripts/rollout.sh                 # 10 rollouts and 10 rollbacks under load (~6 minutes)
 #   scripts/rollout.sh --rollouts 1    # the short form scripts/test.sh runs
 #   scripts/rollout.sh --build-only    # only build the previous release's binary
+#   scripts/rollout.sh --prove         # proof it can fail: a contract step (a column the
+#                                      # previous release reads, dropped once the current
+#                                      # build serves) must fail the run
 #   scripts/rollout.sh --rollouts 3 -- --workers 10 --keep /tmp/rollout
 #
 # The previous release's binary is built from its commit (below) with this
@@ -31,11 +34,13 @@ PREVIOUS_RELEASE=872e1abd3f5c04d32fd11a3d3ec22eab57ca104a
 
 rollouts=10
 build_only=""
+prove=""
 chaos_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rollouts) rollouts="$2"; shift 2 ;;
     --build-only) build_only=1; shift ;;
+    --prove) prove=1; shift ;;
     --) shift; chaos_args+=("$@"); break ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -82,5 +87,23 @@ if cmp -s "$previous_bin" target/debug/tidemark; then
 fi
 [ -n "$build_only" ] && exit 0
 
+if [ -n "$prove" ]; then
+  log=$(mktemp)
+  if target/debug/tidemark-chaos --previous-bin "$previous_bin" --rollouts 1 --fault-every 1s \
+    --tidemark-bin target/debug/tidemark \
+    --contract-sql "ALTER TABLE consumer_keys DROP COLUMN lease_holder" "${chaos_args[@]}" >"$log" 2>&1; then
+    grep -v '^replica-' "$log"
+    echo "rollout: a contract step under a rollout went unnoticed" >&2
+    exit 1
+  fi
+  grep -E '^(a contract step|rollouts:|worker-visible|invariant violations)|^  [A-Z][A-Za-z]+/' "$log"
+  if ! grep -qE '^invariant violations: [1-9]' "$log"; then
+    echo "rollout: the run failed, but not by finding the contract step:" >&2
+    grep -v '^replica-' "$log" | tail -20 >&2
+    exit 1
+  fi
+  echo "rollout: the contract step failed the run, as it must"
+  exit 0
+fi
 target/debug/tidemark-chaos --previous-bin "$previous_bin" --rollouts "$rollouts" \
   --tidemark-bin target/debug/tidemark "${chaos_args[@]}"

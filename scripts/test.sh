@@ -85,6 +85,12 @@ target/debug/tidemark-chaos --duration 40s --fault-every 1s
 # scripts/pooler-tests.sh).
 target/debug/tidemark-chaos --duration 15s --fault-every 1s --db-pooler session
 target/debug/tidemark-chaos --duration 15s --fault-every 1s --db-pooler transaction
+# A rollout and a rollback: the previous release (built from its pinned
+# commit) and this build on one Postgres, replicas replaced one by one
+# under the checker's workers and faults; then the proof that a contract
+# step under a rollout fails it. Long runs: scripts/rollout.sh (10 of each).
+scripts/rollout.sh --rollouts 1 -- --fault-every 1s
+scripts/rollout.sh --prove
 # The same checker against a three-member Patroni cluster (etcd, synchronous
 # replication, HAProxy routing by Patroni's health checks): a failover (the
 # primary's node cut off from its standbys, then SIGKILLed) and a

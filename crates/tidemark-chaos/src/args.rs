@@ -103,4 +103,10 @@ pub(crate) struct RunArgs {
     /// With --previous-bin: rollouts, each followed by a rollback.
     #[arg(long, default_value_t = 1)]
     pub(crate) rollouts: u32,
+    /// Proof that a rollout catches a contract step (scripts/rollout.sh
+    /// --prove): this SQL runs on the private Postgres once the current
+    /// build first served, as a migration that contracts what the previous
+    /// release reads would; the run must then fail.
+    #[arg(long, requires = "previous_bin")]
+    pub(crate) contract_sql: Option<String>,
 }

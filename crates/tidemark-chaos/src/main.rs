@@ -77,10 +77,14 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     let seed = args.seed.unwrap_or_else(|| now_us().unsigned_abs());
     let binary = resolve_tidemark_binary(args.tidemark_bin.as_deref())?;
     // A rollout: the previous release first, this build replacing it.
-    let rollout = args.previous_bin.clone().map(|previous| rollout::Builds {
-        previous,
-        current: binary.clone(),
-    });
+    let rollout = match &args.previous_bin {
+        Some(previous) => Some(rollout::Builds {
+            previous: std::fs::canonicalize(previous)
+                .with_context(|| format!("the previous release's binary {}", previous.display()))?,
+            current: binary.clone(),
+        }),
+        None => None,
+    };
     let temp = tempfile::tempdir()?;
     let dir = args.keep.clone().unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&dir)?;
@@ -97,7 +101,11 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
         .faketime_lib
         .clone()
         .filter(|_| rollout.is_none())
-        .or_else(|| std::env::var_os("FAKETIME_LIB").map(PathBuf::from).filter(|_| rollout.is_none()))
+        .or_else(|| {
+            std::env::var_os("FAKETIME_LIB")
+                .map(PathBuf::from)
+                .filter(|_| rollout.is_none())
+        })
         .filter(|lib| lib.exists());
     let clock_env: Vec<(String, String)> = match &faketime {
         Some(lib) => {
@@ -217,7 +225,9 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
             }
             None => Some(ServerProcess::start_with_env(&binary, &server_args, &env, &dir, &name)?),
         };
-        let proxy = Proxy::start(address).await?;
+        // A slot without a replica refuses connections, as a Service with
+        // no ready endpoint does.
+        let proxy = Proxy::start_as(address, process.is_some()).await?;
         replicas.push(Replica {
             name,
             process,
@@ -264,7 +274,10 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     let batching = GroupCommitTally::default();
     let scraper = tokio::spawn(batching.clone().scrape(metrics_ports, until));
     let readiness = ReadinessLog::default();
-    let watchers = readiness.watch(replica_urls);
+    // A rollout probes as Kubernetes does (Check, in its steps): a Watch
+    // stream is a call in flight, which the previous release let hold a
+    // drained replica until its grace ran out.
+    let watchers = readiness.watch(if rollout.is_some() { Vec::new() } else { replica_urls });
     let (faults, primary_changes, rolled) = match &rollout {
         Some(builds) => {
             let (faults, log) = rollout::run(
@@ -322,7 +335,16 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
         .find_map(|r| r.process.as_ref())
         .context("every replica is down")?
         .url();
-    let (history, finals) = server_state(&url, &keys).await?;
+    // A server that cannot answer for its state is a finding, reported with
+    // the rest (every acknowledged commit then counts as lost).
+    let (history, finals, unreadable) = match server_state(&url, &keys).await {
+        Ok((history, finals)) => (history, finals, None),
+        Err(e) => (
+            History::new(),
+            Finals::new(),
+            Some(format!("the final state could not be read: {e:#}")),
+        ),
+    };
     let panics: usize = replicas
         .iter()
         .filter_map(|r| r.process.as_ref())
@@ -347,6 +369,7 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
     if panics > 0 {
         report.violations.push(format!("{panics} panics in the replicas' logs"));
     }
+    report.violations.extend(unreadable);
     if let Some(log) = &rolled {
         let (by_code, unexpected) = rollout::worker_errors(&records, &faults);
         report::print_rollout(log, &by_code);

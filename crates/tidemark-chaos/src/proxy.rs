@@ -18,28 +18,70 @@ pub(crate) struct Proxy {
     pub addr: SocketAddr,
     cuts: watch::Sender<u64>,
     delay_ms: Arc<AtomicU64>,
+    /// Whether it listens: closed, a connection is refused, as a Service
+    /// with no ready endpoint refuses it (connections already open stay).
+    open: watch::Sender<bool>,
 }
 
 impl Proxy {
     /// Listens on a free loopback port and forwards to `target`.
     pub(crate) async fn start(target: SocketAddr) -> std::io::Result<Self> {
+        Self::start_as(target, true).await
+    }
+
+    /// [`Proxy::start`], listening only once [`Proxy::set_open`] says so
+    /// when `open` is false.
+    pub(crate) async fn start_as(target: SocketAddr, open: bool) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (cuts, _) = watch::channel(0u64);
+        let (opened, mut open_rx) = watch::channel(open);
         let delay_ms = Arc::new(AtomicU64::new(0));
         let (cut_rx, delay) = (cuts.subscribe(), Arc::clone(&delay_ms));
+        let mut listener = open.then_some(listener);
         tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let (cut_rx, delay) = (cut_rx.clone(), Arc::clone(&delay));
-                tokio::spawn(async move {
-                    // A replica that is down refuses: drop the client too.
-                    if let Ok(server) = TcpStream::connect(target).await {
-                        forward(client, server, cut_rx, delay).await;
+            loop {
+                let Some(listening) = &listener else {
+                    // Closed: wait to be opened, then listen on the same port.
+                    if open_rx.wait_for(|open| *open).await.is_err() {
+                        return;
                     }
-                });
+                    listener = rebind(addr).await;
+                    continue;
+                };
+                tokio::select! {
+                    accepted = listening.accept() => {
+                        let Ok((client, _)) = accepted else { continue };
+                        let (cut_rx, delay) = (cut_rx.clone(), Arc::clone(&delay));
+                        tokio::spawn(async move {
+                            // A replica that is down refuses: drop the client too.
+                            if let Ok(server) = TcpStream::connect(target).await {
+                                forward(client, server, cut_rx, delay).await;
+                            }
+                        });
+                    }
+                    changed = open_rx.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        if !*open_rx.borrow_and_update() {
+                            listener = None;
+                        }
+                    }
+                }
             }
         });
-        Ok(Self { addr, cuts, delay_ms })
+        Ok(Self {
+            addr,
+            cuts,
+            delay_ms,
+            open: opened,
+        })
+    }
+
+    /// Opens or closes the listener (see [`Proxy::open`]).
+    pub(crate) fn set_open(&self, open: bool) {
+        self.open.send_replace(open);
     }
 
     /// `http://addr`.
@@ -57,6 +99,17 @@ impl Proxy {
         self.delay_ms
             .store(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), Ordering::SeqCst);
     }
+}
+
+/// The listener on `addr` again (the port was just released).
+async fn rebind(addr: SocketAddr) -> Option<TcpListener> {
+    for _ in 0..100 {
+        if let Ok(listener) = TcpListener::bind(addr).await {
+            return Some(listener);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
 }
 
 async fn forward(client: TcpStream, server: TcpStream, mut cuts: watch::Receiver<u64>, delay: Arc<AtomicU64>) {

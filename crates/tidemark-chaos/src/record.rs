@@ -2,6 +2,8 @@
 //! and wall-clock times (one host, so all processes share the clock), and
 //! every fault the orchestrator injected.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// Microseconds since the Unix epoch.
@@ -55,4 +57,18 @@ pub(crate) struct Fault {
     pub target: String,
     pub t0: i64,
     pub t1: i64,
+}
+
+/// What a rollout run did (see `rollout.rs`).
+#[derive(Debug, Default, Clone, Serialize)]
+pub(crate) struct RolloutLog {
+    pub(crate) rollouts: u32,
+    pub(crate) rollbacks: u32,
+    /// Milliseconds from a replica's start to its first SERVING, by build.
+    pub(crate) ready_ms: BTreeMap<String, Vec<f64>>,
+    /// Milliseconds from SIGTERM to exit.
+    pub(crate) drain_ms: Vec<f64>,
+    /// Drained replicas that exited other than cleanly, and panics in the
+    /// logs of replicas that are gone.
+    pub(crate) problems: Vec<String>,
 }

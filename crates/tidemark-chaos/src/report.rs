@@ -112,7 +112,7 @@ pub(crate) fn print_primary_changes(outages: &[availability::Outage]) {
 }
 
 /// A rollout run's steps and the workers' errors by code.
-pub(crate) fn print_rollout(log: &crate::rollout::RolloutLog, by_code: &BTreeMap<String, u64>) {
+pub(crate) fn print_rollout(log: &crate::record::RolloutLog, by_code: &BTreeMap<String, u64>) {
     println!("rollouts: {}; rollbacks: {}", log.rollouts, log.rollbacks);
     for (build, times) in &log.ready_ms {
         let mut sorted = times.clone();

@@ -22,7 +22,7 @@ use crate::args::RunArgs;
 use crate::cluster::Database;
 use crate::faults::common_fault;
 use crate::proxy::Proxy;
-use crate::record::{Fault, Record, now_us};
+use crate::record::{Fault, Record, RolloutLog, now_us};
 use crate::replica::Replica;
 
 /// The faults a rollout injects, in turn, one per step.
@@ -62,20 +62,6 @@ impl Builds {
     }
 }
 
-/// What the rollouts did.
-#[derive(Debug, Default, Clone, Serialize)]
-pub(crate) struct RolloutLog {
-    pub(crate) rollouts: u32,
-    pub(crate) rollbacks: u32,
-    /// Milliseconds from a replica's start to its first SERVING, by build.
-    pub(crate) ready_ms: BTreeMap<String, Vec<f64>>,
-    /// Milliseconds from SIGTERM to exit.
-    pub(crate) drain_ms: Vec<f64>,
-    /// Drained replicas that exited other than cleanly, and panics in the
-    /// logs of replicas that are gone.
-    pub(crate) problems: Vec<String>,
-}
-
 /// The rollout run: `rollouts` rollouts, each followed by a rollback, over
 /// `replicas` (slots 0 and 1 run the previous release at the start, slot 2
 /// is empty). Returns the faults injected and what was done.
@@ -91,10 +77,11 @@ pub(crate) async fn run(
     dir: &Path,
 ) -> anyhow::Result<(Vec<Fault>, RolloutLog)> {
     anyhow::ensure!(replicas.len() == 3, "a rollout runs three replica slots");
-    let mut running = vec![Some(Build::Previous), Some(Build::Previous), None];
+    let mut running = [Some(Build::Previous), Some(Build::Previous), None];
     let mut faults = Vec::new();
     let mut log = RolloutLog::default();
     let mut n = seed as usize;
+    let mut contract = args.contract_sql.as_deref();
     // Let the workers get going first.
     tokio::time::sleep(Duration::from_secs(2)).await;
     for round in 1..=args.rollouts {
@@ -113,7 +100,7 @@ pub(crate) async fn run(
                         let slot = step.slot();
                         let launch = (format!("replica-{slot}/{}", label(to)), builds.path(to).to_path_buf());
                         tokio::join!(
-                            step.run(&mut *processes[slot], launch, dir, &mut log),
+                            step.run(&mut *processes[slot], proxies[slot], launch, dir, &mut log),
                             common_fault(kind, n, args, &proxies, database, postgres, workers, dir)
                         )
                     };
@@ -125,6 +112,13 @@ pub(crate) async fn run(
                         t0,
                         t1: resumed.unwrap_or_else(now_us),
                     });
+                    if let (Step::Start(_, Build::Current), Some(sql)) = (step, contract.take()) {
+                        postgres
+                            .private()
+                            .context("--contract-sql needs the private Postgres")?
+                            .sql(sql);
+                        println!("a contract step, as a migration would make it: {sql}");
+                    }
                     running[step.slot()] = match step {
                         Step::Start(_, build) => Some(build),
                         Step::Drain(_) => None,
@@ -172,6 +166,7 @@ impl Step {
     async fn run(
         self,
         process: &mut Option<ServerProcess>,
+        endpoint: &Proxy,
         (label, binary): (String, PathBuf),
         dir: &Path,
         log: &mut RolloutLog,
@@ -187,7 +182,11 @@ impl Step {
                     ServerProcess::start_with_env(&binary, &server_args, &[], &dir, &label_for_start)
                 })
                 .await??;
-                wait_ready(&spawned.url()).await.with_context(|| format!("{label} never became ready"))?;
+                wait_ready(&spawned.url())
+                    .await
+                    .with_context(|| format!("{label} never became ready"))?;
+                // Ready: the Service sends it new connections.
+                endpoint.set_open(true);
                 log.ready_ms
                     .entry(self::label(build).to_owned())
                     .or_default()
@@ -197,6 +196,9 @@ impl Step {
             Step::Drain(slot) => {
                 let mut drained = process.take().with_context(|| format!("slot {slot} is empty"))?;
                 let started = Instant::now();
+                // Terminating: out of the Service's endpoints (new
+                // connections go elsewhere) while it drains.
+                endpoint.set_open(false);
                 drained.signal("TERM");
                 let status = loop {
                     if let Some(status) = drained.exit_status() {
@@ -209,7 +211,8 @@ impl Step {
                 };
                 log.drain_ms.push(started.elapsed().as_secs_f64() * 1000.0);
                 if !status.success() {
-                    log.problems.push(format!("replica {slot} exited {status} after SIGTERM"));
+                    log.problems
+                        .push(format!("replica {slot} exited {status} after SIGTERM"));
                 }
                 let panics = drained.log_lines().iter().filter(|l| l.contains("panicked")).count();
                 if panics > 0 {
@@ -266,9 +269,9 @@ pub(crate) fn worker_errors(records: &[Record], faults: &[Fault]) -> (BTreeMap<S
     let mut by_code: BTreeMap<String, u64> = BTreeMap::new();
     let mut unexpected = Vec::new();
     let cutting = |r: &Record| {
-        faults.iter().any(|f| {
-            f.kind == "cut-connections" && r.t1 >= f.t0 && r.t0 <= f.t1 + 1_000_000
-        })
+        faults
+            .iter()
+            .any(|f| f.kind == "cut-connections" && r.t1 >= f.t0 && r.t0 <= f.t1 + 1_000_000)
     };
     for r in records.iter().filter(|r| !r.ok()) {
         *by_code.entry(format!("{}/{}", r.code, r.reason)).or_default() += 1;
@@ -286,4 +289,50 @@ pub(crate) fn worker_errors(records: &[Record], faults: &[Fault]) -> (BTreeMap<S
         }
     }
     (by_code, unexpected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worker_errors;
+    use crate::record::{Fault, Record};
+
+    fn answer(code: &str, reason: &str, t: i64) -> Record {
+        Record {
+            code: code.into(),
+            reason: reason.into(),
+            t0: t,
+            t1: t + 10,
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn only_retried_unavailable_and_the_lease_protocol_pass() {
+        let cut = Fault {
+            kind: "cut-connections".into(),
+            target: "all".into(),
+            t0: 1_000,
+            t1: 2_000,
+        };
+        let records = [
+            answer("Ok", "", 0),
+            answer("Unavailable", "STORE_UNAVAILABLE", 0),
+            answer("Unavailable", "", 0),
+            answer("FailedPrecondition", "LEASE_HELD", 0),
+            answer("Unknown", "", 1_500),
+        ];
+        let (by_code, unexpected) = worker_errors(&records, std::slice::from_ref(&cut));
+        assert!(unexpected.is_empty(), "{unexpected:?}");
+        assert_eq!(by_code.values().sum::<u64>(), 4);
+        for bad in [
+            answer("Internal", "INTERNAL", 0),
+            answer("FailedPrecondition", "SNAPSHOT_EXPIRED", 0),
+            answer("InvalidArgument", "", 0),
+            // A transport error with no connections being cut.
+            answer("Unknown", "", 10_000_000),
+        ] {
+            let (_, unexpected) = worker_errors(std::slice::from_ref(&bad), std::slice::from_ref(&cut));
+            assert_eq!(unexpected.len(), 1, "{} {} passed", bad.code, bad.reason);
+        }
+    }
 }

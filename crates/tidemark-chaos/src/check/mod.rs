@@ -50,7 +50,7 @@ pub(crate) struct Report {
     /// Each change of the database's primary, as the workers saw it.
     pub primary_changes: Vec<crate::availability::Outage>,
     /// A rollout run's steps (scripts/rollout.sh).
-    pub rollout: Option<crate::rollout::RolloutLog>,
+    pub rollout: Option<crate::record::RolloutLog>,
     /// Answers other than OK the workers saw, by code and reason.
     pub worker_errors: BTreeMap<String, u64>,
 }
