@@ -23,6 +23,7 @@ ensure_faketime
 ensure_promtool
 ensure_pgbouncer
 ensure_chromium
+ensure_haproxy
 
 cargo fmt --all -- --check
 python3 scripts/check-structure.py

@@ -62,7 +62,7 @@ pub(super) async fn consumer(
     // The first thing wrong with the key is named.
     let asked = ConsumerKey::parse(&query.table, &query.branch, &query.id, "")
         .map_err(|violations| violations.into_iter().next().expect("a refused key names a field"));
-    let (viewer, key) = match console.viewing(&headers, asked, |key| &key.table) {
+    let (viewer, key) = match console.viewing(&headers, asked, |key| &key.table).await {
         Ok(viewing) => viewing,
         Err(refused) => return *refused,
     };

@@ -60,7 +60,7 @@ pub(super) async fn fence(
     Query(query): Query<FenceQuery>,
 ) -> Response {
     let asked = super::table_and_branch(&query.table, "table", &query.branch);
-    let (viewer, (table, branch)) = match console.viewing(&headers, asked, |(table, _)| table) {
+    let (viewer, (table, branch)) = match console.viewing(&headers, asked, |(table, _)| table).await {
         Ok(viewing) => viewing,
         Err(refused) => return *refused,
     };

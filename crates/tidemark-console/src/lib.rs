@@ -38,7 +38,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use pages::{Chrome, ErrorPage, SignInPage, error_status};
-use session::{Refusal, Sessions, Viewer};
+use session::{Refusal, Viewer};
 use shared::SharedReads;
 use tidemark_service::auth::SharedAuth;
 
@@ -98,7 +98,6 @@ pub(crate) struct Console {
     app: App,
     auth: SharedAuth,
     errors: ErrorAnswer,
-    sessions: Sessions,
     refresh: Duration,
     /// The tables page's read, by the viewer's scope, shared for one
     /// refresh interval.
@@ -109,21 +108,23 @@ pub(crate) struct Console {
 
 impl Console {
     /// The caller, or the answer that turns it away (boxed: it is large).
-    fn viewer(&self, headers: &HeaderMap) -> Result<Viewer, Box<Response>> {
-        session::identify(&self.auth, &self.sessions, headers).map_err(|refusal| Box::new(refused(refusal, headers)))
+    async fn viewer(&self, headers: &HeaderMap) -> Result<Viewer, Box<Response>> {
+        session::identify(&self.auth, &self.app, headers)
+            .await
+            .map_err(|refusal| Box::new(refused(refusal, headers)))
     }
 
     /// The caller and what its page is about (`asked`, read from the
     /// query), when the caller may see `table_of` it; otherwise the answer
     /// that turns it away: a sign-in, a bad request naming the field, or
     /// "not in your scope".
-    fn viewing<T>(
+    async fn viewing<T>(
         &self,
         headers: &HeaderMap,
         asked: Result<T, FieldViolation>,
         table_of: impl Fn(&T) -> &TableName,
     ) -> Result<(Viewer, T), Box<Response>> {
-        let viewer = self.viewer(headers)?;
+        let viewer = self.viewer(headers).await?;
         let subject = asked.map_err(|e| Box::new(self.bad_request(&viewer, &e.field, &e.description)))?;
         if !viewer.sees(table_of(&subject)) {
             return Err(Box::new(self.not_in_scope(&viewer, table_of(&subject).as_str())));
@@ -210,6 +211,12 @@ fn refused(refusal: Refusal, headers: &HeaderMap) -> Response {
             }
             response
         }
+        Refusal::Unavailable(message) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "5")],
+            format!("The console cannot read your session: {message}."),
+        )
+            .into_response(),
         Refusal::Unknown => (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
@@ -240,7 +247,7 @@ fn clear_cookie() -> HeaderValue {
 }
 
 async fn signin_form(State(console): State<Console>, headers: HeaderMap) -> Response {
-    if console.viewer(&headers).is_ok() {
+    if console.viewer(&headers).await.is_ok() {
         return Redirect::to("/").into_response();
     }
     signin_page(StatusCode::OK, String::new())
@@ -292,7 +299,7 @@ async fn signin(State(console): State<Console>, headers: HeaderMap, Form(form): 
     if let Err(refusal) = session::allowed(&grant) {
         return refused(refusal, &headers);
     }
-    let id = match console.sessions.open(token) {
+    let id = match session::open(&console.app, token, &grant.principal).await {
         Ok(id) => id,
         Err(e) => return signin_page(StatusCode::INTERNAL_SERVER_ERROR, e),
     };
@@ -310,8 +317,14 @@ async fn signin(State(console): State<Console>, headers: HeaderMap, Form(form): 
 }
 
 async fn signout(State(console): State<Console>, headers: HeaderMap) -> Response {
-    if let Some(id) = session::session_id(&headers) {
-        console.sessions.close(&id);
+    if let Some(id) = session::session_id(&headers)
+        && let Err(e) = session::close(&console.app, &id).await
+    {
+        // Not signed out: say so rather than pretend (the cookie stays).
+        return signin_page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("You are still signed in: {e}."),
+        );
     }
     let mut response = Redirect::to("/signin").into_response();
     response.headers_mut().insert(header::SET_COOKIE, clear_cookie());
@@ -373,7 +386,6 @@ pub fn router(app: App, auth: SharedAuth, settings: &ConsoleSettings, errors: Er
         app,
         auth,
         errors,
-        sessions: Sessions::default(),
         refresh: settings.refresh,
         overviews: Arc::new(SharedReads::new(settings.refresh)),
         table_pages: Arc::new(SharedReads::new(settings.refresh)),

@@ -50,7 +50,7 @@ struct TableRow {
 }
 
 pub(super) async fn tables(State(console): State<Console>, headers: HeaderMap) -> Response {
-    let viewer = match console.viewer(&headers) {
+    let viewer = match console.viewer(&headers).await {
         Ok(v) => v,
         Err(refused) => return *refused,
     };
@@ -248,7 +248,7 @@ pub(super) async fn table(
     Query(query): Query<TableQuery>,
 ) -> Response {
     let asked = super::table_and_branch(&query.name, "name", &query.branch);
-    let (viewer, (table, branch)) = match console.viewing(&headers, asked, |(table, _)| table) {
+    let (viewer, (table, branch)) = match console.viewing(&headers, asked, |(table, _)| table).await {
         Ok(viewing) => viewing,
         Err(refused) => return *refused,
     };

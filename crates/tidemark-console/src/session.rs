@@ -1,28 +1,31 @@
 //! Who is looking at the console: a bearer token on each request
-//! (scripts), or a token posted once to the sign-in form and kept here,
-//! server-side, behind a random session id in a cookie.
+//! (scripts), or a token posted once to the sign-in form, behind a random
+//! session id in a cookie.
 //!
-//! The kept token is authenticated again on every request against the
-//! credentials in force, so a reload that removes it (or takes away its
-//! viewer role) ends its sessions at the next page or refresh.
+//! Sessions live in the database (`console_sessions`), so every replica
+//! honours them, a restart keeps them, and sign-out on one replica ends
+//! them on all: each request reads its session's row. Neither the id nor
+//! the token is kept: the row holds the SHA-256 of each, and the token's
+//! hash is authenticated again on every request against the credentials
+//! in force on the replica answering, so a reload that removes the token
+//! (or its viewer role) ends its sessions there at once (and deletes the
+//! row, ending them everywhere). Why not signed cookies: a cookie that
+//! carries its own validity still needs a server-side record to be signed
+//! out, and a signing key to distribute and rotate; the row is both.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http::HeaderMap;
 use tidemark_core::{TableName, TableScope};
-
-use tidemark_service::auth::{Grant, Role, SharedAuth, hex};
+use tidemark_service::App;
+use tidemark_service::auth::{Grant, Role, SharedAuth, hash_token, hex};
+use tidemark_service::store::{NewSession, StoreError};
 
 /// The session cookie's name.
 pub(super) const COOKIE: &str = "tidemark_console";
 
 /// How long a session lasts after sign-in.
 pub(super) const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
-
-/// Most sessions kept at once; signing in beyond it drops the oldest.
-const MAX_SESSIONS: usize = 10_000;
 
 /// The roles that may use the console: every page reads through the
 /// read-only Admin calls and Retention, which viewers and operators may make.
@@ -54,64 +57,42 @@ pub(super) enum Refusal {
     Unknown,
     /// A known credential without a console role.
     Forbidden { principal: String, roles: String },
+    /// The session could not be read (the database is down): try again.
+    Unavailable(String),
 }
 
-#[derive(Debug)]
-struct Session {
-    token: String,
-    expires: Instant,
-    created: Instant,
+/// A new session for `token` (already authenticated as `principal`), kept
+/// by the database; its id goes in the cookie.
+pub(super) async fn open(app: &App, token: &str, principal: &str) -> Result<String, String> {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| format!("no randomness available: {e}"))?;
+    let id = hex(&secret);
+    let session = NewSession {
+        id_sha256: &hash_token(&id),
+        token_sha256: &hash_token(token),
+        principal,
+        ttl: SESSION_TTL,
+    };
+    app.open_console_session(&session)
+        .await
+        .map_err(|e| format!("the session could not be kept ({})", unavailable(&e)))?;
+    Ok(id)
 }
 
-/// The signed-in sessions of one replica.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Sessions(Arc<Mutex<HashMap<String, Session>>>);
+/// Ends a session, on every replica.
+pub(super) async fn close(app: &App, id: &str) -> Result<(), String> {
+    app.close_console_session(&hash_token(id))
+        .await
+        .map(|_| ())
+        .map_err(|e| unavailable(&e))
+}
 
-impl Sessions {
-    /// A new session for `token`; its id goes in the cookie.
-    pub(super) fn open(&self, token: &str) -> Result<String, String> {
-        let mut secret = [0u8; 32];
-        getrandom::fill(&mut secret).map_err(|e| format!("no randomness available: {e}"))?;
-        let id = hex(&secret);
-        let now = Instant::now();
-        let mut sessions = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        sessions.retain(|_, s| s.expires > now);
-        if sessions.len() >= MAX_SESSIONS
-            && let Some(oldest) = sessions.iter().min_by_key(|(_, s)| s.created).map(|(k, _)| k.clone())
-        {
-            sessions.remove(&oldest);
-        }
-        sessions.insert(
-            id.clone(),
-            Session {
-                token: token.to_owned(),
-                expires: now + SESSION_TTL,
-                created: now,
-            },
-        );
-        Ok(id)
-    }
-
-    /// Ends a session.
-    pub(super) fn close(&self, id: &str) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
-    }
-
-    fn token(&self, id: &str) -> Option<String> {
-        let mut sessions = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        match sessions.get(id) {
-            Some(s) if s.expires > Instant::now() => Some(s.token.clone()),
-            Some(_) => {
-                sessions.remove(id);
-                None
-            }
-            None => None,
-        }
-    }
-
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+/// What a failed session read says to the browser (never SQL text).
+fn unavailable(error: &StoreError) -> String {
+    if error.concerns_the_database() {
+        "the database is unavailable; try again shortly".to_owned()
+    } else {
+        "the session store failed".to_owned()
     }
 }
 
@@ -142,7 +123,7 @@ pub(super) fn allowed(grant: &Grant) -> Result<(), Refusal> {
 
 /// The caller of a request: open (no credentials configured), a bearer
 /// token, or a session.
-pub(super) fn identify(auth: &SharedAuth, sessions: &Sessions, headers: &HeaderMap) -> Result<Viewer, Refusal> {
+pub(super) async fn identify(auth: &SharedAuth, app: &App, headers: &HeaderMap) -> Result<Viewer, Refusal> {
     let config = auth.current();
     if !config.is_enabled() {
         return Ok(Viewer {
@@ -166,15 +147,23 @@ pub(super) fn identify(auth: &SharedAuth, sessions: &Sessions, headers: &HeaderM
         });
     }
     let id = session_id(headers).ok_or(Refusal::SignIn)?;
-    let token = sessions.token(&id).ok_or(Refusal::SignIn)?;
+    let id_sha256 = hash_token(&id);
+    let token_sha256 = app
+        .console_session(&id_sha256)
+        .await
+        .map_err(|e| Refusal::Unavailable(unavailable(&e)))?
+        .ok_or(Refusal::SignIn)?;
     // Authenticated again each time: a reload that removed the token (or
-    // its role) ends the session here.
-    let Some(grant) = config.authenticate_token(&token) else {
-        sessions.close(&id);
-        return Err(Refusal::SignIn);
+    // its role) ends the session here, and by its row everywhere.
+    let grant = match config.authenticate_hash(&token_sha256) {
+        Some(grant) => grant,
+        None => {
+            let _ = app.close_console_session(&id_sha256).await;
+            return Err(Refusal::SignIn);
+        }
     };
     if let Err(refused) = allowed(&grant) {
-        sessions.close(&id);
+        let _ = app.close_console_session(&id_sha256).await;
         return Err(refused);
     }
     Ok(Viewer {
@@ -186,8 +175,12 @@ pub(super) fn identify(auth: &SharedAuth, sessions: &Sessions, headers: &HeaderM
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
-    use tidemark_service::auth::{AuthConfig, hash_token};
+    use tidemark_service::auth::AuthConfig;
+    use tidemark_service::store::Store;
+    use tidemark_store::{Backend, SqliteBackend, SystemClock};
 
     fn auth(tokens: &[(&str, &str, &str)]) -> SharedAuth {
         let text: String = tokens
@@ -202,55 +195,104 @@ mod tests {
         SharedAuth::new(AuthConfig::parse(&text, "test").unwrap())
     }
 
+    /// Two replicas' applications over one SQLite file.
+    async fn apps(dir: &std::path::Path) -> (App, App) {
+        let url = format!("sqlite://{}", dir.join("t.db").display());
+        let mut apps = Vec::new();
+        for _ in 0..2 {
+            let backend = SqliteBackend::open(&url, Arc::new(SystemClock)).await.unwrap();
+            backend.migrate().await.unwrap();
+            apps.push(App::new(Store::new(Arc::new(backend), Default::default())));
+        }
+        let other = apps.pop().unwrap();
+        (apps.pop().unwrap(), other)
+    }
+
     fn cookie(id: &str) -> HeaderMap {
         let mut h = HeaderMap::new();
         h.insert(http::header::COOKIE, format!("a=b; {COOKIE}={id}").parse().unwrap());
         h
     }
 
-    #[test]
-    fn sessions_follow_the_credentials_in_force() {
+    #[tokio::test]
+    async fn sessions_follow_the_credentials_in_force_on_every_replica() {
+        let dir = tempfile::tempdir().unwrap();
+        let (one, other) = apps(dir.path()).await;
         let shared = auth(&[("ops", "tdm_v", "viewer")]);
-        let sessions = Sessions::default();
-        let id = sessions.open("tdm_v").unwrap();
-        let viewer = identify(&shared, &sessions, &cookie(&id)).unwrap();
+        let id = open(&one, "tdm_v", "ops").await.unwrap();
+        // Another replica honours it.
+        let viewer = identify(&shared, &other, &cookie(&id)).await.unwrap();
         assert_eq!(viewer.principal, "ops");
+        assert!(viewer.session);
         assert!(viewer.sees(&TableName::parse("db.a", "t").unwrap()));
         assert!(!viewer.sees(&TableName::parse("other.a", "t").unwrap()));
-        // A reload without the token ends the session.
-        shared.replace(auth(&[("x", "tdm_x", "viewer")]).current().as_ref().clone());
-        assert_eq!(identify(&shared, &sessions, &cookie(&id)).unwrap_err(), Refusal::SignIn);
-        assert_eq!(sessions.len(), 0);
+        // A reload without the token ends the session, on both.
+        let reloaded = auth(&[("x", "tdm_x", "viewer")]);
         assert_eq!(
-            identify(&shared, &sessions, &cookie("nope")).unwrap_err(),
+            identify(&reloaded, &other, &cookie(&id)).await.unwrap_err(),
             Refusal::SignIn
         );
         assert_eq!(
-            identify(&shared, &sessions, &HeaderMap::new()).unwrap_err(),
+            identify(&shared, &one, &cookie(&id)).await.unwrap_err(),
+            Refusal::SignIn
+        );
+        for headers in [cookie("nope"), HeaderMap::new()] {
+            assert_eq!(identify(&shared, &one, &headers).await.unwrap_err(), Refusal::SignIn);
+        }
+    }
+
+    #[tokio::test]
+    async fn sign_out_on_one_replica_ends_the_session_on_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let (one, other) = apps(dir.path()).await;
+        let shared = auth(&[("ops", "tdm_v", "viewer")]);
+        let id = open(&one, "tdm_v", "ops").await.unwrap();
+        assert!(identify(&shared, &one, &cookie(&id)).await.is_ok());
+        close(&other, &id).await.unwrap();
+        assert_eq!(
+            identify(&shared, &one, &cookie(&id)).await.unwrap_err(),
             Refusal::SignIn
         );
     }
 
-    #[test]
-    fn workers_and_unknown_bearers_are_refused() {
+    #[tokio::test]
+    async fn neither_the_session_id_nor_the_token_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (one, _) = apps(dir.path()).await;
+        let id = open(&one, "tdm_secret_token_value", "ops").await.unwrap();
+        one.close_console_session(&[0u8; 32]).await.unwrap();
+        let bytes = std::fs::read(dir.path().join("t.db")).unwrap();
+        let wal = std::fs::read(dir.path().join("t.db-wal")).unwrap_or_default();
+        for file in [&bytes, &wal] {
+            for secret in [id.as_bytes(), b"tdm_secret_token_value".as_slice()] {
+                assert!(!file.windows(secret.len()).any(|w| w == secret), "a secret is at rest");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn workers_and_unknown_bearers_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (one, _) = apps(dir.path()).await;
         let shared = auth(&[("etl", "tdm_w", "worker"), ("ops", "tdm_v", "viewer")]);
-        let sessions = Sessions::default();
         let mut h = HeaderMap::new();
         h.insert(http::header::AUTHORIZATION, "Bearer tdm_w".parse().unwrap());
         assert!(matches!(
-            identify(&shared, &sessions, &h),
+            identify(&shared, &one, &h).await,
             Err(Refusal::Forbidden { .. })
         ));
         h.insert(http::header::AUTHORIZATION, "Bearer tdm_nope".parse().unwrap());
-        assert_eq!(identify(&shared, &sessions, &h).unwrap_err(), Refusal::Unknown);
+        assert_eq!(identify(&shared, &one, &h).await.unwrap_err(), Refusal::Unknown);
         h.insert(http::header::AUTHORIZATION, "Bearer tdm_v".parse().unwrap());
-        assert_eq!(identify(&shared, &sessions, &h).unwrap().principal, "ops");
+        assert_eq!(identify(&shared, &one, &h).await.unwrap().principal, "ops");
     }
 
-    #[test]
-    fn without_credentials_the_console_is_open() {
+    #[tokio::test]
+    async fn without_credentials_the_console_is_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let (one, _) = apps(dir.path()).await;
         let shared = SharedAuth::new(AuthConfig::default());
-        let viewer = identify(&shared, &Sessions::default(), &HeaderMap::new()).unwrap();
+        let viewer = identify(&shared, &one, &HeaderMap::new()).await.unwrap();
         assert_eq!(viewer.principal, "anonymous");
         assert!(viewer.scope.is_all());
     }

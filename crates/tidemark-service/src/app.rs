@@ -79,6 +79,23 @@ impl App {
         crate::tables::registration(&self.store, table).await
     }
 
+    /// Keeps a console session, by the hashes of its id and token (see
+    /// `tidemark_store::SessionStore`).
+    pub async fn open_console_session(&self, session: &tidemark_store::NewSession<'_>) -> Result<(), StoreError> {
+        self.store.open_console_session(session).await
+    }
+
+    /// The token hash of the live console session whose id hashes to
+    /// `id_sha256`.
+    pub async fn console_session(&self, id_sha256: &[u8; 32]) -> Result<Option<[u8; 32]>, StoreError> {
+        self.store.console_session(id_sha256).await
+    }
+
+    /// Ends a console session, on every replica at once.
+    pub async fn close_console_session(&self, id_sha256: &[u8; 32]) -> Result<bool, StoreError> {
+        self.store.close_console_session(id_sha256).await
+    }
+
     /// The registered tables.
     pub fn tables(&self) -> &Arc<Tables> {
         &self.tables

@@ -271,10 +271,15 @@ impl AuthConfig {
     /// The grant of a presented token. Every configured hash is compared, in
     /// constant time, whichever matches.
     pub fn authenticate_token(&self, token: &str) -> Option<Arc<Grant>> {
-        let presented = hash_token(token);
+        self.authenticate_hash(&hash_token(token))
+    }
+
+    /// The grant of a token known only by its SHA-256 (a console session
+    /// keeps no token), compared as a presented token's.
+    pub fn authenticate_hash(&self, presented: &[u8; 32]) -> Option<Arc<Grant>> {
         let mut found = None;
         for (hash, grant) in &self.tokens {
-            if bool::from(hash.ct_eq(&presented)) {
+            if bool::from(hash.ct_eq(presented)) {
                 found = Some(Arc::clone(grant));
             }
         }

@@ -44,8 +44,9 @@ pub use workers::RecoveryDone;
 pub mod store {
     pub use tidemark_store::{
         BulkChange, CallContext, ConsumerView, Expired, Explanation, FenceReport, HistoryFilter, HistoryRecord, Holder,
-        HolderKind, ImportReport, KeyFilter, MAX_BATCH, MAX_PAGE, MirrorState, OptionsChange, Planned, RegisteredTable,
-        Store, StoreError, StoredOptions, UnavailableSignal, audit, group_commit_metrics, group_read_metrics,
+        HolderKind, ImportReport, KeyFilter, MAX_BATCH, MAX_PAGE, MirrorState, NewSession, OptionsChange, Planned,
+        RegisteredTable, Store, StoreError, StoredOptions, UnavailableSignal, audit, group_commit_metrics,
+        group_read_metrics,
     };
 }
 

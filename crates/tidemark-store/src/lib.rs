@@ -22,6 +22,7 @@ pub mod postgres;
 #[cfg(test)]
 mod rendered_sql;
 mod row;
+mod sessions;
 mod sql_template;
 pub mod sqlite;
 mod stamp;
@@ -51,6 +52,7 @@ pub use paimon::PaimonRegistry;
 pub use postgres::group_commit::{GroupCommitStats, metric_names as group_commit_metrics};
 pub use postgres::group_read::{GroupReadStats, metric_names as group_read_metrics};
 pub use postgres::{DbPooler, MIGRATIONS_NEED_A_SESSION, PostgresBackend, PostgresOptions};
+pub use sessions::{MAX_CONSOLE_SESSIONS, NewSession, SessionStore};
 pub use sqlite::SqliteBackend;
 pub use stats::{BranchOverview, BranchStats, ConsumerLagRow, FleetStats, PoolStats, StatsStore};
 pub use store::{Store, UnavailableSignal};

@@ -118,6 +118,30 @@ impl Store {
             .await
     }
 
+    /// Keeps a console session (see [`crate::SessionStore`]).
+    pub async fn open_console_session(&self, session: &crate::NewSession<'_>) -> Result<(), StoreError> {
+        self.backend
+            .open_session(session)
+            .instrument(self.statement("open console session"))
+            .await
+    }
+
+    /// The token hash of a live console session.
+    pub async fn console_session(&self, id_sha256: &[u8; 32]) -> Result<Option<[u8; 32]>, StoreError> {
+        self.backend
+            .session_token(id_sha256)
+            .instrument(self.statement("console session"))
+            .await
+    }
+
+    /// Ends a console session; whether one was there.
+    pub async fn close_console_session(&self, id_sha256: &[u8; 32]) -> Result<bool, StoreError> {
+        self.backend
+            .close_session(id_sha256)
+            .instrument(self.statement("close console session"))
+            .await
+    }
+
     /// Per branch, the console's tables page's figures in one statement
     /// (see [`crate::StatsStore::branch_overview`]).
     pub async fn branch_overview(

@@ -16,6 +16,7 @@ remembered_conformance_suite!(Kind::Postgres);
 model_conformance_suite!(Kind::Postgres);
 seams_conformance_suite!(Kind::Postgres);
 mirror_conformance_suite!(Kind::Postgres);
+sessions_conformance_suite!(Kind::Postgres);
 
 /// Deadlines are stamped with the database clock: a lease granted now ends
 /// `ttl` after Postgres' `now()`.

@@ -16,6 +16,7 @@ remembered_conformance_suite!(Kind::Sqlite);
 model_conformance_suite!(Kind::Sqlite);
 seams_conformance_suite!(Kind::Sqlite);
 mirror_conformance_suite!(Kind::Sqlite);
+sessions_conformance_suite!(Kind::Sqlite);
 
 /// A store on a fresh SQLite file with a manual clock (and the file's URL).
 async fn manual_clock_store(dir: &std::path::Path) -> (String, ManualClock, Store) {

@@ -252,7 +252,14 @@ pub struct PruneRun {
 /// the row, the grant and the history in one transaction.
 #[async_trait]
 pub trait Backend:
-    KeyStore + HistoryStore + OptionsStore + PaimonStore + StateStore + crate::StatsStore + std::fmt::Debug
+    KeyStore
+    + HistoryStore
+    + OptionsStore
+    + PaimonStore
+    + StateStore
+    + crate::StatsStore
+    + crate::SessionStore
+    + std::fmt::Debug
 {
     /// Short name for logs ("postgres", "sqlite").
     fn name(&self) -> &'static str;

@@ -22,6 +22,7 @@ mod paimon;
 mod probe;
 #[cfg(test)]
 mod rendered_sql;
+mod sessions;
 mod stats;
 mod update;
 

@@ -15,6 +15,7 @@ mod options;
 mod paimon;
 #[cfg(test)]
 mod rendered_sql;
+mod sessions;
 mod stats;
 
 use std::fs::File;

@@ -9,6 +9,7 @@ pub(crate) mod mirror;
 pub(crate) mod model;
 pub(crate) mod remembered;
 pub(crate) mod seams;
+pub(crate) mod sessions;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -87,6 +87,19 @@ impl Backend for Counting {
 }
 
 #[async_trait]
+impl tidemark_store::SessionStore for Counting {
+    async fn open_session(&self, session: &tidemark_store::NewSession<'_>) -> Result<(), StoreError> {
+        self.inner.open_session(session).await
+    }
+    async fn session_token(&self, id_sha256: &[u8; 32]) -> Result<Option<[u8; 32]>, StoreError> {
+        self.inner.session_token(id_sha256).await
+    }
+    async fn close_session(&self, id_sha256: &[u8; 32]) -> Result<bool, StoreError> {
+        self.inner.close_session(id_sha256).await
+    }
+}
+
+#[async_trait]
 impl tidemark_store::StatsStore for Counting {
     async fn claim_collector(&self) -> Result<bool, StoreError> {
         self.inner.claim_collector().await
