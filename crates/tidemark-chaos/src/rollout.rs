@@ -263,22 +263,27 @@ async fn wait_ready(url: &str) -> anyhow::Result<()> {
 /// The answers workers saw other than OK, by code and reason; and those a
 /// rollout may not cause: anything but UNAVAILABLE (retried), the lease
 /// protocol's own refusals (another worker holds the lease, or took it
-/// over), and a cut connection's transport error while connections were
-/// being cut.
+/// over), and a transport error while connections were being cut or the
+/// worker itself was paused.
 pub(crate) fn worker_errors(records: &[Record], faults: &[Fault]) -> (BTreeMap<String, u64>, Vec<String>) {
     let mut by_code: BTreeMap<String, u64> = BTreeMap::new();
     let mut unexpected = Vec::new();
-    let cutting = |r: &Record| {
-        faults
-            .iter()
-            .any(|f| f.kind == "cut-connections" && r.t1 >= f.t0 && r.t0 <= f.t1 + 1_000_000)
+    // A transport error (no status from any server) is explained by
+    // connections being cut, or by this worker's own pause (its call's
+    // client-side timeout fires as it resumes).
+    let explained = |r: &Record| {
+        let own_pause = format!("w{}", r.worker);
+        faults.iter().any(|f| {
+            let overlaps = r.t1 >= f.t0 && r.t0 <= f.t1 + 1_000_000;
+            overlaps && (f.kind == "cut-connections" || (f.kind == "pause-worker" && f.target == own_pause))
+        })
     };
     for r in records.iter().filter(|r| !r.ok()) {
         *by_code.entry(format!("{}/{}", r.code, r.reason)).or_default() += 1;
         let allowed = match (r.code.as_str(), r.reason.as_str()) {
             ("Unavailable", _) => true,
             ("FailedPrecondition", "LEASE_HELD" | "LEASE_NOT_HELD") => true,
-            ("Unknown" | "Cancelled", "") => cutting(r),
+            ("Unknown" | "Cancelled", "") => explained(r),
             _ => false,
         };
         if !allowed {
@@ -324,6 +329,24 @@ mod tests {
         let (by_code, unexpected) = worker_errors(&records, std::slice::from_ref(&cut));
         assert!(unexpected.is_empty(), "{unexpected:?}");
         assert_eq!(by_code.values().sum::<u64>(), 4);
+        let pause = Fault {
+            kind: "pause-worker".into(),
+            target: "w0".into(),
+            t0: 5_000_000,
+            t1: 6_000_000,
+        };
+        let mut resumed = answer("Cancelled", "", 5_900_000);
+        assert!(
+            worker_errors(std::slice::from_ref(&resumed), std::slice::from_ref(&pause))
+                .1
+                .is_empty()
+        );
+        resumed.worker = 1;
+        assert_eq!(
+            worker_errors(&[resumed], &[pause]).1.len(),
+            1,
+            "another worker's pause explains nothing"
+        );
         for bad in [
             answer("Internal", "INTERNAL", 0),
             answer("FailedPrecondition", "SNAPSHOT_EXPIRED", 0),

@@ -44,24 +44,51 @@ async fn acquire_works(url: String) {
     assert!(granted.into_inner().lease.is_some());
 }
 
+/// Migrates `url` with this binary, then leaves the schema as a later
+/// release's migration would: `change` applied and the migration recorded
+/// in `_sqlx_migrations` (as its migrator records it). Returns this
+/// binary's newest migration.
+async fn as_a_later_release_left_it(url: &str, change: &str) -> i64 {
+    let first = migrate(url, &[]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let sqlite = url.starts_with("sqlite:");
+    let (success, checksum) = if sqlite { ("1", "x'00'") } else { ("true", "'\\x00'") };
+    let record = format!(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+         VALUES ({LATER_VERSION}, 'a later release', {success}, {checksum}, 1)"
+    );
+    let newest = "SELECT max(version) FROM _sqlx_migrations";
+    if sqlite {
+        let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+        let own: i64 = sqlx::query_scalar(newest).fetch_one(&pool).await.unwrap();
+        for sql in [change, &record] {
+            sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        pool.close().await;
+        own
+    } else {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        let own: i64 = sqlx::query_scalar(newest).fetch_one(&pool).await.unwrap();
+        for sql in [change, &record] {
+            sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        pool.close().await;
+        own
+    }
+}
+
 #[tokio::test]
 async fn an_older_binary_migrates_and_serves_on_a_newer_expand_only_schema_postgres() {
     let Some(db) = FreshDatabase::create().await else {
         return;
     };
-    let first = migrate(&db.url, &[]);
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
-    for sql in [
-        "CREATE TABLE later_release_feature (id bigint PRIMARY KEY)".to_owned(),
-        format!(
-            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
-             VALUES ({LATER_VERSION}, 'a later release', true, '\\x00', 1)"
-        ),
-    ] {
-        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap();
-    }
-    pool.close().await;
+    as_a_later_release_left_it(&db.url, "CREATE TABLE later_release_feature (id bigint PRIMARY KEY)").await;
     let again = migrate(&db.url, &[]);
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
     let dir = tempfile::tempdir().unwrap();
@@ -75,19 +102,7 @@ async fn an_older_binary_migrates_and_serves_on_a_newer_expand_only_schema_postg
 async fn an_older_binary_migrates_and_serves_on_a_newer_expand_only_schema_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let first = migrate(&url, &[]);
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    for sql in [
-        "CREATE TABLE later_release_feature (id INTEGER PRIMARY KEY)".to_owned(),
-        format!(
-            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
-             VALUES ({LATER_VERSION}, 'a later release', 1, x'00', 1)"
-        ),
-    ] {
-        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap();
-    }
-    pool.close().await;
+    as_a_later_release_left_it(&url, "CREATE TABLE later_release_feature (id INTEGER PRIMARY KEY)").await;
     let again = migrate(&url, &[]);
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
     let served = Served::start(&["--database-url", &url], dir.path());
@@ -203,23 +218,8 @@ async fn a_binary_refuses_a_schema_a_later_contract_step_moved_beyond_it_postgre
     let Some(db) = FreshDatabase::create().await else {
         return;
     };
-    let first = migrate(&db.url, &[]);
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
-    let own: i64 = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    for sql in [
-        format!("INSERT INTO tidemark_schema_rule VALUES ({LATER_VERSION}, {LATER_VERSION})"),
-        format!(
-            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
-             VALUES ({LATER_VERSION}, 'a later contract step', true, '\\x00', 1)"
-        ),
-    ] {
-        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap();
-    }
-    pool.close().await;
+    let contract = format!("INSERT INTO tidemark_schema_rule VALUES ({LATER_VERSION}, {LATER_VERSION})");
+    let own = as_a_later_release_left_it(&db.url, &contract).await;
     refuses_a_schema_beyond_it(&db.url, &format!("postgres migration {own:04}"));
     db.drop_now().await;
 }
@@ -228,22 +228,7 @@ async fn a_binary_refuses_a_schema_a_later_contract_step_moved_beyond_it_postgre
 async fn a_binary_refuses_a_schema_a_later_contract_step_moved_beyond_it_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let first = migrate(&url, &[]);
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
-    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
-    let own: i64 = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    for sql in [
-        format!("INSERT INTO tidemark_schema_rule VALUES ({LATER_VERSION}, {LATER_VERSION})"),
-        format!(
-            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
-             VALUES ({LATER_VERSION}, 'a later contract step', 1, x'00', 1)"
-        ),
-    ] {
-        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap();
-    }
-    pool.close().await;
+    let contract = format!("INSERT INTO tidemark_schema_rule VALUES ({LATER_VERSION}, {LATER_VERSION})");
+    let own = as_a_later_release_left_it(&url, &contract).await;
     refuses_a_schema_beyond_it(&url, &format!("sqlite migration {own:04}"));
 }

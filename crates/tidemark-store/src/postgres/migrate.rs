@@ -66,13 +66,20 @@ impl PostgresBackend {
 /// The schema's level under the migration rule (see
 /// [`crate::Backend::schema_level`]).
 pub(super) async fn schema_level(db: &super::db::Db) -> Result<Option<SchemaLevel>, StoreError> {
+    // Once, at start: not bound by --db-statement-timeout (a migration is
+    // not either, and a tiny one must not make the replica refuse to start).
+    let mut tx = db.begin().await?;
+    sqlx::query("SET LOCAL statement_timeout = 0")
+        .execute(db.on(&mut tx))
+        .await?;
     let level: (Option<i64>, Option<i64>) = sqlx::query_as(
         "SELECT (SELECT max(version) FROM _sqlx_migrations WHERE success), \
                 CASE WHEN to_regclass('tidemark_schema_rule') IS NOT NULL \
                      THEN (SELECT max(oldest_compatible) FROM tidemark_schema_rule) END",
     )
-    .fetch_one(db)
+    .fetch_one(db.on(&mut tx))
     .await?;
+    tx.commit().await?;
     Ok(match level {
         (Some(schema), Some(needs)) => Some(SchemaLevel { schema, needs }),
         _ => None,
