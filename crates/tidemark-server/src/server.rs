@@ -338,7 +338,11 @@ fn flatten(result: Result<Result<(), tonic::transport::Error>, tokio::task::Join
 /// their streams end with OK, and a `Check` answers NOT_FOUND.
 async fn end_health_watches(reporter: &HealthReporter) {
     let mut reporter = reporter.clone();
-    for service in ["", READINESS_SERVICE, <CoordinatorServer<CoordinatorService> as tonic::server::NamedService>::NAME] {
+    for service in [
+        "",
+        READINESS_SERVICE,
+        <CoordinatorServer<CoordinatorService> as tonic::server::NamedService>::NAME,
+    ] {
         reporter.clear_service_status(service).await;
     }
 }

@@ -496,6 +496,103 @@ async fn the_fleet_gauges_come_back_after_a_failover_leaves_connections_half_ope
     db.drop_now().await;
 }
 
+/// A failover leaves the pooled connections half-open. A statement sent
+/// for several callers (group read, group commit) on one never answered,
+/// held its slot for good, and every call queued behind it: a replica
+/// answered nothing but DEADLINE_EXCEEDED for over a minute (2 runs of 4
+/// before the fix; CI once saw a new AcquireLease fail for over 30 s). Now
+/// readiness, finding the database silent, gives those statements up and
+/// has the pool close the older connections instead of reusing them: a
+/// new call succeeds within about a second (one UNAVAILABLE, retried).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_calls_reach_the_database_soon_after_a_failover_leaves_the_pool_half_open() {
+    let db = FreshDatabase::create()
+        .await
+        .expect("Postgres (scripts/test.sh starts one)");
+    let (through_proxy, proxy) = through_faulty_proxy(&db);
+    let dir = tempfile::tempdir().unwrap();
+    let args: Vec<String> = [
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "off",
+        "--database-url",
+        &through_proxy,
+        "--db-max-connections",
+        "8",
+        "--db-acquire-timeout",
+        "2s",
+        "--request-timeout",
+        "3s",
+        "--readiness-interval",
+        "200ms",
+        "--db-group-commit",
+        "0",
+        "--sweep-interval",
+        "0s",
+    ]
+    .iter()
+    .map(|a| (*a).to_owned())
+    .collect();
+    let server = ServerProcess::start(Path::new(BIN), &args, dir.path(), "tidemark").unwrap();
+    let client = coordinator(&server.url(), Duration::from_secs(10));
+    // Every pooled connection used at once, so all eight are idle in the
+    // pool when the failover comes.
+    for round in 0..3 {
+        let calls: Vec<_> = (0..16)
+            .map(|i| {
+                let mut client = client.clone();
+                tokio::spawn(async move { acquire(&mut client, &format!("warm-{round}-{i}"), "w").await })
+            })
+            .collect();
+        for call in calls {
+            call.await.unwrap();
+        }
+    }
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let serving: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tidemark' AND datname = current_database()",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    assert!(serving >= 4, "only {serving} connections were open before the failover");
+    proxy.fail_over();
+    let started = Instant::now();
+    let mut failures = Vec::new();
+    let recovered = loop {
+        let mut client = coordinator(&server.url(), Duration::from_secs(5));
+        let answer = client
+            .acquire_lease(tidemark_proto::v1::AcquireLeaseRequest {
+                consumer: Some(tidemark_testkit::load::key(&format!("after-{}", failures.len()))),
+                holder: "q".into(),
+                ttl: None,
+            })
+            .await;
+        match answer {
+            Ok(_) => break started.elapsed(),
+            Err(status) => failures.push(format!("{:?} at {:?}", status.code(), started.elapsed())),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no call succeeded within 60 s of the failover: {failures:?}"
+        );
+    };
+    eprintln!(
+        "{serving} connections open; a new call succeeded {recovered:?} after the failover, after {} failed: {failures:?}",
+        failures.len()
+    );
+    // Detection takes the readiness interval and its ping limit (under a
+    // second), at worst one request timeout (3 s) besides; 10 s is more
+    // than twice that. Before: no success within 60 s in half the runs.
+    assert!(
+        recovered < Duration::from_secs(10),
+        "a new call took {recovered:?} to succeed after the failover: {failures:?}"
+    );
+    db.drop_now().await;
+}
+
 /// The console costs a few statements a page: an open table tab (its first
 /// 2,000 consumers) refreshing every 5 s must not send a statement per
 /// consumer, nor the tables page read every consumer's row (6,000 here).

@@ -359,12 +359,22 @@ async fn a_sigtermed_replica_ends_readiness_watches_instead_of_waiting_out_its_g
         }
     };
     let ended_after = sigterm.elapsed();
-    assert!(seen.contains(&ServingStatus::NotServing), "no NOT_SERVING before the end: {seen:?}");
-    assert_eq!(ended, Ok(()), "the watch did not end cleanly ({ended_after:?} after SIGTERM)");
+    assert!(
+        seen.contains(&ServingStatus::NotServing),
+        "no NOT_SERVING before the end: {seen:?}"
+    );
+    assert_eq!(
+        ended,
+        Ok(()),
+        "the watch did not end cleanly ({ended_after:?} after SIGTERM)"
+    );
     let (clean, _) = replica.wait_exit(Duration::from_secs(30)).await;
     let exited_after = sigterm.elapsed();
     eprintln!("watch ended {ended_after:?}, process exited {exited_after:?} after SIGTERM (drain 500 ms, grace 20 s)");
     assert!(clean, "exit status:\n{}", replica.logs());
     // Twice the drain plus the time to stop, far below the 20 s grace.
-    assert!(exited_after < Duration::from_secs(5), "exited {exited_after:?} after SIGTERM");
+    assert!(
+        exited_after < Duration::from_secs(5),
+        "exited {exited_after:?} after SIGTERM"
+    );
 }

@@ -11,7 +11,8 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
 
 use futures::future::{BoxFuture, TryFutureExt};
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
@@ -63,6 +64,61 @@ impl FromStr for DbPooler {
     }
 }
 
+/// Which pooled connections may be handed out again: those made after the
+/// database last stopped answering. A failover leaves every open connection
+/// half-open (no error and no answer, until TCP gives up after ~15
+/// minutes), and a call cut short by its deadline returns its connection to
+/// the pool for the next call, which hangs the same way: a replica could
+/// serve nothing for minutes. Readiness, finding the database silent, moves
+/// this mark, and the pool closes the older connections instead of handing
+/// them out (a fresh one reaches the new primary).
+/// Statements already sent for several callers (group commit, group read)
+/// on those connections are given up too, at once (see [`Distrust::raised_since`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Distrust(Arc<tokio::sync::watch::Sender<u64>>);
+
+impl Default for Distrust {
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(0)))
+    }
+}
+
+/// What [`Distrust`] measures from.
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+impl Distrust {
+    fn nanos_at(at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(*EPOCH).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Connections made before now are not handed out again.
+    pub(crate) fn connections_made_before_now(&self) {
+        let now = Self::nanos_at(Instant::now());
+        let previous = self.0.send_replace(now);
+        // Once per outage in the log, not once per probe.
+        if now.saturating_sub(previous) > 10_000_000_000 {
+            tracing::warn!(
+                "the database stopped answering: pooled connections made before now are closed instead of reused, \
+                 and statements waiting on them given up (a failover leaves them half-open)"
+            );
+        }
+    }
+
+    /// Whether a pooled connection of this age may be handed out.
+    pub(crate) fn trusts(&self, age: Duration) -> bool {
+        let made = Self::nanos_at(Instant::now()).saturating_sub(u64::try_from(age.as_nanos()).unwrap_or(u64::MAX));
+        made >= *self.0.borrow()
+    }
+
+    /// Resolves once connections made before `at` are distrusted (a
+    /// statement sent at `at` may be waiting on one of them).
+    pub(crate) async fn raised_since(&self, at: Instant) {
+        let sent = Self::nanos_at(at);
+        let mut marks = self.0.subscribe();
+        let _ = marks.wait_for(|mark| *mark > sent).await;
+    }
+}
+
 /// The pool, with how statements must run on it.
 #[derive(Debug, Clone)]
 pub(crate) struct Db {
@@ -70,12 +126,29 @@ pub(crate) struct Db {
     /// Behind a transaction pooler: what begins each statement's
     /// transaction (`BEGIN` and the `SET LOCAL`s). `None` otherwise.
     begin: Option<Arc<str>>,
+    /// Which of its connections the pool may hand out (see [`Distrust`]).
+    pub(crate) distrust: Distrust,
+    /// How long a statement sent for several callers (group commit, group
+    /// read) may go unanswered, by this client's clock: the database's own
+    /// statement timeout cannot end a statement on a half-open connection.
+    pub(crate) statement_limit: Duration,
 }
 
 impl Db {
-    pub(crate) fn new(pool: PgPool, pooler: DbPooler, local_settings: &[(&str, String)]) -> Self {
+    pub(crate) fn new(
+        pool: PgPool,
+        pooler: DbPooler,
+        local_settings: &[(&str, String)],
+        distrust: Distrust,
+        statement_limit: Duration,
+    ) -> Self {
         let begin = (pooler == DbPooler::Transaction).then(|| begin_sql(local_settings).into());
-        Self { pool, begin }
+        Self {
+            pool,
+            begin,
+            distrust,
+            statement_limit,
+        }
     }
 
     pub(crate) fn pool(&self) -> &PgPool {

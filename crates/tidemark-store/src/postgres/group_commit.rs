@@ -128,6 +128,7 @@ impl GroupCommit {
     pub(crate) fn new(pool: Db, in_flight: usize, gather: Duration) -> Self {
         let counts: Arc<Counts> = Arc::default();
         let alone = Arc::new(Semaphore::new(in_flight.max(1)));
+        let (limit, distrust) = (pool.statement_limit, pool.distrust.clone());
         let batcher = {
             let counts = Arc::clone(&counts);
             Batcher::new(
@@ -138,6 +139,7 @@ impl GroupCommit {
                 move |batch| send(pool.clone(), batch, Arc::clone(&counts), Arc::clone(&alone)),
             )
             .gathering(gather)
+            .bounded_by(limit, distrust)
         };
         Self { batcher, counts }
     }
@@ -171,7 +173,9 @@ impl GroupCommit {
         }
         answer.await.unwrap_or_else(|_| {
             Err(StoreError::Unavailable(
-                "the write was abandoned (shutting down)".into(),
+                "the write was abandoned (no answer from the database in time, or shutting down): it may or may not \
+                 have been applied; retry it"
+                    .into(),
             ))
         })
     }

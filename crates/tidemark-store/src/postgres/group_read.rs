@@ -84,6 +84,7 @@ impl GroupRead {
     /// included; at most `in_flight` × [`MAX_BATCH`] × 4 wait.
     pub(crate) fn new(pool: Db, in_flight: usize) -> Self {
         let counts: Arc<Counts> = Arc::default();
+        let (limit, distrust) = (pool.statement_limit, pool.distrust.clone());
         let batcher = {
             let counts = Arc::clone(&counts);
             Batcher::new(
@@ -108,6 +109,7 @@ impl GroupRead {
                     }
                 },
             )
+            .bounded_by(limit, distrust)
         };
         Self { batcher, counts }
     }
@@ -129,9 +131,11 @@ impl GroupRead {
             reply,
             caller: tidemark_trace::caller(),
         })?;
-        answer
-            .await
-            .unwrap_or_else(|_| Err(StoreError::Unavailable("the read was abandoned (shutting down)".into())))
+        answer.await.unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(
+                "the read was abandoned (no answer from the database in time, or shutting down)".into(),
+            ))
+        })
     }
 }
 

@@ -210,8 +210,22 @@ impl PostgresBackend {
                 connect = connect.extra_float_digits(None);
             }
         }
+        let distrust = db::Distrust::default();
+        let trusted = distrust.clone();
+        pool_options = pool_options.before_acquire(move |_, meta| {
+            let trusted = trusted.trusts(meta.age);
+            Box::pin(async move { Ok(trusted) })
+        });
         let pool = pool_options.connect_lazy_with(connect.clone());
-        let db = Db::new(pool, options.pooler, &settings);
+        // A connection, a statement and its retry, and a second to spare.
+        let limit = options.acquire_timeout + 2 * options.statement_timeout.unwrap_or(Duration::from_secs(30));
+        let db = Db::new(
+            pool,
+            options.pooler,
+            &settings,
+            distrust,
+            limit + Duration::from_secs(1),
+        );
         let group = (options.group_commit > 0).then(|| {
             Arc::new(GroupCommit::new(
                 db.clone(),
@@ -347,6 +361,9 @@ impl Backend for PostgresBackend {
         // notices its client left, and one more a minute would use up
         // max_connections.
         let mut abandoned = None;
+        if let Some(probe) = slot.as_mut() {
+            probe::judge_silence(probe, &self.connect_options, &self.db.distrust, self.acquire_timeout).await;
+        }
         if slot.as_ref().is_some_and(|p| p.abandoned(self.probe_abandon_after)) {
             tracing::warn!(after = ?self.probe_abandon_after, "readiness probe unanswered; terminating its backend and connecting afresh");
             abandoned = slot.take().and_then(|p| p.backend);
@@ -385,6 +402,7 @@ impl Backend for PostgresBackend {
                     connection,
                     backend,
                     unanswered_since: None,
+                    silence_judged: false,
                 });
             }
             let probe = slot.as_mut().expect("connected above");
@@ -393,8 +411,9 @@ impl Backend for PostgresBackend {
                 DbPooler::Transaction => commit_probe_in_transaction(probe).await,
                 _ => commit_probe(&mut probe.connection).await,
             };
-            probe.unanswered_since = None;
+            (probe.unanswered_since, probe.silence_judged) = (None, false);
             if outcome.is_err() {
+                self.db.distrust.connections_made_before_now();
                 // A standby's or a broken session is not kept: the next
                 // probe connects afresh (through a balancer, perhaps to
                 // the new primary).

@@ -60,6 +60,45 @@ pub(super) struct ProbeConnection {
     /// transaction).
     pub(super) backend: Option<ProbeBackend>,
     pub(super) unanswered_since: Option<Instant>,
+    /// Whether the current silence was judged (see [`judge_silence`]).
+    pub(super) silence_judged: bool,
+}
+
+/// The last probe went unanswered. Either the database stalls (a commit
+/// waiting for a synchronous standby: its backend is there, waiting), or
+/// the connection is half-open (a failover: the server that answers now
+/// has no such backend, or none answers). Only the second distrusts the
+/// pool's older connections and gives up the statements sent on them
+/// (see `Distrust`). Once a silence, on a connection of its own.
+pub(super) async fn judge_silence(
+    probe: &mut ProbeConnection,
+    options: &sqlx::postgres::PgConnectOptions,
+    distrust: &super::db::Distrust,
+    limit: Duration,
+) {
+    use sqlx::Connection;
+    if probe.silence_judged || probe.unanswered_since.is_none() {
+        return;
+    }
+    probe.silence_judged = true;
+    // Behind a transaction pooler (no backend of its own) the pool's
+    // connections reach PgBouncer, which outlives a failover.
+    let Some(pid) = probe.backend.as_ref().filter(|b| b.transaction_began.is_none()).map(|b| b.pid) else {
+        return;
+    };
+    let still_there = async {
+        let mut connection = sqlx::PgConnection::connect_with(options).await?;
+        let found: Option<i32> = sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE pid = $1")
+            .bind(pid)
+            .persistent(false)
+            .fetch_optional(&mut connection)
+            .await?;
+        let _ = connection.close().await;
+        Ok::<bool, sqlx::Error>(found.is_some())
+    };
+    if !matches!(tokio::time::timeout(limit, still_there).await, Ok(Ok(true))) {
+        distrust.connections_made_before_now();
+    }
 }
 
 impl ProbeConnection {

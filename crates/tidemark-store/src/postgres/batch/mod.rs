@@ -32,6 +32,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
+use super::db::Distrust;
 use crate::error::StoreError;
 
 /// A queued unit of work.
@@ -119,6 +120,10 @@ struct Shared<J: Job> {
     what: &'static str,
     /// Longest a statement waits for more jobs (zero: never waits).
     gather: Duration,
+    /// Longest a batch may take before its callers are answered
+    /// `UNAVAILABLE` and its slot freed (none: unbounded), and what gives
+    /// it up sooner: the database found silent since it was sent.
+    limit: Option<(Duration, Distrust)>,
     /// Jobs active in the last statement's cycle: the jobs it carried plus
     /// those waiting when it ended.
     active: AtomicUsize,
@@ -152,6 +157,7 @@ impl<J: Job> Batcher<J> {
                 capacity: capacity.max(1),
                 what,
                 gather: Duration::ZERO,
+                limit: None,
                 active: AtomicUsize::new(0),
             }),
             runner: Mutex::new(None),
@@ -165,6 +171,18 @@ impl<J: Job> Batcher<J> {
         Arc::get_mut(&mut self.shared)
             .expect("gathering is set before the first job starts the runner")
             .gather = wait;
+        self
+    }
+
+    /// Bounds each batch by `limit`, by this process's clock: a statement on
+    /// a half-open connection (a failover's leftover) never answers, and
+    /// would hold its slot, and every job queued behind it, for good.
+    /// A batch is also given up as soon as `distrust` says the database
+    /// went silent after it was sent.
+    pub(crate) fn bounded_by(mut self, limit: Duration, distrust: Distrust) -> Self {
+        Arc::get_mut(&mut self.shared)
+            .expect("the bound is set before the first job starts the runner")
+            .limit = Some((limit, distrust));
         self
     }
 
@@ -271,7 +289,25 @@ async fn run<J: Job>(shared: Arc<Shared<J>>, send: SendBatch<J>) {
         let sending = send(batch);
         let shared = Arc::clone(&shared);
         tokio::spawn(async move {
-            sending.await;
+            match &shared.limit {
+                // Dropped past its limit: its callers' replies go with it
+                // (they answer UNAVAILABLE), and so does its connection.
+                Some((limit, distrust)) => {
+                    let sent = std::time::Instant::now();
+                    tokio::select! {
+                        () = sending => {}
+                        () = tokio::time::sleep(*limit) => {
+                            tracing::warn!(
+                                ?limit,
+                                "a {} statement got no answer in time; its callers were answered UNAVAILABLE",
+                                shared.what
+                            );
+                        }
+                        () = distrust.raised_since(sent) => {}
+                    }
+                }
+                None => sending.await,
+            }
             {
                 let mut busy = shared.busy.lock().unwrap_or_else(PoisonError::into_inner);
                 for key in &keys {

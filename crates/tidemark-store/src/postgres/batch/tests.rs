@@ -1,4 +1,5 @@
 use super::*;
+use std::sync::atomic::AtomicBool;
 
 #[derive(Debug)]
 struct Write {
@@ -261,4 +262,61 @@ async fn a_lone_caller_never_waits_and_one_that_leaves_costs_one_wait() {
     let calls: usize = sizes.iter().sum();
     assert_eq!(calls, 25);
     assert!(took[0] <= call * 20 + 2 * gather, "{took:?} {sizes:?}");
+}
+
+/// A job whose caller waits on a reply.
+struct Replied {
+    reply: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Job for Replied {
+    type Key = ();
+    fn key(&self) -> Option<&()> {
+        None
+    }
+    fn abandoned(&self) -> bool {
+        self.reply.is_closed()
+    }
+}
+
+/// A statement that never answers (a half-open connection after a
+/// failover) must not hold its slot for good: past the bound its callers
+/// hear that it was abandoned, and the next batch gets the slot.
+#[tokio::test]
+async fn a_batch_that_never_answers_frees_its_slot_at_the_bound() {
+    let answering = Arc::new(AtomicBool::new(false));
+    let batcher = {
+        let answering = Arc::clone(&answering);
+        Batcher::new("test", 1, 8, 64, move |batch: Vec<Replied>| {
+            let answering = answering.load(Ordering::SeqCst);
+            async move {
+                if !answering {
+                    std::future::pending::<()>().await;
+                }
+                for job in batch {
+                    let _ = job.reply.send(());
+                }
+            }
+        })
+        .bounded_by(Duration::from_millis(200), Distrust::default())
+    };
+    let (reply, stuck) = tokio::sync::oneshot::channel();
+    batcher.submit(Replied { reply }).unwrap();
+    let started = std::time::Instant::now();
+    assert!(
+        stuck.await.is_err(),
+        "the stuck batch's caller was answered as if it had been written"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "abandoned after {:?}",
+        started.elapsed()
+    );
+    answering.store(true, Ordering::SeqCst);
+    let (reply, next) = tokio::sync::oneshot::channel();
+    batcher.submit(Replied { reply }).unwrap();
+    tokio::time::timeout(Duration::from_secs(2), next)
+        .await
+        .expect("the slot was freed for the next batch")
+        .unwrap();
 }
