@@ -35,6 +35,10 @@ pub(crate) struct Record {
     /// The gRPC code ("Ok", "Unavailable", ...) and ErrorInfo reason.
     pub code: String,
     pub reason: String,
+    /// An error's message (to tell a client-side transport error, which
+    /// no server sent, from a server's answer).
+    #[serde(default)]
+    pub message: String,
     /// Commits: the outcome and the position after; recover: the start
     /// snapshot and its source.
     pub outcome: String,
@@ -47,6 +51,21 @@ impl Record {
     /// Whether the server answered OK.
     pub(crate) fn ok(&self) -> bool {
         self.code == "Ok"
+    }
+
+    /// Whether the error was made by the client's gRPC stack, not sent by a
+    /// server: the connection ended under the call (cut, drained, closed
+    /// for the client's own silence) or the client's deadline passed.
+    pub(crate) fn client_side(&self) -> bool {
+        const MADE_BY_THE_CLIENT: [&str; 6] = [
+            "h2 protocol error",
+            "Timeout expired",
+            "transport error",
+            "operation was canceled",
+            "error trying to connect",
+            "connection error",
+        ];
+        !self.ok() && self.reason.is_empty() && MADE_BY_THE_CLIENT.iter().any(|m| self.message.contains(m))
     }
 }
 

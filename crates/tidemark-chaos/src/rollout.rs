@@ -105,6 +105,14 @@ pub(crate) async fn run(
                         )
                     };
                     done.with_context(|| format!("round {round}: {step:?}"))?;
+                    // The step itself, as an event the checks can line
+                    // calls up with.
+                    faults.push(Fault {
+                        kind: step.kind().into(),
+                        target: format!("replica-{}", step.slot()),
+                        t0,
+                        t1: now_us(),
+                    });
                     let (target, resumed) = fault?.context("a rollout fault touched a replica")?;
                     faults.push(Fault {
                         kind: kind.into(),
@@ -157,6 +165,13 @@ enum Step {
 }
 
 impl Step {
+    fn kind(self) -> &'static str {
+        match self {
+            Step::Start(..) => "start",
+            Step::Drain(_) => "drain",
+        }
+    }
+
     fn slot(self) -> usize {
         match self {
             Step::Start(slot, _) | Step::Drain(slot) => slot,
@@ -268,14 +283,20 @@ async fn wait_ready(url: &str) -> anyhow::Result<()> {
 pub(crate) fn worker_errors(records: &[Record], faults: &[Fault]) -> (BTreeMap<String, u64>, Vec<String>) {
     let mut by_code: BTreeMap<String, u64> = BTreeMap::new();
     let mut unexpected = Vec::new();
-    // A transport error (no status from any server) is explained by
-    // connections being cut, or by this worker's own pause (its call's
-    // client-side timeout fires as it resumes).
+    // A client-side transport error (no server sent it) is explained by
+    // connections being cut, a replica starting or draining (its
+    // connections end), or this worker's own pause (its deadline passes,
+    // or the server closes its silent connection, as it resumes).
     let explained = |r: &Record| {
         let own_pause = format!("w{}", r.worker);
         faults.iter().any(|f| {
             let overlaps = r.t1 >= f.t0 && r.t0 <= f.t1 + 1_000_000;
-            overlaps && (f.kind == "cut-connections" || (f.kind == "pause-worker" && f.target == own_pause))
+            let explains = match f.kind.as_str() {
+                "cut-connections" | "drain" | "start" => true,
+                "pause-worker" => f.target == own_pause,
+                _ => false,
+            };
+            overlaps && explains
         })
     };
     for r in records.iter().filter(|r| !r.ok()) {
@@ -283,13 +304,13 @@ pub(crate) fn worker_errors(records: &[Record], faults: &[Fault]) -> (BTreeMap<S
         let allowed = match (r.code.as_str(), r.reason.as_str()) {
             ("Unavailable", _) => true,
             ("FailedPrecondition", "LEASE_HELD" | "LEASE_NOT_HELD") => true,
-            ("Unknown" | "Cancelled", "") => explained(r),
+            _ if r.client_side() => explained(r),
             _ => false,
         };
         if !allowed {
             unexpected.push(format!(
-                "w{} {} on {} answered {}/{} at {} µs: not a retried UNAVAILABLE",
-                r.worker, r.op, r.key, r.code, r.reason, r.t1
+                "w{} {} on {} answered {}/{} ({}) at {} µs: not a retried UNAVAILABLE",
+                r.worker, r.op, r.key, r.code, r.reason, r.message, r.t1
             ));
         }
     }
@@ -302,9 +323,15 @@ mod tests {
     use crate::record::{Fault, Record};
 
     fn answer(code: &str, reason: &str, t: i64) -> Record {
+        let client_side = reason.is_empty() && code != "Ok" && code != "Unavailable" && code != "InvalidArgument";
         Record {
             code: code.into(),
             reason: reason.into(),
+            message: if client_side {
+                "h2 protocol error: stream reset".into()
+            } else {
+                String::new()
+            },
             t0: t,
             t1: t + 10,
             ..Record::default()

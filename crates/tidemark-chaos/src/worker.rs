@@ -87,13 +87,14 @@ fn duration_us(d: Option<&prost_types::Duration>) -> i64 {
     d.map_or(0, |d| d.seconds * 1_000_000 + i64::from(d.nanos) / 1_000)
 }
 
-/// The record's code and reason for an answer.
-fn verdict<T>(answer: &Result<T, tonic::Status>) -> (String, String) {
+/// The record's code, reason and message for an answer.
+fn verdict<T>(answer: &Result<T, tonic::Status>) -> (String, String, String) {
     match answer {
-        Ok(_) => ("Ok".into(), String::new()),
+        Ok(_) => ("Ok".into(), String::new(), String::new()),
         Err(status) => (
             format!("{:?}", status.code()),
             status.get_details_error_info().map(|i| i.reason).unwrap_or_default(),
+            status.message().chars().take(200).collect(),
         ),
     }
 }
@@ -205,7 +206,7 @@ impl Worker {
             })
             .await;
         record.t1 = now_us();
-        (record.code, record.reason) = verdict(&answer);
+        (record.code, record.reason, record.message) = verdict(&answer);
         let granted = answer.ok().and_then(|r| r.into_inner().lease);
         if let Some(lease) = &granted {
             record.lease.clone_from(&lease.lease_id);
@@ -241,7 +242,7 @@ impl Worker {
             })
             .await;
         record.t1 = now_us();
-        (record.code, record.reason) = verdict(&answer);
+        (record.code, record.reason, record.message) = verdict(&answer);
         let start = answer.ok().map(|r| r.into_inner()).and_then(|r| {
             let source = pb::RecoverySource::try_from(r.source).map_or("?", |s| s.as_str_name());
             let start = r.start?;
@@ -328,7 +329,7 @@ impl Worker {
                 })
                 .await;
             record.t1 = now_us();
-            (record.code, record.reason) = verdict(&answer);
+            (record.code, record.reason, record.message) = verdict(&answer);
             if let Ok(response) = &answer {
                 let response = response.get_ref();
                 record.outcome = pb::CommitOutcome::try_from(response.outcome)
@@ -362,7 +363,7 @@ impl Worker {
             })
             .await;
         record.t1 = now_us();
-        (record.code, record.reason) = verdict(&answer);
+        (record.code, record.reason, record.message) = verdict(&answer);
         if let Ok(response) = &answer {
             record.ttl_us = duration_us(response.get_ref().ttl.as_ref());
         }
@@ -385,7 +386,7 @@ impl Worker {
             })
             .await;
         record.t1 = now_us();
-        (record.code, record.reason) = verdict(&answer);
+        (record.code, record.reason, record.message) = verdict(&answer);
         if let Ok(response) = &answer {
             // Release is idempotent: OK either way, and says whether the
             // lease was still live.

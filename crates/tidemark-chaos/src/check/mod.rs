@@ -211,7 +211,9 @@ pub(crate) fn check(
 /// status the client retries, never INTERNAL.
 fn retryable_failures(report: &mut Report, records: &[Record]) {
     report.examined("failed calls answered retryably: answers", records.len());
-    for r in records.iter().filter(|r| r.code == "Internal") {
+    // A server's answer; the client's own (an h2 error on a connection that
+    // ended under the call) is a transport failure, retried like one.
+    for r in records.iter().filter(|r| r.code == "Internal" && !r.client_side()) {
         report.violation(format!(
             "w{} {} on {} answered INTERNAL at {} µs ({}): a failure must be retryable",
             r.worker, r.op, r.key, r.t1, r.reason
