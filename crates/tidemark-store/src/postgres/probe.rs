@@ -83,7 +83,12 @@ pub(super) async fn judge_silence(
     probe.silence_judged = true;
     // Behind a transaction pooler (no backend of its own) the pool's
     // connections reach PgBouncer, which outlives a failover.
-    let Some(pid) = probe.backend.as_ref().filter(|b| b.transaction_began.is_none()).map(|b| b.pid) else {
+    let Some(pid) = probe
+        .backend
+        .as_ref()
+        .filter(|b| b.transaction_began.is_none())
+        .map(|b| b.pid)
+    else {
         return;
     };
     let still_there = async {
