@@ -47,7 +47,7 @@ async fn plans_change_nothing_and_executed_changes_do(kind: Kind) {
     reset(&mut admin, "a", 5, true).await;
     let before = server.fingerprint().await;
     let plan = reset(&mut admin, "a", 9, false).await;
-    assert!(!plan.executed);
+    assert_eq!(plan.executed, Some(false));
     assert_eq!(plan.change.unwrap().new_next_snapshot, Some(9));
     let delete_plan = admin
         .delete_consumer(pb::DeleteConsumerRequest {
@@ -57,7 +57,7 @@ async fn plans_change_nothing_and_executed_changes_do(kind: Kind) {
         .await
         .unwrap()
         .into_inner();
-    assert!(!delete_plan.executed);
+    assert_eq!(delete_plan.executed, Some(false));
     let clear_plan = admin
         .clear_consumers(pb::ClearConsumersRequest {
             table: "db.t".into(),
@@ -89,7 +89,7 @@ async fn plans_change_nothing_and_executed_changes_do(kind: Kind) {
     assert_eq!(server.fingerprint().await, before, "plans wrote something");
 
     let done = reset(&mut admin, "a", 9, true).await;
-    assert!(done.executed);
+    assert_eq!(done.executed, Some(true));
     let (state, history) = server.stored(&k("a")).await;
     assert_eq!(state.unwrap().next_snapshot(), Some(9));
     assert_eq!(history[0].event.kind.as_str(), "RESET");

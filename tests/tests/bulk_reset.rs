@@ -103,7 +103,7 @@ async fn every_target_moves_the_selected_consumers(kind: Kind) {
         .await
         .unwrap()
         .into_inner();
-    assert!(!plan.executed);
+    assert_eq!(plan.executed, Some(false));
     assert_eq!(moves(&plan), [m("etl-a", 4, 11), m("etl-b", 6, 11)]);
     assert_eq!((plan.earliest_snapshot, plan.latest_snapshot), (Some(1), Some(10)));
     assert_eq!(server.fingerprint().await, before, "a plan changes nothing");
@@ -162,7 +162,7 @@ async fn every_target_moves_the_selected_consumers(kind: Kind) {
             .await
             .unwrap()
             .into_inner();
-        assert!(done.executed);
+        assert_eq!(done.executed, Some(true));
         assert_eq!(moves(&done), want, "{target:?}");
     }
     let now = positions(&mut admin).await;
@@ -303,7 +303,7 @@ async fn bulk_revoke_fences_every_selected_holder(kind: Kind) {
         .unwrap()
         .into_inner();
     assert_eq!(ids(&plan), ["etl-a", "etl-b"]);
-    assert!(!plan.executed);
+    assert_eq!(plan.executed, Some(false));
     assert_eq!(server.fingerprint().await, before);
     // One table, selected ids.
     let done = admin

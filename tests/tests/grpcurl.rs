@@ -11,6 +11,7 @@ on_both_backends!(
     reflection_lists_and_describes_the_api,
     errors_carry_readable_error_info_and_bad_request,
     readme_walkthrough_runs_verbatim,
+    plans_read_as_plans_in_grpcurls_json,
 );
 
 fn grpcurl() -> PathBuf {
@@ -184,4 +185,55 @@ async fn readme_walkthrough_runs_verbatim(kind: Kind) {
     assert_eq!(state.unwrap().next_snapshot(), Some(43));
     let kinds: Vec<&str> = history.iter().rev().map(|h| h.event.kind.as_str()).collect();
     assert_eq!(kinds, ["LEASE_ACQUIRE", "CREATE", "REFRESH", "LEASE_RELEASE"]);
+}
+
+/// A plan never reads as done in grpcurl's JSON (which leaves out proto3
+/// defaults): every Admin answer that can be a plan shows `"executed":
+/// false`, and a revoke plan's lease is `would_revoke`, not `revoked`.
+/// Before: `"state": "revoked"` and no `executed` at all, while the lease
+/// stayed active.
+async fn plans_read_as_plans_in_grpcurls_json(kind: Kind) {
+    let server = TestServer::start(kind).await;
+    let key = r#"{"table": "db.plans", "branch": "main", "consumer_id": "c1"}"#;
+    stdout(&run(
+        &server,
+        &["-d", &format!(r#"{{"consumer": {key}, "holder": "q", "ttl": "600s"}}"#)],
+        &["tidemark.v1.Coordinator/AcquireLease"],
+    ));
+    let json = |method: &str, body: String| -> serde_json::Value {
+        let output = stdout(&run(&server, &["-d", &body], &[&format!("tidemark.v1.Admin/{method}")]));
+        serde_json::from_str(&output).unwrap_or_else(|e| panic!("{method}: {e}: {output}"))
+    };
+    let revoke = json("RevokeLease", format!(r#"{{"consumer": {key}, "reason": "test"}}"#));
+    assert_eq!(revoke["executed"], serde_json::Value::Bool(false), "{revoke}");
+    assert_eq!(revoke["lease"]["state"], "would_revoke", "{revoke}");
+    let plans = [
+        ("RevokeLeases", r#"{"table": "db.plans", "reason": "test"}"#.to_owned()),
+        (
+            "ResetConsumer",
+            format!(r#"{{"consumer": {key}, "next_snapshot": 5, "force": true}}"#),
+        ),
+        ("DeleteConsumer", format!(r#"{{"consumer": {key}, "force": true}}"#)),
+        (
+            "ResetConsumers",
+            r#"{"table": "db.plans", "target": {"snapshot": 3}}"#.to_owned(),
+        ),
+        ("ClearConsumers", r#"{"table": "db.plans"}"#.to_owned()),
+        ("ExpireConsumers", r#"{}"#.to_owned()),
+        (
+            "SetTableOptions",
+            r#"{"table": "db.plans", "options": {"consumer.expiration-time": "1 d"}}"#.to_owned(),
+        ),
+    ];
+    for (method, body) in plans {
+        let answer = json(method, body);
+        assert_eq!(answer["executed"], serde_json::Value::Bool(false), "{method}: {answer}");
+    }
+    // Executed, it says so; the lease is revoked.
+    let done = json(
+        "RevokeLease",
+        format!(r#"{{"consumer": {key}, "reason": "test", "execute": true}}"#),
+    );
+    assert_eq!(done["executed"], serde_json::Value::Bool(true), "{done}");
+    assert_eq!(done["lease"]["state"], "revoked", "{done}");
 }

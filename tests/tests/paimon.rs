@@ -223,7 +223,7 @@ async fn existing_consumer_files_are_imported(kind: Kind) {
     assert_eq!(skipped, [("bad id", "INVALID_ID"), ("torn", "UNREADABLE")]);
 
     let done = import(&mut admin, true).await;
-    assert!(done.executed);
+    assert_eq!(done.executed, Some(true));
     let described = admin
         .describe_consumer(pb::DescribeConsumerRequest {
             consumer: Some(key("db.orders", "main", "etl")),
@@ -275,7 +275,7 @@ async fn registrations_are_validated_planned_and_listed(kind: Kind) {
     // A plan reads the table (its snapshot range) and changes nothing.
     let plan = register_as(&mut admin, "db.orders", dir.path(), false).await;
     assert_eq!((plan.earliest_snapshot, plan.latest_snapshot), (Some(1), Some(3)));
-    assert!(!plan.executed && plan.probe_error.is_empty());
+    assert!(plan.executed == Some(false) && plan.probe_error.is_empty());
     assert_eq!(server.fingerprint().await, before);
     let listed = admin.list_tables(pb::ListTablesRequest {}).await.unwrap().into_inner();
     assert!(listed.tables.is_empty());
@@ -487,7 +487,7 @@ async fn a_registration_outside_the_allowed_locations_is_refused() {
     }
     assert_eq!(server.fingerprint().await, before, "refusals change nothing");
     let registered = register_as(&mut admin, "db.orders", &inside, true).await;
-    assert!(registered.executed);
+    assert_eq!(registered.executed, Some(true));
     let file_url = format!("file://{}", inside.display());
     admin
         .register_table(pb::RegisterTableRequest {

@@ -93,6 +93,15 @@ pub(crate) fn outcome_to_pb(outcome: tidemark_core::CommitOutcome) -> pb::Commit
 }
 
 /// A lease as operators see it.
+/// A revocation's lease as a plan words it: `would_revoke` until executed.
+pub(crate) fn revoked_lease_info(lease: &tidemark_core::LeaseRecord, executed: bool) -> pb::LeaseInfo {
+    let mut info = lease_info(lease, lease.deadline);
+    if !executed {
+        "would_revoke".clone_into(&mut info.state);
+    }
+    info
+}
+
 pub(crate) fn lease_info(lease: &tidemark_core::LeaseRecord, now: Timestamp) -> pb::LeaseInfo {
     use tidemark_core::LeaseStatus;
     let state = match lease.status {

@@ -90,7 +90,7 @@ pub(crate) async fn options(conn: &Connection, command: OptionsCommand) -> anyho
                 .map_err(call_error)?
                 .into_inner();
             show(output, &response, "tidemark.v1.SetTableOptionsResponse", |response| {
-                plan_banner(response.executed);
+                plan_banner(response.executed == Some(true));
                 let mut t = Table::new(vec!["OPTION", "BEFORE", "AFTER"]);
                 for key in tidemark_core::options::KNOWN_KEYS {
                     t.row(vec![

@@ -149,7 +149,7 @@ fn read_lines(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
 }
 
 fn render_import(response: &pb::ImportStateResponse) {
-    plan_banner(response.executed);
+    plan_banner(response.executed == Some(true));
     println!(
         "{} keys: {} consumers created, {} replaced, {} already there, {} kept at another position; \
          {} epochs raised; {} keys written, {} refused",

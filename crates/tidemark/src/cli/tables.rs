@@ -107,6 +107,7 @@ pub(crate) async fn tables(conn: &Connection, command: TablesCommand) -> anyhow:
                              registered), or pass --allow-missing to register it before the table is created",
                             missing.replacen(':', ", not registered:", 1)
                         ),
+                        transport: false,
                     }));
                 }
             }
@@ -120,7 +121,7 @@ pub(crate) async fn tables(conn: &Connection, command: TablesCommand) -> anyhow:
                 warn(warning);
             }
             show(output, &response, "tidemark.v1.RegisterTableResponse", |response| {
-                plan_banner(response.executed);
+                plan_banner(response.executed == Some(true));
                 let registered = response.table.clone().unwrap_or_default();
                 println!("{} -> {}", registered.table, registered.location);
                 if !response.previous_location.is_empty() {
@@ -145,7 +146,7 @@ pub(crate) async fn tables(conn: &Connection, command: TablesCommand) -> anyhow:
                 .map_err(call_error)?
                 .into_inner();
             show(output, &response, "tidemark.v1.UnregisterTableResponse", |response| {
-                plan_banner(response.executed);
+                plan_banner(response.executed == Some(true));
                 println!(
                     "{}",
                     if response.was_registered {
@@ -163,7 +164,7 @@ pub(crate) async fn tables(conn: &Connection, command: TablesCommand) -> anyhow:
                 .map_err(call_error)?
                 .into_inner();
             show(output, &response, "tidemark.v1.ImportConsumersResponse", |response| {
-                plan_banner(response.executed);
+                plan_banner(response.executed == Some(true));
                 let mut t = Table::new(vec!["BRANCH", "CONSUMER", "NEXT SNAPSHOT", "RESULT"]);
                 for imported in &response.imported {
                     let key = imported.consumer.clone().unwrap_or_default();

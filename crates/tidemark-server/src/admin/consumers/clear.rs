@@ -71,7 +71,7 @@ pub(in crate::admin) async fn handle(
             let response = pb::ClearConsumersResponse {
                 cleared,
                 skipped,
-                executed: req.execute,
+                executed: Some(req.execute),
             };
             if req.execute {
                 tracing::info!(table = %req.table.as_str(), branch = %req.branch.as_str(),

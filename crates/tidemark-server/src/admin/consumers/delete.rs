@@ -45,7 +45,7 @@ pub(in crate::admin) async fn handle(
             }
             Ok(pb::DeleteConsumerResponse {
                 change: Some(convert::consumer_change(key, &planned.change)),
-                executed: planned.applied,
+                executed: Some(planned.applied),
             })
         })
         .await

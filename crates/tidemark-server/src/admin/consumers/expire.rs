@@ -67,7 +67,7 @@ pub(in crate::admin) async fn handle(
                         idle: Some(convert::duration_to_pb(e.idle)),
                     })
                     .collect(),
-                executed: req.execute,
+                executed: Some(req.execute),
             })
         })
         .await

@@ -54,7 +54,7 @@ pub(in crate::admin) async fn handle(
             }
             Ok(pb::ResetConsumerResponse {
                 change: Some(convert::consumer_change(key, &planned.change)),
-                executed: planned.applied,
+                executed: Some(planned.applied),
             })
         })
         .await

@@ -111,7 +111,7 @@ pub(in crate::admin) async fn handle(
             Ok(pb::ResetConsumersResponse {
                 reset,
                 skipped,
-                executed: req.execute,
+                executed: Some(req.execute),
                 earliest_snapshot: table.map(|t| t.earliest),
                 latest_snapshot: table.map(|t| t.latest),
             })

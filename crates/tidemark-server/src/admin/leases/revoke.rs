@@ -56,14 +56,15 @@ pub(in crate::admin) async fn handle(
                 tracing::info!(consumer = %req.key, epoch = planned.change.epoch, reason = req.reason, "lease revoked");
             }
             Ok(pb::RevokeLeaseResponse {
-                // The lease as the revocation leaves it (state "revoked").
+                // The lease as the revocation leaves it (state "revoked"),
+                // or would leave it ("would_revoke").
                 lease: planned
                     .change
                     .lease
                     .as_ref()
-                    .map(|l| convert::lease_info(l, l.deadline)),
+                    .map(|l| convert::revoked_lease_info(l, planned.applied)),
                 epoch: planned.change.epoch,
-                executed: planned.applied,
+                executed: Some(planned.applied),
             })
         })
         .await

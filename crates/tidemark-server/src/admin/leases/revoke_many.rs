@@ -75,11 +75,11 @@ pub(in crate::admin) async fn handle(
                     .iter()
                     .map(|(key, r)| pb::RevokedLeaseEntry {
                         consumer: Some(convert::key_to_pb(key)),
-                        lease: r.lease.as_ref().map(|l| convert::lease_info(l, l.deadline)),
+                        lease: r.lease.as_ref().map(|l| convert::revoked_lease_info(l, req.execute)),
                         epoch: r.epoch,
                     })
                     .collect(),
-                executed: req.execute,
+                executed: Some(req.execute),
                 not_reached: left
                     .iter()
                     .map(|key| {

@@ -89,7 +89,7 @@ fn response(
 ) -> pb::ImportStateResponse {
     use tidemark_core::restore::ConsumerOutcome;
     let mut response = pb::ImportStateResponse {
-        executed: report.executed,
+        executed: Some(report.executed),
         exported_at: Some(convert::timestamp(parsed.exported_at)),
         exported_by_version: parsed.server_version.clone(),
         keys: report.keys.len() as i64,

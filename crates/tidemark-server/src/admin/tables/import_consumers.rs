@@ -27,7 +27,7 @@ pub(in crate::admin) async fn handle(
         .handle("ImportConsumers", request, |ctx, req| async move {
             let outcomes = admin.app.import_consumers(&ctx, &req.table, req.execute).await?;
             let mut response = pb::ImportConsumersResponse {
-                executed: req.execute,
+                executed: Some(req.execute),
                 ..Default::default()
             };
             for outcome in outcomes {

@@ -67,7 +67,7 @@ pub(in crate::admin) async fn handle(
                 previous_location: registration.previous_location.unwrap_or_default(),
                 earliest_snapshot: registration.range.map(|r| r.earliest),
                 latest_snapshot: registration.range.map(|r| r.latest),
-                executed: req.execute,
+                executed: Some(req.execute),
                 probe_error: registration.probe_error,
                 warnings: registration.warnings,
             })

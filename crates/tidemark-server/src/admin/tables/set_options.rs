@@ -59,7 +59,7 @@ pub(in crate::admin) async fn handle(
             Ok(pb::SetTableOptionsResponse {
                 before: options_map(&planned.change.before.options),
                 after: options_map(&planned.change.after),
-                executed: planned.applied,
+                executed: Some(planned.applied),
             })
         })
         .await

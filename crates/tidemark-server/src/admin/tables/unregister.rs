@@ -25,7 +25,7 @@ pub(in crate::admin) async fn handle(
             let was_registered = admin.app.unregister(&ctx, &req.table, req.execute).await?;
             Ok(pb::UnregisterTableResponse {
                 was_registered,
-                executed: req.execute,
+                executed: Some(req.execute),
             })
         })
         .await

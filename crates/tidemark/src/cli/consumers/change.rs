@@ -31,7 +31,7 @@ pub(super) fn print_changes(executed: bool, changes: &[pb::ConsumerChange]) {
 }
 
 fn print_cleared(response: &pb::ClearConsumersResponse) {
-    print_changes(response.executed, &response.cleared);
+    print_changes(response.executed == Some(true), &response.cleared);
     print_skipped(&response.skipped);
 }
 
@@ -47,7 +47,7 @@ fn print_skipped(skipped: &[pb::SkippedConsumer]) {
 }
 
 fn print_expired(response: &pb::ExpireConsumersResponse) {
-    plan_banner(response.executed);
+    plan_banner(response.executed == Some(true));
     let mut t = Table::new(vec!["TABLE", "BRANCH", "CONSUMER", "LAST NEXT", "IDLE"]);
     for e in &response.expired {
         let k = e.consumer.clone().unwrap_or_default();
@@ -86,7 +86,7 @@ pub(super) async fn reset(
             };
             let response = admin.reset_consumer(request).await.map_err(call_error)?.into_inner();
             show(output, &response, "tidemark.v1.ResetConsumerResponse", |r| {
-                print_changes(r.executed, &[r.change.clone().unwrap_or_default()]);
+                print_changes(r.executed == Some(true), &[r.change.clone().unwrap_or_default()]);
             })
         }
         (None, Some(target)) => {
@@ -129,13 +129,13 @@ pub(super) async fn reset(
                     .filter_map(|c| Some((c.consumer.as_ref()?.consumer_id.clone(), c.old_next_snapshot?)))
                     .collect();
                 if request.expected_next_snapshots.is_empty() {
-                    response.executed = true;
+                    response.executed = Some(true);
                 } else {
                     response = admin.reset_consumers(request).await.map_err(call_error)?.into_inner();
                 }
             }
             show(output, &response, "tidemark.v1.ResetConsumersResponse", |r| {
-                print_changes(r.executed, &r.reset);
+                print_changes(r.executed == Some(true), &r.reset);
                 print_skipped(&r.skipped);
             })
         }
@@ -151,14 +151,18 @@ pub(super) async fn reset(
 
 /// What `consumers revoke-leases` revoked.
 fn print_revoked_leases(r: &pb::RevokeLeasesResponse) {
-    plan_banner(r.executed);
+    plan_banner(r.executed == Some(true));
     let mut t = Table::new(vec![
         "TABLE",
         "BRANCH",
         "CONSUMER",
         "HOLDER",
         "LEASE EPOCH",
-        if r.executed { "KEY EPOCH NOW" } else { "KEY EPOCH AFTER" },
+        if r.executed == Some(true) {
+            "KEY EPOCH NOW"
+        } else {
+            "KEY EPOCH AFTER"
+        },
     ]);
     for e in &r.revoked {
         let k = e.consumer.clone().unwrap_or_default();
@@ -183,9 +187,9 @@ fn print_revoked_leases(r: &pb::RevokeLeasesResponse) {
 
 /// What `consumers revoke` revoked.
 fn print_revoked(r: &pb::RevokeLeaseResponse) {
-    plan_banner(r.executed);
+    plan_banner(r.executed == Some(true));
     // A plan speaks of what would happen (issue 34: it said "revoked").
-    match (&r.lease, r.executed) {
+    match (&r.lease, r.executed == Some(true)) {
         (Some(l), true) => println!(
             "revoked the lease of {} (epoch {}); the key's epoch is now {}",
             l.holder, l.epoch, r.epoch
@@ -206,7 +210,7 @@ pub(super) async fn delete(
 ) -> anyhow::Result<()> {
     let response = admin.delete_consumer(request).await.map_err(call_error)?.into_inner();
     show(output, &response, "tidemark.v1.DeleteConsumerResponse", |r| {
-        print_changes(r.executed, &[r.change.clone().unwrap_or_default()]);
+        print_changes(r.executed == Some(true), &[r.change.clone().unwrap_or_default()]);
     })
 }
 
