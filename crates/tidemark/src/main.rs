@@ -303,15 +303,23 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    use cli::port_hint::explained;
     match cli.command {
         Command::Serve(args) => serve::serve(*args).await,
-        Command::Consumers { connection, command } => cli::consumers(&connection, command).await,
-        Command::Options { connection, command } => cli::options(&connection, command).await,
-        Command::Tables { connection, command } => cli::tables(&connection, command).await,
-        Command::State { connection, command } => cli::state(&connection, command).await,
-        Command::Fence { connection, args } => cli::fence(&connection, args).await,
-        Command::History { connection, args } => cli::history(&connection, args).await,
-        Command::Version { connection } => cli::version(&connection).await,
+        // A call that reached an HTTP port instead of the gRPC one says so.
+        Command::Consumers { connection, command } => {
+            explained(cli::consumers(&connection, command).await, &connection).await
+        }
+        Command::Options { connection, command } => {
+            explained(cli::options(&connection, command).await, &connection).await
+        }
+        Command::Tables { connection, command } => {
+            explained(cli::tables(&connection, command).await, &connection).await
+        }
+        Command::State { connection, command } => explained(cli::state(&connection, command).await, &connection).await,
+        Command::Fence { connection, args } => explained(cli::fence(&connection, args).await, &connection).await,
+        Command::History { connection, args } => explained(cli::history(&connection, args).await, &connection).await,
+        Command::Version { connection } => explained(cli::version(&connection).await, &connection).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "tidemark", &mut std::io::stdout());

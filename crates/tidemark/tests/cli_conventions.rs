@@ -566,3 +566,35 @@ async fn a_missing_location_and_a_folded_table_name_speak_up() {
     let quiet = run(&["fence", "db.orders"]);
     assert!(!text(&quiet).contains("TABLE_NAME_SPELLING"), "{}", text(&quiet));
 }
+
+/// The CLI pointed at the console's or the metrics' port (both HTTP/1.1)
+/// says which port it reached and which one is gRPC, with exit code 5 (no
+/// gRPC server reached). Before: `Error: CANCELLED: operation was
+/// canceled` and `Error: UNKNOWN: transport error`, exit 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_port_is_named_as_such_with_the_grpc_port_to_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let console = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let _served = Served::start(
+        &["--console-listen", &console, "--metrics-listen", &metrics],
+        dir.path(),
+    );
+    for (address, what) in [(&console, "console"), (&metrics, "metrics")] {
+        let output = cli(address, None, &["consumers", "list", "--table", "db.t"]);
+        let said = text(&output);
+        assert_eq!(code(&output), 5, "{what}: {said}");
+        assert!(
+            said.contains("answers HTTP/1.1, not gRPC") && said.contains(what) && said.contains("--listen"),
+            "{what}: {said}"
+        );
+    }
+}

@@ -13,6 +13,7 @@ use tidemark_client::{AdminClient, ApiError, AuthChannel, ClientOptions, ClientT
 mod consumers;
 mod history;
 mod options;
+pub(crate) mod port_hint;
 mod render;
 mod retention;
 mod state;
@@ -219,7 +220,9 @@ Exit codes:
         if let Some(failed) = error.downcast_ref::<super::CallFailed>() {
             return for_code(failed.code);
         }
-        if error.downcast_ref::<tidemark_client::ConnectError>().is_some() {
+        if error.downcast_ref::<tidemark_client::ConnectError>().is_some()
+            || error.downcast_ref::<super::port_hint::NotGrpc>().is_some()
+        {
             return UNAVAILABLE;
         }
         if error.downcast_ref::<super::UsageError>().is_some() {
@@ -300,6 +303,9 @@ pub(crate) fn table_arg(value: &str) -> Result<String, std::convert::Infallible>
 pub(crate) struct CallFailed {
     pub(crate) code: tonic::Code,
     text: String,
+    /// Made by the client's gRPC stack, not sent by a server: the
+    /// connection failed under the call (say, it reached an HTTP port).
+    pub(crate) transport: bool,
 }
 
 /// The command line asked for something impossible (exit code 2).
@@ -329,5 +335,14 @@ pub(crate) fn call_error(status: tonic::Status) -> anyhow::Error {
         "NEXT_SNAPSHOT_MISMATCH" => text.push_str("\nhint: describe the consumer and retry with the current position"),
         _ => {}
     }
-    anyhow::Error::new(CallFailed { code: err.code, text })
+    let transport = err.reason.is_empty()
+        && matches!(
+            err.code,
+            tonic::Code::Cancelled | tonic::Code::Unknown | tonic::Code::Internal | tonic::Code::Unavailable
+        );
+    anyhow::Error::new(CallFailed {
+        code: err.code,
+        text,
+        transport,
+    })
 }
