@@ -6,7 +6,10 @@
 //!   (a removed field must be `reserved`), a field's number, name, type,
 //!   cardinality or oneof changed, an RPC's request, response or streaming
 //!   changed. Workers built against the old contract (Rust, Python, grpcurl
-//!   scripts using the JSON names) would misread or be refused.
+//!   scripts using the JSON names) would misread or be refused. A field
+//!   that gains presence (singular to proto3 `optional`) is not a break: its
+//!   number, name, type and wire format stay, and JSON now prints it when
+//!   set to its default; losing presence is.
 //! - An addition fails too until it is recorded, so the baseline always
 //!   describes main: rerun with `TIDEMARK_UPDATE_PROTO_BASELINE=1` (which
 //!   refuses to record a breaking change).
@@ -136,7 +139,7 @@ fn breaking(baseline: &BTreeMap<String, String>, current: &BTreeMap<String, Stri
     let mut found = Vec::new();
     for (key, was) in baseline {
         match current.get(key) {
-            Some(now) if now == was => {}
+            Some(now) if now == was || gains_presence(was, now) => {}
             Some(now) => found.push(format!("{key}: was `{was}`, now `{now}`")),
             None => {
                 let reserved = key
@@ -150,6 +153,11 @@ fn breaking(baseline: &BTreeMap<String, String>, current: &BTreeMap<String, Stri
         }
     }
     found
+}
+
+/// A singular field that became proto3 `optional`, nothing else changed.
+fn gains_presence(was: &str, now: &str) -> bool {
+    was.contains(" singular oneof=-") && was.replacen(" singular ", " optional ", 1) == now
 }
 
 fn current() -> BTreeMap<String, String> {
@@ -217,6 +225,15 @@ fn the_check_refuses_each_kind_of_break() {
         .replace("singular", "repeated");
     retyped.insert(field.clone(), value);
     assert_eq!(breaking(&baseline, &retyped).len(), 1);
+
+    // Gaining presence passes; losing it, or a oneof member made optional,
+    // does not.
+    let mut presence = baseline.clone();
+    let singular = presence[&field].clone();
+    assert!(singular.contains(" singular oneof=-"), "{singular}");
+    presence.insert(field.clone(), singular.replacen(" singular ", " optional ", 1));
+    assert!(breaking(&baseline, &presence).is_empty());
+    assert_eq!(breaking(&presence, &baseline).len(), 1, "losing presence breaks");
 
     let mut removed = baseline.clone();
     removed.remove(&rpc);
