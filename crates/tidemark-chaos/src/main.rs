@@ -218,7 +218,6 @@ async fn orchestrate(mut args: RunArgs) -> anyhow::Result<()> {
                 if let Some(at) = server_args.iter().position(|a| a == "--shutdown-drain") {
                     server_args[at + 1] = "1s".into();
                 }
-                rollout::keep_slot_args(&dir, i, &server_args)?;
                 (i < 2)
                     .then(|| ServerProcess::start(&builds.previous, &server_args, &dir, &format!("{name}/previous")))
                     .transpose()?

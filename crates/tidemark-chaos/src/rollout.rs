@@ -93,12 +93,17 @@ pub(crate) async fn run(
                     let kind = FAULTS[n % FAULTS.len()];
                     n += 1;
                     let t0 = now_us();
+                    let server_args = replicas[step.slot()].args.clone();
                     let (done, fault) = {
                         let (processes, proxies): (Vec<&mut Option<ServerProcess>>, Vec<&Proxy>) =
                             replicas.iter_mut().map(|r| (&mut r.process, &r.proxy)).unzip();
                         let mut processes = processes;
                         let slot = step.slot();
-                        let launch = (format!("replica-{slot}/{}", label(to)), builds.path(to).to_path_buf());
+                        let launch = Launch {
+                            label: format!("replica-{slot}/{}", label(to)),
+                            binary: builds.path(to).to_path_buf(),
+                            args: server_args,
+                        };
                         tokio::join!(
                             step.run(&mut *processes[slot], proxies[slot], launch, dir, &mut log),
                             common_fault(kind, n, args, &proxies, database, postgres, workers, dir)
@@ -156,6 +161,14 @@ fn label(build: Build) -> &'static str {
     }
 }
 
+/// What a start step runs: the build, its arguments (the slot's), its log
+/// label.
+struct Launch {
+    label: String,
+    binary: PathBuf,
+    args: Vec<String>,
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Step {
     /// Start this build in this (empty) slot and wait until it is ready.
@@ -182,19 +195,18 @@ impl Step {
         self,
         process: &mut Option<ServerProcess>,
         endpoint: &Proxy,
-        (label, binary): (String, PathBuf),
+        Launch { label, binary, args }: Launch,
         dir: &Path,
         log: &mut RolloutLog,
     ) -> anyhow::Result<()> {
         match self {
             Step::Start(slot, build) => {
                 anyhow::ensure!(process.is_none(), "slot {slot} is not empty");
-                let server_args = slot_args(dir, slot)?;
                 let started = Instant::now();
                 let dir = dir.to_path_buf();
                 let label_for_start = label.clone();
                 let spawned = tokio::task::spawn_blocking(move || {
-                    ServerProcess::start_with_env(&binary, &server_args, &[], &dir, &label_for_start)
+                    ServerProcess::start_with_env(&binary, &args, &[], &dir, &label_for_start)
                 })
                 .await??;
                 wait_ready(&spawned.url())
@@ -237,18 +249,6 @@ impl Step {
         }
         Ok(())
     }
-}
-
-/// The server arguments the orchestrator wrote for `slot`.
-fn slot_args(dir: &Path, slot: usize) -> anyhow::Result<Vec<String>> {
-    let text = std::fs::read_to_string(dir.join(format!("replica-{slot}.args")))?;
-    Ok(serde_json::from_str(&text)?)
-}
-
-/// Keeps `slot`'s server arguments where a step finds them.
-pub(crate) fn keep_slot_args(dir: &Path, slot: usize, args: &[String]) -> anyhow::Result<()> {
-    std::fs::write(dir.join(format!("replica-{slot}.args")), serde_json::to_vec(args)?)?;
-    Ok(())
 }
 
 /// Waits until the replica at `url` says SERVING on its readiness service.

@@ -351,6 +351,26 @@ fn through_faulty_proxy(db: &FreshDatabase) -> (String, FaultyProxy) {
     (db.url.replacen(&original, &format!(":{port}/"), 1), proxy)
 }
 
+/// `tidemark serve` on `url` (through the faulty proxy) with 2 s to get a
+/// connection and 3 s a request, plus `extra`.
+fn serve_through_proxy(url: &str, dir: &Path, extra: &[&str]) -> ServerProcess {
+    let args: Vec<String> = [
+        "--listen",
+        "127.0.0.1:0",
+        "--database-url",
+        url,
+        "--db-acquire-timeout",
+        "2s",
+        "--request-timeout",
+        "3s",
+    ]
+    .iter()
+    .chain(extra)
+    .map(|a| (*a).to_owned())
+    .collect();
+    ServerProcess::start(Path::new(BIN), &args, dir, "tidemark").unwrap()
+}
+
 /// The database stops answering without closing anything (every
 /// connection half-open): the background jobs' statements, the gauge
 /// collector's and the sweeper's, never return. SIGTERM still ends the
@@ -438,24 +458,11 @@ async fn the_fleet_gauges_come_back_after_a_failover_leaves_connections_half_ope
     let dir = tempfile::tempdir().unwrap();
     let metrics = free_port();
     let metrics_listen = format!("127.0.0.1:{metrics}");
-    let args: Vec<String> = [
-        "--listen",
-        "127.0.0.1:0",
-        "--metrics-listen",
-        &metrics_listen,
-        "--database-url",
+    let server = serve_through_proxy(
         &through_proxy,
-        "--gauge-interval",
-        "300ms",
-        "--db-acquire-timeout",
-        "2s",
-        "--request-timeout",
-        "3s",
-    ]
-    .iter()
-    .map(|a| (*a).to_owned())
-    .collect();
-    let server = ServerProcess::start(Path::new(BIN), &args, dir.path(), "tidemark").unwrap();
+        dir.path(),
+        &["--metrics-listen", &metrics_listen, "--gauge-interval", "300ms"],
+    );
     let mut client = coordinator(&server.url(), Duration::from_secs(10));
     // A lease that lapses 2 s after the failover: the gauges showing 0
     // live leases prove a round computed after it, with no call of ours
@@ -511,30 +518,22 @@ async fn new_calls_reach_the_database_soon_after_a_failover_leaves_the_pool_half
         .expect("Postgres (scripts/test.sh starts one)");
     let (through_proxy, proxy) = through_faulty_proxy(&db);
     let dir = tempfile::tempdir().unwrap();
-    let args: Vec<String> = [
-        "--listen",
-        "127.0.0.1:0",
-        "--metrics-listen",
-        "off",
-        "--database-url",
+    let server = serve_through_proxy(
         &through_proxy,
-        "--db-max-connections",
-        "8",
-        "--db-acquire-timeout",
-        "2s",
-        "--request-timeout",
-        "3s",
-        "--readiness-interval",
-        "200ms",
-        "--db-group-commit",
-        "0",
-        "--sweep-interval",
-        "0s",
-    ]
-    .iter()
-    .map(|a| (*a).to_owned())
-    .collect();
-    let server = ServerProcess::start(Path::new(BIN), &args, dir.path(), "tidemark").unwrap();
+        dir.path(),
+        &[
+            "--metrics-listen",
+            "off",
+            "--db-max-connections",
+            "8",
+            "--readiness-interval",
+            "200ms",
+            "--db-group-commit",
+            "0",
+            "--sweep-interval",
+            "0s",
+        ],
+    );
     let client = coordinator(&server.url(), Duration::from_secs(10));
     // Every pooled connection used at once, so all eight are idle in the
     // pool when the failover comes.
