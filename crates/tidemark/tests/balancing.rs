@@ -218,7 +218,15 @@ async fn connections_spread_to_a_new_replica_and_survive_a_rolling_restart() {
         .map(|id| tokio::spawn(worker(id, options.clone(), Arc::clone(&stop), Arc::clone(&tally))))
         .collect();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let before = connections_per_replica(port);
+    // Settled: on a loaded machine a readiness check's connection, or one a
+    // worker just replaced, may still be in the table for a moment (CI saw
+    // 25 for 24 workers once).
+    let settle = Instant::now() + Duration::from_secs(5);
+    let mut before = connections_per_replica(port);
+    while before.iter().sum::<usize>() != WORKERS && Instant::now() < settle {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        before = connections_per_replica(port);
+    }
     eprintln!("two replicas: {}", share(before));
     assert_eq!(before[2], 0);
     assert_eq!(before.iter().sum::<usize>(), WORKERS, "one connection per worker");
