@@ -385,6 +385,12 @@ def test_a_consumer_page_shows_its_history_and_the_commands(console, browser):
     info = described.info
     assert facts["Next snapshot"] == str(info.consumer.next_snapshot)
     assert facts["Lease holder"] == info.lease.holder and facts["Lease epoch"] == str(info.lease.epoch)
+    # Who holds it, as the API says it: the Python SDK's user-agent leads
+    # the client name, the peer is the loopback address it called from.
+    assert info.lease.client.startswith("tidemark-python/"), info.lease.client
+    assert facts["Lease client"] == info.lease.client
+    assert facts["Lease caller"] == info.lease.peer and info.lease.peer.startswith("127.0.0.1:"), info.lease.peer
+    assert facts["Lease state"].split(" (")[0] == info.lease.activity.split(" (")[0], (facts, info.lease.activity)
     assert facts["Lag (snapshots)"] == str(info.consumer.lag)
     history = ops.list_history(names["orders"], "etl-1")
     assert [r[0] for r in table_rows(browser, "history")] == [str(h.id) for h in history]

@@ -63,6 +63,15 @@ def offset(snapshot_id: int, index: int, scan_snapshot: bool, total_splits: Opti
     return message
 
 
+def _sdk_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("tidemark")
+    except Exception:  # not installed (a source checkout on sys.path)
+        return "dev"
+
+
 class Client:
     """A connection to a tidemark server.
 
@@ -107,6 +116,9 @@ class Client:
             # connection per address among a process's Clients, so they would
             # all land on one replica.
             ("grpc.use_local_subchannel_pool", 1),
+            # Leads the user-agent (gRPC appends its own): the server records
+            # it on the leases this client acquires.
+            ("grpc.primary_user_agent", f"tidemark-python/{_sdk_version()}"),
             ("grpc.service_config", json.dumps({"loadBalancingConfig": [{"pick_first": {"shuffleAddressList": True}}]})),
         ]
         if secure or ca is not None or cert is not None:

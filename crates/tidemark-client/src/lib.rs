@@ -28,11 +28,18 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic_types::StatusExt;
 
+/// The name and version this SDK leads its user-agent with: the server
+/// records it on the leases it grants, so an operator can tell which client
+/// holds one.
+pub const USER_AGENT: &str = concat!("tidemark-rust/", env!("CARGO_PKG_VERSION"));
+
 /// Connects a Coordinator client to `endpoint` (e.g. `http://127.0.0.1:50051`)
 /// without credentials.
 pub async fn connect_coordinator(endpoint: impl Into<String>) -> Result<CoordinatorClient<Channel>, ConnectError> {
     let endpoint: String = endpoint.into();
     let channel = Endpoint::from_shared(endpoint.clone())
+        .map_err(|e| ConnectError::configuration(e.to_string()))?
+        .user_agent(USER_AGENT)
         .map_err(|e| ConnectError::configuration(e.to_string()))?
         .connect()
         .await
@@ -143,7 +150,9 @@ pub type AuthChannel = InterceptedService<Channel, Credentials>;
 pub async fn connect(options: &ClientOptions) -> Result<AuthChannel, ConnectError> {
     let mut endpoint = Endpoint::from_shared(options.endpoint.clone())
         .map_err(|e| ConnectError::configuration(format!("invalid endpoint {:?}: {e}", options.endpoint)))?
-        .connect_timeout(options.connect_timeout.unwrap_or(Duration::from_secs(5)));
+        .connect_timeout(options.connect_timeout.unwrap_or(Duration::from_secs(5)))
+        .user_agent(USER_AGENT)
+        .map_err(|e| ConnectError::configuration(e.to_string()))?;
     if let Some(timeout) = options.request_timeout {
         endpoint = endpoint.timeout(timeout);
     }

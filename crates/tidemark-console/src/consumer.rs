@@ -98,9 +98,23 @@ pub(super) async fn consumer(
             },
         );
     }
+    if let Some(l) = &state.lease {
+        fact("Lease state", l.activity(view.now).to_string());
+    }
     match state.live_lease(view.now) {
         Some(l) => {
             fact("Lease holder", l.holder.clone());
+            // As the server saw the call: behind a proxy, the proxy's.
+            fact("Lease caller", l.caller.peer.clone().unwrap_or_else(|| DASH.to_owned()));
+            fact(
+                "Lease client",
+                l.caller.client.clone().unwrap_or_else(|| DASH.to_owned()),
+            );
+            fact("Last renewed", format::instant(l.last_renewed()));
+            fact(
+                "Last commit",
+                l.committed_at.map_or_else(|| DASH.to_owned(), format::instant),
+            );
             fact("Lease epoch", l.epoch.to_string());
             fact("Lease principal", l.principal.clone());
             fact("Lease acquired", format::instant(l.acquired_at));

@@ -50,6 +50,7 @@ struct HolderLine {
     kind: &'static str,
     snapshot: i64,
     holder: String,
+    activity: String,
     idle: String,
     expires: String,
 }
@@ -131,6 +132,11 @@ pub(super) async fn fence(
                 },
                 snapshot: h.snapshot,
                 holder: live.map_or_else(|| DASH.to_owned(), |l| format!("{} (epoch {})", l.holder, l.epoch)),
+                activity: view
+                    .state
+                    .lease
+                    .as_ref()
+                    .map_or_else(|| DASH.to_owned(), |l| l.activity(view.now).to_string()),
                 idle: view.liveness.map_or_else(|| DASH.to_owned(), |l| span(l.idle)),
                 expires: view
                     .liveness

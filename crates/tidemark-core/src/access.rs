@@ -161,6 +161,8 @@ mod tests {
             wrote_consumer: false,
             legacy_warned_snapshot: None,
             full_scan_pin: None,
+            caller: crate::Caller::UNKNOWN,
+            committed_at: None,
         };
         let worker = Access {
             principal: "w",

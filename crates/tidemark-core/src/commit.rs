@@ -278,6 +278,7 @@ pub fn commit_knowing(
         end,
     });
     lease.deadline = now.plus(lease.ttl);
+    lease.committed_at = Some(now);
     if lease
         .full_scan_pin
         .is_some_and(|pin| end.snapshot_id > pin || (end.snapshot_id == pin && end.is_complete()))

@@ -93,8 +93,8 @@ pub enum CoreError {
 
     /// L2: another holder's lease on the key is live.
     #[error(
-        "consumer {key} is leased by holder {holder:?} (epoch {epoch}) for another {}ms; {}",
-        duration_millis(*remaining),
+        "consumer {key} is leased by holder {holder:?} (epoch {epoch}) for another {}; {}",
+        crate::options::Human(*remaining),
         claimant.way_out()
     )]
     LeaseHeld {

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use crate::error::{CoreError, LeaseLoss};
 use crate::ids::ConsumerKey;
-use crate::state::{ConsumerRecord, EventKind, HistoryEvent, KeyState, LeaseRecord, LeaseStatus, Transition};
+use crate::state::{Caller, ConsumerRecord, EventKind, HistoryEvent, KeyState, LeaseRecord, LeaseStatus, Transition};
 use crate::time::Timestamp;
 
 /// The highest epoch tidemark grants or burns (SPEC §7: epochs never wrap).
@@ -104,6 +104,8 @@ pub struct LeaseRequest<'a> {
     pub ttl: Option<Duration>,
     /// The id of the new grant.
     pub lease_id: Uuid,
+    /// Where the request came from.
+    pub caller: &'a Caller,
 }
 
 /// L1–L4: grants the key's lease to `request.holder`.
@@ -126,6 +128,7 @@ pub fn acquire(
         principal,
         ttl: requested_ttl,
         lease_id: new_lease_id,
+        caller,
     } = request;
     let mut next = state.cloned().unwrap_or_else(|| KeyState::new(key.clone()));
     // A takeover needs the same holder *and* the same credentials: knowing a
@@ -167,6 +170,8 @@ pub fn acquire(
         wrote_consumer: false,
         legacy_warned_snapshot: None,
         full_scan_pin: None,
+        caller: caller.clone(),
+        committed_at: None,
     };
     next.lease = Some(lease.clone());
 

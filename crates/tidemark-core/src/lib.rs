@@ -5,6 +5,7 @@
 //! the [`Transition`] it returns (new state plus history) in one transaction.
 
 pub mod access;
+pub mod activity;
 pub mod admin;
 pub mod commit;
 pub mod error;
@@ -23,6 +24,7 @@ pub mod state;
 pub mod time;
 pub mod validate;
 
+pub use activity::{Caller, LeaseActivity};
 pub use commit::{CommitBatch, CommitOutcome, Committed, RefreshHistory};
 pub use error::{Claimant, CoreError, LeaseLoss};
 pub use ids::{BranchName, ConsumerId, ConsumerKey, TABLE_NAME_SPELLING, TableName};

@@ -112,6 +112,38 @@ pub struct CommittedBatch {
     pub end: Offset,
 }
 
+/// The longest client name kept (a user-agent can be long; the name and
+/// version lead it).
+pub const MAX_CLIENT_LEN: usize = 128;
+
+/// Where a lease was asked from, as the server saw the call. Behind a proxy
+/// or a load balancer the peer is the proxy's address.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caller {
+    /// The peer address (`ip:port`); `None` when the transport gives none
+    /// (an internal call, a Unix socket).
+    pub peer: Option<String>,
+    /// The client's name and version (the user-agent); `None` when absent.
+    pub client: Option<String>,
+}
+
+impl Caller {
+    /// No caller recorded.
+    pub const UNKNOWN: Caller = Caller {
+        peer: None,
+        client: None,
+    };
+
+    /// A caller from what the transport gives: the client name is cut to
+    /// [`MAX_CLIENT_LEN`] characters and kept only when printable.
+    pub fn new(peer: Option<String>, client: Option<&str>) -> Self {
+        let client = client
+            .map(|c| c.trim().chars().take(MAX_CLIENT_LEN).collect::<String>())
+            .filter(|c| !c.is_empty() && c.chars().all(|ch| !ch.is_control()));
+        Self { peer, client }
+    }
+}
+
 /// One lease grant on a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRecord {
@@ -143,6 +175,11 @@ pub struct LeaseRecord {
     /// E5: the snapshot of an initial full scan in progress, pinned in the
     /// retention fences until the scan completes or the lease ends.
     pub full_scan_pin: Option<i64>,
+    /// Where the grant was asked from (issue 55).
+    pub caller: Caller,
+    /// When it last committed a new batch (a retry of the last one does
+    /// not count); `None` before its first.
+    pub committed_at: Option<Timestamp>,
 }
 
 impl LeaseRecord {

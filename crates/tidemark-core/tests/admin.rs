@@ -44,6 +44,7 @@ fn leased(next: i64) -> KeyState {
             principal: "anonymous",
             ttl: None,
             lease_id: Uuid::from_u128(1),
+            caller: &tidemark_core::Caller::UNKNOWN,
         },
         &LeasePolicy::default(),
         None,

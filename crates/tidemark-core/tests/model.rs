@@ -134,6 +134,7 @@ impl World {
                 principal: "anonymous",
                 ttl: requested,
                 lease_id,
+                caller: &tidemark_core::Caller::UNKNOWN,
             },
             &self.policy,
             None,

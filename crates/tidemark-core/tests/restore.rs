@@ -52,6 +52,7 @@ fn leased(state: &KeyState) -> KeyState {
             principal: "anonymous",
             ttl: None,
             lease_id: Uuid::from_u128(1),
+            caller: &tidemark_core::Caller::UNKNOWN,
         },
         &LeasePolicy::default(),
         None,

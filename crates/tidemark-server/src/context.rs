@@ -1,6 +1,7 @@
 //! Per-call context: the request id and the principal, for logs and the
 //! audit trail.
 
+use tidemark_core::Caller;
 use tidemark_service::store::CallContext;
 
 use crate::auth::{Authenticated, Role};
@@ -22,7 +23,7 @@ pub(crate) fn call_context<T>(request: &Request<T>) -> CallContext {
         .and_then(|v| v.to_str().ok())
         .filter(|id| !id.is_empty() && id.len() <= MAX_REQUEST_ID && id.bytes().all(|b| b.is_ascii_graphic()))
         .map_or_else(|| uuid::Uuid::now_v7().to_string(), str::to_owned);
-    match request.extensions().get::<Authenticated>() {
+    let mut ctx = match request.extensions().get::<Authenticated>() {
         // No credentials configured (or an open method): unrestricted.
         None => CallContext::new("anonymous", request_id),
         Some(Authenticated(grant)) => CallContext {
@@ -30,8 +31,20 @@ pub(crate) fn call_context<T>(request: &Request<T>) -> CallContext {
             request_id,
             scope: grant.scope.clone(),
             any_lease: grant.roles.contains(&Role::Operator),
+            caller: Caller::UNKNOWN,
         },
-    }
+    };
+    ctx.caller = caller(request);
+    ctx
+}
+
+/// Where a request came from: the peer address as this server sees it
+/// (behind a proxy, the proxy's) and the client's user-agent (gRPC stacks
+/// append their own name to the application's: `tidemark-python/0.1.0
+/// grpc-python/1.71.0 grpc-c/46.0.0 (linux; chttp2)`).
+fn caller<T>(request: &Request<T>) -> Caller {
+    let client = request.metadata().get("user-agent").and_then(|v| v.to_str().ok());
+    Caller::new(request.remote_addr().map(|a| a.to_string()), client)
 }
 
 /// A response carrying the request id.

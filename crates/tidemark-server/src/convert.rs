@@ -121,6 +121,11 @@ pub(crate) fn lease_info(lease: &tidemark_core::LeaseRecord, now: Timestamp) -> 
         deadline: Some(timestamp(lease.deadline)),
         full_scan_pin: lease.full_scan_pin.filter(|_| live),
         last_batch_id: lease.last_batch.map(|b| b.batch_id),
+        peer: lease.caller.peer.clone().unwrap_or_default(),
+        client: lease.caller.client.clone().unwrap_or_default(),
+        last_renewed_at: (lease.status == LeaseStatus::Active).then(|| timestamp(lease.last_renewed())),
+        last_commit_at: lease.committed_at.map(timestamp),
+        activity: lease.activity(now).to_string(),
     }
 }
 
@@ -215,6 +220,13 @@ pub(crate) fn retention_holder(h: &tidemark_service::store::Holder) -> pb::Reten
         snapshot: h.snapshot,
         lease_holder: live.map(|l| l.holder.clone()).unwrap_or_default(),
         lease_epoch: live.map_or(0, |l| l.epoch),
+        lease_peer: live.and_then(|l| l.caller.peer.clone()).unwrap_or_default(),
+        lease_client: live.and_then(|l| l.caller.client.clone()).unwrap_or_default(),
+        lease_activity: state
+            .lease
+            .as_ref()
+            .map(|l| l.activity(h.view.now).to_string())
+            .unwrap_or_default(),
         idle: match h.kind {
             tidemark_service::store::HolderKind::Consumer => h.view.liveness.map(|l| duration_to_pb(l.idle)),
             tidemark_service::store::HolderKind::FullScanPin => None,

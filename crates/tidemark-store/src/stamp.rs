@@ -33,6 +33,9 @@ pub(crate) fn restamp(state: &KeyState, before: Option<&KeyState>, decided: Time
         let old = before.and_then(|b| b.lease.as_ref());
         moved(&mut lease.acquired_at, old.map(|l| l.acquired_at));
         moved(&mut lease.deadline, old.map(|l| l.deadline));
+        if let Some(committed_at) = lease.committed_at.as_mut() {
+            moved(committed_at, old.and_then(|l| l.committed_at));
+        }
     }
     state
 }

@@ -32,6 +32,7 @@ impl Store {
                     principal: &ctx.principal,
                     ttl,
                     lease_id: Uuid::now_v7(),
+                    caller: &ctx.caller,
                 };
                 lease::acquire(
                     loaded.state.as_ref(),

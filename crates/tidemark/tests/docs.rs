@@ -88,6 +88,7 @@ fn normalize(text: &str) -> String {
         ),
         (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "<time>"),
         (r"tdm_[0-9a-f]{64}", "<token>"),
+        (r"\b127\.0\.0\.1:\d+\b", "<peer>"),
         (r"\b[0-9a-f]{64}\b", "<sha256>"),
         (r"\b\d+(\.\d+)?(ms|s|m|h|d)\b", "<duration>"),
         (r"<duration> <duration>", "<duration>"),

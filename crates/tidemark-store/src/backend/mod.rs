@@ -36,6 +36,8 @@ pub struct CallContext {
     /// Whether the caller may use leases other principals acquired
     /// (operators); workers may only renew, commit or release their own.
     pub any_lease: bool,
+    /// Where the call came from (recorded on the leases it acquires).
+    pub caller: tidemark_core::Caller,
 }
 
 impl CallContext {
@@ -46,6 +48,7 @@ impl CallContext {
             request_id: request_id.into(),
             scope: TableScope::All,
             any_lease: true,
+            caller: tidemark_core::Caller::UNKNOWN,
         }
     }
 

@@ -329,6 +329,7 @@ async fn run_case(
                         principal: "tester",
                         ttl,
                         lease_id,
+                        caller: &tidemark_core::Caller::UNKNOWN,
                     };
                     lease::acquire(s, k, request, &policy(), options.expiration, now)
                 });

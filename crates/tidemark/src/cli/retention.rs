@@ -38,6 +38,7 @@ fn holders_table(holders: &[pb::RetentionHolder]) -> Table {
         "IDLE",
         "EXPIRES IN",
         "LAG",
+        "LEASE STATE",
     ]);
     for h in holders {
         t.row(vec![
@@ -55,6 +56,11 @@ fn holders_table(holders: &[pb::RetentionHolder]) -> Table {
             duration(h.idle.as_ref()),
             duration(h.expires_in.as_ref()),
             opt(h.lag),
+            if h.lease_activity.is_empty() {
+                "-".to_owned()
+            } else {
+                h.lease_activity.clone()
+            },
         ]);
     }
     t

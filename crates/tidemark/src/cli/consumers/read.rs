@@ -25,7 +25,16 @@ fn consumer_row(c: &pb::ConsumerInfo) -> Vec<String> {
             duration(c.expires_in.as_ref())
         },
         live.map_or_else(|| "-".to_owned(), |l| format!("{} (epoch {})", l.holder, l.epoch)),
+        lease_state(lease),
     ]
+}
+
+/// What the key's latest lease's query is doing ("-" when never leased).
+pub(super) fn lease_state(lease: Option<&pb::LeaseInfo>) -> String {
+    lease
+        .map(|l| l.activity.clone())
+        .filter(|a| !a.is_empty())
+        .unwrap_or_else(|| "-".to_owned())
 }
 
 /// The consumers of the first page, or of every page (`all`), and the next
@@ -81,7 +90,16 @@ async fn worst_first(
 
 fn print_lag(response: &pb::ListConsumersResponse) {
     let mut t = Table::new(vec![
-        "TABLE", "BRANCH", "CONSUMER", "NEXT", "LATEST", "LAG", "LAG TIME", "IDLE", "LEASE",
+        "TABLE",
+        "BRANCH",
+        "CONSUMER",
+        "NEXT",
+        "LATEST",
+        "LAG",
+        "LAG TIME",
+        "IDLE",
+        "LEASE",
+        "LEASE STATE",
     ]);
     for c in &response.consumers {
         let key = c.key.clone().unwrap_or_default();
@@ -97,6 +115,7 @@ fn print_lag(response: &pb::ListConsumersResponse) {
             duration(c.lag_time.as_ref()),
             duration(c.idle.as_ref()),
             live.map_or_else(|| "-".to_owned(), |l| format!("{} (epoch {})", l.holder, l.epoch)),
+            lease_state(c.lease.as_ref()),
         ]);
     }
     t.print();
@@ -124,6 +143,7 @@ pub(super) async fn list(
             "IDLE",
             "EXPIRES IN",
             "LEASE",
+            "LEASE STATE",
         ]);
         for c in &r.consumers {
             t.row(consumer_row(c));
@@ -133,6 +153,10 @@ pub(super) async fn list(
             println!("(more: --all, or narrow with --table/--branch/--prefix)");
         }
     })
+}
+
+fn or_dash(text: &str) -> &str {
+    if text.is_empty() { "-" } else { text }
 }
 
 fn print_described(response: &pb::DescribeConsumerResponse) {
@@ -159,16 +183,33 @@ fn print_described(response: &pb::DescribeConsumerResponse) {
     );
     println!("epoch         {}", info.epoch);
     match &info.lease {
-        Some(l) => println!(
-            "lease         {} holder {} epoch {} (remaining {}){}",
-            l.state,
-            l.holder,
-            l.epoch,
-            duration(l.remaining.as_ref()),
-            l.full_scan_pin
-                .map(|p| format!(", pins snapshot {p}"))
-                .unwrap_or_default()
-        ),
+        Some(l) => {
+            println!(
+                "lease         {} holder {} epoch {} (remaining {}){}",
+                l.state,
+                l.holder,
+                l.epoch,
+                duration(l.remaining.as_ref()),
+                l.full_scan_pin
+                    .map(|p| format!(", pins snapshot {p}"))
+                    .unwrap_or_default()
+            );
+            println!("lease state   {}", lease_state(Some(l)));
+            println!(
+                "lease caller  {} ({})",
+                or_dash(&l.peer),
+                if l.client.is_empty() {
+                    "no client name"
+                } else {
+                    &l.client
+                }
+            );
+            println!(
+                "renewed       {}, last commit {}",
+                timestamp(l.last_renewed_at.as_ref()),
+                timestamp(l.last_commit_at.as_ref())
+            );
+        }
         None => println!("lease         -"),
     }
     let options: BTreeMap<_, _> = response.table_options.iter().collect();

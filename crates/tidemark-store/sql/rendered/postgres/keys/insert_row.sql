@@ -1,7 +1,7 @@
 WITH clock AS (SELECT tidemark_write_now() AS t),
          written AS (
-           INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, consumer_created_at, consumer_updated_at, latest_snapshot, lease_id, lease_holder, lease_epoch, lease_status, lease_ttl_us, lease_acquired_at, lease_deadline, last_batch_id, last_end_snapshot, last_end_index, last_end_full, last_end_total_splits, lease_wrote_consumer, legacy_warned_snapshot, full_scan_pin, lease_principal)
-           VALUES ($1, $2, $3, 1, $16, $17, $18 + ((SELECT t FROM clock) - $15::timestamptz), $19 + ((SELECT t FROM clock) - $15::timestamptz), $20, $21, $22, $23, $24, $25, $26 + ((SELECT t FROM clock) - $15::timestamptz), $27 + ((SELECT t FROM clock) - $15::timestamptz), $28, $29, $30, $31, $32, $33, $34, $35, $36)
+           INSERT INTO consumer_keys (table_name, branch, consumer_id, version, epoch, next_snapshot, consumer_created_at, consumer_updated_at, latest_snapshot, lease_id, lease_holder, lease_epoch, lease_status, lease_ttl_us, lease_acquired_at, lease_deadline, last_batch_id, last_end_snapshot, last_end_index, last_end_full, last_end_total_splits, lease_wrote_consumer, legacy_warned_snapshot, full_scan_pin, lease_principal, lease_peer, lease_client, lease_committed_at, lease_caller_of)
+           VALUES ($1, $2, $3, 1, $16, $17, $18 + ((SELECT t FROM clock) - $15::timestamptz), $19 + ((SELECT t FROM clock) - $15::timestamptz), $20, $21, $22, $23, $24, $25, $26 + ((SELECT t FROM clock) - $15::timestamptz), $27 + ((SELECT t FROM clock) - $15::timestamptz), $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39 + ((SELECT t FROM clock) - $15::timestamptz), $40)
            ON CONFLICT DO NOTHING RETURNING table_name, branch, consumer_id, lease_id, lease_epoch, lease_holder, lease_acquired_at),
     grant_row AS (
       INSERT INTO lease_grants (lease_id, table_name, branch, consumer_id, epoch, holder, granted_at)

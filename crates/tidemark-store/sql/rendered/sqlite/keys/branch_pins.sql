@@ -1,4 +1,4 @@
-SELECT k.table_name, k.branch, k.consumer_id, k.version, k.epoch, k.next_snapshot, k.consumer_created_at, k.consumer_updated_at, k.latest_snapshot, k.lease_id, k.lease_holder, k.lease_epoch, k.lease_status, k.lease_ttl_us, k.lease_acquired_at, k.lease_deadline, k.last_batch_id, k.last_end_snapshot, k.last_end_index, k.last_end_full, k.last_end_total_splits, k.lease_wrote_consumer, k.legacy_warned_snapshot, k.full_scan_pin, k.lease_principal
+SELECT k.table_name, k.branch, k.consumer_id, k.version, k.epoch, k.next_snapshot, k.consumer_created_at, k.consumer_updated_at, k.latest_snapshot, k.lease_id, k.lease_holder, k.lease_epoch, k.lease_status, k.lease_ttl_us, k.lease_acquired_at, k.lease_deadline, k.last_batch_id, k.last_end_snapshot, k.last_end_index, k.last_end_full, k.last_end_total_splits, k.lease_wrote_consumer, k.legacy_warned_snapshot, k.full_scan_pin, k.lease_principal, k.lease_peer, k.lease_client, k.lease_committed_at, k.lease_caller_of
          FROM consumer_keys k
          WHERE k.table_name = ?1 AND k.branch = ?2 AND k.full_scan_pin IS NOT NULL
            AND k.lease_status = 1 AND k.lease_deadline > ?4
