@@ -166,7 +166,11 @@ async fn a_page_costs_a_few_database_calls_whatever_the_consumers(kind: Kind) {
         .unwrap()
         .into_inner();
     assert_eq!(imported.imported.len(), CONSUMERS);
-    for (path, budget) in [("/table?name=db.orders&branch=main", 5), ("/", 5 + 1)] {
+    // The table page's sixth call reads the branch's highest reported
+    // latest snapshot, which every lag counts to (issue 55: lags are
+    // current); it is shared for a refresh interval, so the tables page
+    // after it reads it from memory.
+    for (path, budget) in [("/table?name=db.orders&branch=main", 5 + 1), ("/", 5 + 1)] {
         let before = server.store.calls_made();
         let page = get(console, path, None).await;
         assert_eq!(page.status, 200, "{}", page.body);

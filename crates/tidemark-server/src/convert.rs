@@ -207,7 +207,9 @@ pub(crate) fn consumer_change(key: &ConsumerKey, change: &tidemark_core::admin::
 }
 
 /// Something holding retention back.
-pub(crate) fn retention_holder(h: &tidemark_service::store::Holder) -> pb::RetentionHolder {
+/// A retention holder; a consumer's lag counts to `latest`, the branch's
+/// latest snapshot known now.
+pub(crate) fn retention_holder(h: &tidemark_service::store::Holder, latest: Option<i64>) -> pb::RetentionHolder {
     let state = &h.view.state;
     let live = state.live_lease(h.view.now);
     pb::RetentionHolder {
@@ -238,7 +240,9 @@ pub(crate) fn retention_holder(h: &tidemark_service::store::Holder) -> pb::Reten
             tidemark_service::store::HolderKind::FullScanPin => None,
         },
         lag: match h.kind {
-            tidemark_service::store::HolderKind::Consumer => state.lag(),
+            tidemark_service::store::HolderKind::Consumer => {
+                latest.and_then(|latest| tidemark_core::state::lag(h.snapshot, latest))
+            }
             tidemark_service::store::HolderKind::FullScanPin => None,
         },
     }

@@ -40,11 +40,13 @@ impl Retention for RetentionService {
                     .app
                     .fence(table, branch, req.changelog_decoupled, req.limit)
                     .await?;
+                let latest = self.app.latest_now(table, branch).await;
+                let holder = |h| convert::retention_holder(h, latest);
                 Ok(pb::GetRetentionFenceResponse {
                     snapshot_fence: report.fences.snapshot,
                     changelog_fence: report.fences.changelog,
-                    snapshot_fence_holders: report.snapshot_holders.iter().map(convert::retention_holder).collect(),
-                    changelog_fence_holders: report.changelog_holders.iter().map(convert::retention_holder).collect(),
+                    snapshot_fence_holders: report.snapshot_holders.iter().map(holder).collect(),
+                    changelog_fence_holders: report.changelog_holders.iter().map(holder).collect(),
                     changelog_only: report.fences.changelog_only,
                     evaluated_at: Some(convert::timestamp(report.now)),
                 })
@@ -63,12 +65,17 @@ impl Retention for RetentionService {
                     .app
                     .explain_retention(table, branch, req.changelog_decoupled, req.limit)
                     .await?;
+                let latest = self.app.latest_now(table, branch).await;
                 let report = &explained.fences;
                 Ok(pb::ExplainRetentionResponse {
                     snapshot_fence: report.fences.snapshot,
                     changelog_fence: report.fences.changelog,
                     changelog_only: report.fences.changelog_only,
-                    holders: explained.holders.iter().map(convert::retention_holder).collect(),
+                    holders: explained
+                        .holders
+                        .iter()
+                        .map(|h| convert::retention_holder(h, latest))
+                        .collect(),
                     truncated: explained.truncated,
                     table_options: report.options.to_map().into_iter().collect(),
                     evaluated_at: Some(convert::timestamp(report.now)),

@@ -120,10 +120,9 @@ impl App {
             entry.leased = usize::try_from(row.leased).unwrap_or(0);
             entry.expired = usize::try_from(row.expired).unwrap_or(0);
             entry.worst_lag_snapshots = row.worst_reported_lag;
-            // A registered table's lag is up to its directory's latest
-            // snapshot; the lowest position is the furthest behind.
+            // The lag counts to the latest snapshot known now; the lowest
+            // position is the furthest behind.
             if let Some(min_next) = row.min_next
-                && entry.registration.is_some()
                 && let Some(lag) = self
                     .tables
                     .branch_lag(&table, branch.as_str(), min_next, None, row.now)

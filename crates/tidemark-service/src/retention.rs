@@ -19,6 +19,13 @@ impl App {
         self.store.fence(table, branch, changelog_decoupled, holders).await
     }
 
+    /// The latest snapshot of a branch known now, which every lag counts to:
+    /// the higher of a registered table's directory (as last read) and the
+    /// highest snapshot the branch's workers reported.
+    pub async fn latest_now(&self, table: &TableName, branch: &BranchName) -> Option<i64> {
+        self.tables.latest_now(table, branch.as_str()).await
+    }
+
     /// ExplainRetention: the fences and every holder (up to `limit`).
     pub async fn explain_retention(
         &self,

@@ -23,14 +23,14 @@ use crate::tables::{Lag, reset_snapshots};
 pub struct Consumer {
     /// Its state, options and liveness.
     pub view: ConsumerView,
-    /// Its lag, when its table is registered.
+    /// Its lag, when a latest snapshot of its branch is known.
     pub lag: Option<Lag>,
 }
 
 impl Consumer {
-    /// Snapshots left to read: up to a registered table's latest snapshot,
-    /// else up to the latest a worker last reported (as ListConsumers
-    /// gives it).
+    /// Snapshots left to read, up to the latest snapshot known now (as
+    /// ListConsumers gives it); without one, up to what the consumer's own
+    /// last commit reported.
     pub fn lag_snapshots(&self) -> Option<i64> {
         match &self.lag {
             Some(lag) => lag.snapshots,
@@ -133,16 +133,16 @@ impl App {
             history,
             mirror: None,
         };
+        let mut directory_latest = None;
         if let Some(registered) = crate::tables::registration(&self.store, &key.table).await? {
             let view = &described.consumer.view;
             let found = registry::mirror_view(&self.store, &registered, key, view.state.next_snapshot()).await?;
-            // A registered table's latest snapshot comes from its
-            // directory, not from what the last worker reported.
-            if found.directory_latest.is_some() {
-                described.consumer.lag = self.lag(view, found.directory_latest).await;
-            }
+            // A registered table's directory, just read, knows its latest
+            // snapshot best.
+            directory_latest = found.directory_latest;
             described.mirror = Some(found.file);
         }
+        described.consumer.lag = self.lag(&described.consumer.view, directory_latest).await;
         Ok(described)
     }
 

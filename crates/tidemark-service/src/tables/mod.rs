@@ -58,6 +58,9 @@ pub struct Tables {
     cached: Mutex<Option<(Instant, Opened)>>,
     latest: Mutex<LatestSnapshots>,
     latest_reads: Mutex<LatestReads>,
+    /// The highest latest snapshot workers reported per (table, branch),
+    /// and when it was read (see `latest.rs`).
+    reported: Mutex<LatestSnapshots>,
     /// Commit times that could not be read, and when (not read again
     /// within [`FRESHNESS`]).
     unreadable_times: Mutex<HashMap<(String, String, i64), Instant>>,
@@ -66,10 +69,12 @@ pub struct Tables {
     snapshot_times: Mutex<HashMap<(String, String, i64), i64>>,
 }
 
-/// A consumer's lag on a registered table (SPEC §11 A8).
+/// A consumer's lag (SPEC §11 A8), counted to the latest snapshot known
+/// now (see `latest.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lag {
-    /// The branch's latest snapshot in the table's directory.
+    /// The branch's latest snapshot known now: the higher of a registered
+    /// table's directory (as last read) and what workers reported.
     pub latest: i64,
     /// Snapshots not read yet.
     pub snapshots: Option<i64>,
@@ -88,6 +93,7 @@ impl Tables {
             cached: Mutex::new(None),
             latest: Mutex::new(HashMap::new()),
             latest_reads: Mutex::new(HashMap::new()),
+            reported: Mutex::new(HashMap::new()),
             unreadable_times: Mutex::new(HashMap::new()),
             snapshot_times: Mutex::new(HashMap::new()),
         }
@@ -138,10 +144,9 @@ impl Tables {
         Some(millis)
     }
 
-    /// A8: a consumer's lag on its registered table, from the table's
-    /// directory: the latest snapshot, the lag in snapshots, and the lag in
-    /// time (how long its next snapshot has waited). `None` for
-    /// unregistered tables, or when nothing could be read.
+    /// A8: a consumer's lag: the latest snapshot known now, the lag in
+    /// snapshots, and for a registered table the lag in time (how long its
+    /// next snapshot has waited). `None` when no latest snapshot is known.
     pub(crate) async fn lag(
         self: &Arc<Self>,
         key: &ConsumerKey,
@@ -163,20 +168,22 @@ impl Tables {
         directory_latest: Option<i64>,
         now: tidemark_core::Timestamp,
     ) -> Option<Lag> {
-        let mut latest = directory_latest.or_else(|| self.last_known_latest(table, branch));
-        if latest.is_none() {
+        let mut directory = directory_latest.or_else(|| self.last_known_latest(table, branch));
+        if directory.is_none() {
             // Nothing read yet for this branch (the background read has just
             // started): read it now, once for every lag that asks, so the
             // first listing shows the lag too.
-            latest = self.read_latest_once(table, branch).await;
+            directory = self.read_latest_once(table, branch).await;
         }
-        let latest = latest?;
-        let waited = if next_snapshot > latest {
-            Some(Duration::ZERO)
-        } else {
-            self.snapshot_millis(table, branch, next_snapshot)
+        let latest = directory.max(self.reported_latest(table, branch).await)?;
+        let waited = match directory {
+            // Unregistered: no commit times to read.
+            None => None,
+            Some(_) if next_snapshot > latest => Some(Duration::ZERO),
+            Some(_) => self
+                .snapshot_millis(table, branch, next_snapshot)
                 .await
-                .map(|millis| waited_since(millis, now))
+                .map(|millis| waited_since(millis, now)),
         };
         Some(Lag {
             latest,
@@ -340,6 +347,7 @@ impl Tables {
     }
 }
 
+mod latest;
 mod ranges;
 
 pub(crate) use ranges::{recovery_range, reset_snapshots, waited_since};

@@ -3,7 +3,7 @@
 
 use tidemark_core::admin::{self, AdminChange};
 use tidemark_core::lease;
-use tidemark_core::{ConsumerKey, CoreError, EventKind, Revoked};
+use tidemark_core::{BranchName, ConsumerKey, CoreError, EventKind, Revoked, TableName};
 use tracing::Instrument;
 
 use super::{ConsumerView, Planned};
@@ -21,6 +21,14 @@ pub struct ConsumerPage {
 }
 
 impl Store {
+    /// The highest latest snapshot any worker of the branch reported.
+    pub async fn reported_latest(&self, table: &TableName, branch: &BranchName) -> Result<Option<i64>, StoreError> {
+        self.backend()
+            .reported_latest(table, branch)
+            .instrument(self.statement("reported latest"))
+            .await
+    }
+
     /// A1: a key's state, options and idle/expiry times, with its recent
     /// history. NOT_FOUND when the key has neither a consumer nor a lease.
     pub async fn describe(

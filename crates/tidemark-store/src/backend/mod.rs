@@ -325,6 +325,11 @@ pub trait KeyStore: Send + Sync + 'static {
         self.branch_view(table, branch, limit).await
     }
 
+    /// The highest latest snapshot any worker of the branch reported with a
+    /// commit (what an unregistered table's lag counts to); one range read
+    /// of the primary key.
+    async fn reported_latest(&self, table: &TableName, branch: &BranchName) -> Result<Option<i64>, StoreError>;
+
     /// Up to `limit` consumers that have expired (E2), longest idle first.
     async fn expired_keys(
         &self,

@@ -174,6 +174,9 @@ pub(super) fn decode_loaded(row: &PgRow) -> Result<Loaded, StoreError> {
     })
 }
 
+/// The highest latest snapshot reported on a branch.
+const REPORTED_LATEST: &str = "SELECT max(latest_snapshot) FROM consumer_keys WHERE table_name = $1 AND branch = $2";
+
 #[async_trait]
 impl KeyStore for PostgresBackend {
     async fn load(&self, find: FindKey<'_>) -> Result<Loaded, StoreError> {
@@ -303,6 +306,14 @@ impl KeyStore for PostgresBackend {
     async fn fence_view(&self, table: &TableName, branch: &BranchName, limit: i64) -> Result<BranchView, StoreError> {
         self.read_branch_view(fence_view_statement(limit), table, branch, limit)
             .await
+    }
+
+    async fn reported_latest(&self, table: &TableName, branch: &BranchName) -> Result<Option<i64>, StoreError> {
+        Ok(sqlx::query_scalar(REPORTED_LATEST)
+            .bind(table.as_str())
+            .bind(branch.as_str())
+            .fetch_one(&self.db)
+            .await?)
     }
 
     async fn expired_keys(

@@ -98,6 +98,9 @@ pub(super) static INSERT_ROW: LazyLock<String> = LazyLock::new(|| {
 const INSERT_GRANT: &str = "INSERT INTO lease_grants (lease_id, table_name, branch, consumer_id, epoch, holder, \
     granted_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
+/// The highest latest snapshot reported on a branch.
+const REPORTED_LATEST: &str = "SELECT max(latest_snapshot) FROM consumer_keys WHERE table_name = ?1 AND branch = ?2";
+
 #[async_trait]
 impl KeyStore for SqliteBackend {
     async fn load(&self, find: FindKey<'_>) -> Result<Loaded, StoreError> {
@@ -284,6 +287,14 @@ impl KeyStore for SqliteBackend {
             consumers,
             pins,
         })
+    }
+
+    async fn reported_latest(&self, table: &TableName, branch: &BranchName) -> Result<Option<i64>, StoreError> {
+        Ok(sqlx::query_scalar(REPORTED_LATEST)
+            .bind(table.as_str())
+            .bind(branch.as_str())
+            .fetch_one(&self.readers)
+            .await?)
     }
 
     async fn expired_keys(

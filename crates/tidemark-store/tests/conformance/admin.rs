@@ -43,6 +43,7 @@ macro_rules! admin_conformance_suite {
             compact_refresh_history_writes_no_row_for_a_repeated_end,
             explain_lists_holders_lowest_first_with_idle_and_expiry,
             export_sends_every_row_and_new_keys_are_inserted_as_given,
+            a_lease_keeps_its_caller_and_last_commit_and_a_branch_its_highest_reported_latest,
         );
     };
     ($kind:expr; $($case:ident),* $(,)?) => {
@@ -1247,4 +1248,65 @@ pub(crate) async fn a_bulk_reset_shifts_from_the_position_it_compares_and_forces
         store.key_state(&key("leased")).await.unwrap().unwrap().next_snapshot(),
         Some(10)
     );
+}
+
+pub(crate) async fn a_lease_keeps_its_caller_and_last_commit_and_a_branch_its_highest_reported_latest(kind: Kind) {
+    let (db, store) = manual(kind).await;
+    let mut caller_ctx = ctx("caller");
+    caller_ctx.caller = tidemark_core::Caller::new(
+        Some("10.0.0.7:51234".into()),
+        Some("tidemark-python/0.1.0 grpc-python/1.71.0"),
+    );
+    let lease = store
+        .acquire_lease(&caller_ctx, &key("a"), "q-a", None)
+        .await
+        .unwrap()
+        .lease;
+    let (view, _) = store.describe(&key("a"), 1).await.unwrap();
+    let stored = view.state.lease.clone().unwrap();
+    assert_eq!(stored.caller, caller_ctx.caller, "the caller is stored with the grant");
+    assert_eq!(stored.committed_at, None);
+    db.advance(Duration::from_secs(5)).await;
+    let commit = |batch_id, end, latest| CommitBatch {
+        lease_id: lease.lease_id,
+        epoch: lease.epoch,
+        batch_id,
+        end: Some(off(end, 0, false, Some(1))),
+        latest_snapshot: Some(latest),
+    };
+    store.commit_batch(&ctx("c"), &commit(0, 5, 7)).await.unwrap();
+    let (view, _) = store.describe(&key("a"), 1).await.unwrap();
+    let committed = view.state.lease.clone().unwrap();
+    assert_eq!(committed.committed_at, Some(view.now), "stamped with the commit");
+    assert_eq!(committed.caller, caller_ctx.caller, "a commit keeps the caller");
+    // A retry of the same batch renews but is not a new commit.
+    db.advance(Duration::from_secs(5)).await;
+    store.commit_batch(&ctx("c"), &commit(0, 5, 7)).await.unwrap();
+    let (view, _) = store.describe(&key("a"), 1).await.unwrap();
+    assert_eq!(view.state.lease.unwrap().committed_at, committed.committed_at);
+
+    // The branch's highest reported latest snapshot, not the key's own.
+    assert_eq!(store.reported_latest(&table(), &main_branch()).await.unwrap(), Some(7));
+    consumer_at(&store, "b", 3).await; // reports nothing
+    let other = store
+        .acquire_lease(&ctx("o"), &key("c"), "q-c", None)
+        .await
+        .unwrap()
+        .lease;
+    store
+        .commit_batch(
+            &ctx("o"),
+            &CommitBatch {
+                lease_id: other.lease_id,
+                epoch: other.epoch,
+                batch_id: 0,
+                end: Some(off(16, 0, false, Some(1))),
+                latest_snapshot: Some(18),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.reported_latest(&table(), &main_branch()).await.unwrap(), Some(18));
+    let dev = BranchName::parse("dev", "branch").unwrap();
+    assert_eq!(store.reported_latest(&table(), &dev).await.unwrap(), None);
 }

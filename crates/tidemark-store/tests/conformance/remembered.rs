@@ -144,6 +144,13 @@ impl KeyStore for Counting {
     ) -> Result<(Loaded, Vec<HistoryRecord>), StoreError> {
         self.inner.load_with_history(key, limit).await
     }
+    async fn reported_latest(
+        &self,
+        table: &TableName,
+        branch: &BranchName,
+    ) -> Result<Option<i64>, StoreError> {
+        self.inner.reported_latest(table, branch).await
+    }
     async fn list_keys(
         &self,
         filter: &KeyFilter,
