@@ -163,3 +163,17 @@ def test_the_dashboard_queries_exported_metrics():
     used = set().union(*(metrics_in(e) for e in exprs))
     for required in ["tidemark_consumer_lag_snapshots", "tidemark_errors_total", "tidemark_history_rows", "tidemark_database_ready"]:
         assert required in used, required
+
+
+def test_the_stuck_alert_and_the_runbook_say_what_an_unregistered_table_cannot_tell():
+    """Issue 55: on a table tidemark has not registered, "latest" is the highest
+    snapshot any consumer reported, so when every consumer of the table stops,
+    none is behind and TidemarkConsumerStuck never fires. The alert and the
+    runbook's section say so and name the fix."""
+    stuck = next(r for g in rule_groups() for r in g["rules"] if r.get("alert") == "TidemarkConsumerStuck")
+    description = " ".join(stuck["annotations"]["description"].split())
+    assert "not registered" in description and "tidemark tables register" in description, description
+    runbook = (REPO / "docs" / "runbook.md").read_text()
+    section = runbook[runbook.index("## A consumer is stuck") :]
+    section = section[: section.index("\n## ", 3)]
+    assert "tidemark tables register" in section and "every consumer" in section, section
