@@ -309,3 +309,27 @@ def test_the_sdk_rides_out_a_lock_held_past_the_statement_timeout(tmp_path, uniq
         if holder is not None and holder.poll() is None:
             holder.kill()
         server.stop()
+
+
+def test_an_offset_without_completion_metadata_is_built_only_on_purpose(client, unique):
+    """Issue 55: `offset(s, 0, False)` used to build an offset without
+    total_splits, which the server answers UNCHANGED_LEGACY_OFFSET forever
+    (the consumer never moves). Now offset() requires total_splits or the
+    complete=True form, and a legacy offset takes legacy_offset()."""
+    from tidemark import legacy_offset
+
+    with pytest.raises(TypeError, match="total_splits"):
+        offset(7, 0, False)
+    with pytest.raises(TypeError, match="complete"):
+        offset(7, 0, False, 3, complete=True)
+
+    consumer = unique("complete")
+    lease = client.acquire_lease(TABLE, consumer, holder="q1", ttl=30).lease
+    done = client.commit_batch(lease, 0, offset(7, complete=True), latest_snapshot=9)
+    assert done.outcome == coordinator_pb2.COMMIT_OUTCOME_CREATED and done.next_snapshot == 8
+    assert offset(7, complete=True).total_splits == 1 and offset(7, complete=True).HasField("total_splits")
+
+    legacy = client.commit_batch(lease, 1, legacy_offset(9, 0, False), latest_snapshot=9)
+    assert legacy.outcome == coordinator_pb2.COMMIT_OUTCOME_UNCHANGED_LEGACY_OFFSET
+    assert not legacy_offset(9, 0, False).HasField("total_splits")
+    assert client.describe_consumer(TABLE, consumer).info.consumer.next_snapshot == 8

@@ -12,7 +12,7 @@ The Spark source lives in `tidemark.paimon_source` (needs pyspark, pyarrow and
 pypaimon).
 """
 
-from tidemark.client import Client, LeaseKeeper, RetryPolicy, offset
+from tidemark.client import Client, LeaseKeeper, RetryPolicy, legacy_offset, offset
 from tidemark.errors import TidemarkError, is_retryable
 
-__all__ = ["Client", "LeaseKeeper", "RetryPolicy", "TidemarkError", "is_retryable", "offset"]
+__all__ = ["Client", "LeaseKeeper", "RetryPolicy", "TidemarkError", "is_retryable", "legacy_offset", "offset"]

@@ -55,12 +55,43 @@ def _duration(seconds: Optional[float]) -> Optional[duration_pb2.Duration]:
     return d
 
 
-def offset(snapshot_id: int, index: int, scan_snapshot: bool, total_splits: Optional[int] = None) -> types_pb2.Offset:
-    """An Offset message (total_splits None = an offset without completion metadata)."""
-    message = types_pb2.Offset(snapshot_id=snapshot_id, index=index, scan_snapshot=scan_snapshot)
-    if total_splits is not None:
-        message.total_splits = total_splits
-    return message
+def offset(
+    snapshot_id: int,
+    index: Optional[int] = None,
+    scan_snapshot: bool = False,
+    total_splits: Optional[int] = None,
+    *,
+    complete: bool = False,
+) -> types_pb2.Offset:
+    """The end offset of a batch: split `index` of `total_splits` of snapshot
+    `snapshot_id` (read as an initial full scan when `scan_snapshot`), or with
+    `complete=True` the whole snapshot (`offset(7, complete=True)`).
+
+    The server moves a consumer only with completion metadata: an offset
+    without total_splits is an older checkpoint's, answered
+    COMMIT_OUTCOME_UNCHANGED_LEGACY_OFFSET. Build one only on purpose, with
+    legacy_offset().
+    """
+    if complete:
+        if index is not None or total_splits is not None:
+            raise TypeError("offset(): complete=True is the whole snapshot: give no index or total_splits with it")
+        return types_pb2.Offset(snapshot_id=snapshot_id, index=0, scan_snapshot=scan_snapshot, total_splits=1)
+    if index is None or total_splits is None:
+        raise TypeError(
+            "offset() needs index and total_splits (the snapshot's split count), or complete=True for a whole "
+            "snapshot; an offset without completion metadata never moves a consumer — build one on purpose "
+            "with legacy_offset()"
+        )
+    return types_pb2.Offset(
+        snapshot_id=snapshot_id, index=index, scan_snapshot=scan_snapshot, total_splits=total_splits
+    )
+
+
+def legacy_offset(snapshot_id: int, index: int, scan_snapshot: bool) -> types_pb2.Offset:
+    """An offset without completion metadata, as an older checkpoint holds it:
+    the server keeps the consumer where it is (UNCHANGED_LEGACY_OFFSET) and the
+    snapshot may be replayed."""
+    return types_pb2.Offset(snapshot_id=snapshot_id, index=index, scan_snapshot=scan_snapshot)
 
 
 def _sdk_version() -> str:

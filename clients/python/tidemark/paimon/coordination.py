@@ -14,8 +14,7 @@ import time
 import uuid
 from typing import Callable, Optional, Tuple
 
-from tidemark.client import Client, RetryPolicy
-from tidemark.client import offset as pb_offset
+from tidemark.client import Client, RetryPolicy, legacy_offset, offset
 from tidemark.errors import TidemarkError
 from tidemark.paimon.errors import QueryFailed
 from tidemark.paimon.offsets import BEFORE_FIRST_SPLIT, Offset
@@ -40,6 +39,15 @@ def _read(path: Optional[str]) -> Optional[bytes]:
     with open(path, "rb") as f:
         return f.read()
 
+
+
+def _pb_offset(o: Offset):
+    """An offset as the API takes it: one restored from an older checkpoint
+    has no split count, and goes as a legacy offset on purpose (the server
+    keeps the consumer where it is and says so)."""
+    if o.total is None:
+        return legacy_offset(o.snapshot, o.index, o.full)
+    return offset(o.snapshot, o.index, o.full, o.total)
 
 class Coordination:
     def __init__(self, opts: SourceOptions):
@@ -196,8 +204,8 @@ class Coordination:
                 snapshots,
                 startup,
                 checkpoint=(
-                    pb_offset(start.snapshot, start.index, start.full, start.total),
-                    pb_offset(end.snapshot, end.index, end.full, end.total),
+                    _pb_offset(start),
+                    _pb_offset(end),
                 ),
             )
         except TidemarkError as error:
@@ -209,7 +217,7 @@ class Coordination:
         """CommitBatch for a batch Spark committed (a failure fails the query)."""
         started = time.perf_counter()
         response = self.client().commit_batch(
-            self.lease, end.batch_id, pb_offset(end.snapshot, end.index, end.full, end.total), latest_snapshot=latest
+            self.lease, end.batch_id, _pb_offset(end), latest_snapshot=latest
         )
         latency = time.perf_counter() - started
         self.commit_latencies.append(latency)
