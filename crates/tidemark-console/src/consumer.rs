@@ -66,7 +66,7 @@ pub(super) async fn consumer(
         Ok(viewing) => viewing,
         Err(refused) => return *refused,
     };
-    let described = match console.app.describe(&key, 1).await {
+    let described = match console.app.describe(&viewer.call_context(), &key, 1).await {
         Ok(d) => d,
         Err(e) => return console.store_error(&viewer, e),
     };

@@ -78,6 +78,12 @@ pub(super) async fn fence(
     };
     let fences = &found.explanation.fences.fences;
     let holders = &found.explanation.holders;
+    if holders.is_empty()
+        && fences.snapshot.is_none()
+        && let Some(unknown) = console.unknown_table(&viewer, &table).await
+    {
+        return unknown;
+    }
     let summary = match fences.snapshot {
         Some(s) => format!(
             "Snapshots from {s} on are kept: {} holder(s) need them. Snapshots below {s} may be expired by the table's own retention.",

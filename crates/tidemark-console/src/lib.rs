@@ -14,6 +14,7 @@
 mod consumer;
 mod fence;
 mod format;
+mod names;
 mod pages;
 mod picture;
 mod session;

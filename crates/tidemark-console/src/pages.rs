@@ -279,6 +279,12 @@ pub(super) async fn table(
         data.fence.clone(),
         data.registration.clone(),
     );
+    if rows.is_empty()
+        && registration.is_none()
+        && let Some(unknown) = console.unknown_table(&viewer, &table).await
+    {
+        return unknown;
+    }
     let total = rows.len();
     if let Some(filter) = id_filter(&query.q) {
         rows.retain(|r| filter.matches(r.consumer.view.state.key.consumer_id.as_str()));

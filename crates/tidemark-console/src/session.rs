@@ -46,6 +46,15 @@ impl Viewer {
     pub(super) fn sees(&self, table: &TableName) -> bool {
         self.scope.allows(table)
     }
+
+    /// The viewer as the application's calls know a caller (its scope
+    /// bounds what a did-you-mean may name).
+    pub(super) fn call_context(&self) -> tidemark_service::store::CallContext {
+        let mut ctx = tidemark_service::store::CallContext::new(self.principal.clone(), "console");
+        ctx.scope = self.scope.clone();
+        ctx.any_lease = false;
+        ctx
+    }
 }
 
 /// Why a request gets no page.

@@ -204,7 +204,10 @@ pub fn delete(
 ) -> Result<Transition<AdminChange>, CoreError> {
     check_expected(state, expected)?;
     if state.is_none() {
-        return Err(CoreError::ConsumerNotFound { key: key.clone() });
+        return Err(CoreError::ConsumerNotFound {
+            key: key.clone(),
+            suggestion: None,
+        });
     }
     let Some(state) = state.filter(|s| s.consumer.is_some()) else {
         return Ok(Transition::read_only(AdminChange {

@@ -190,10 +190,16 @@ pub enum CoreError {
     },
 
     /// The key has no consumer (and no lease) to describe.
-    #[error("consumer {key} not found")]
+    #[error(
+        "consumer {key} not found{}",
+        suggestion.as_ref().map(|s| format!("; {s}")).unwrap_or_default()
+    )]
     ConsumerNotFound {
         /// The key.
         key: ConsumerKey,
+        /// What the name most likely meant (filled in where names are
+        /// known; `None` from the rules themselves).
+        suggestion: Option<crate::suggest::Suggestion>,
     },
 
     /// SPEC §9: a registered table's directory holds no snapshot (missing,
@@ -421,7 +427,13 @@ impl CoreError {
                 }
                 m
             }
-            CoreError::ConsumerNotFound { key } => key_metadata(key),
+            CoreError::ConsumerNotFound { key, suggestion } => {
+                let mut m = key_metadata(key);
+                if let Some(name) = suggestion.as_ref().and_then(|s| s.name()) {
+                    m.push(("did_you_mean", name.to_owned()));
+                }
+                m
+            }
             CoreError::EpochExhausted { key, epoch, ceiling } => {
                 let mut m = key_metadata(key);
                 m.extend([("epoch", epoch.to_string()), ("ceiling", ceiling.to_string())]);

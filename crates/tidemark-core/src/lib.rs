@@ -21,6 +21,7 @@ pub mod restore;
 pub mod retention;
 pub mod scope;
 pub mod state;
+pub mod suggest;
 pub mod time;
 pub mod validate;
 

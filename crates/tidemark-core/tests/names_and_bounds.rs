@@ -84,7 +84,10 @@ fn messages_name_fields_and_quote_values_safely() {
     assert!(!v.is_empty());
     let err = CoreError::InvalidArgument(vec![FieldViolation::new("a", "bad"), FieldViolation::new("b", "worse")]);
     assert_eq!(err.to_string(), "invalid argument: a: bad; b: worse");
-    let missing = CoreError::ConsumerNotFound { key: key() };
+    let missing = CoreError::ConsumerNotFound {
+        key: key(),
+        suggestion: None,
+    };
     assert_eq!(
         missing.metadata(),
         [
@@ -93,6 +96,16 @@ fn messages_name_fields_and_quote_values_safely() {
             ("consumer_id", "etl".to_owned())
         ]
     );
+    // With a did-you-mean: the message and the metadata name it.
+    let typo = CoreError::ConsumerNotFound {
+        key: key(),
+        suggestion: Some(tidemark_core::suggest::Suggestion::Consumer("etl-1".into())),
+    };
+    assert_eq!(
+        typo.to_string(),
+        "consumer db.orders@dev/etl not found; did you mean etl-1?"
+    );
+    assert_eq!(typo.metadata().last(), Some(&("did_you_mean", "etl-1".to_owned())));
     assert_eq!(key().to_string(), "db.orders@dev/etl");
     assert_eq!(ConsumerId::parse("etl-1", "c").unwrap().as_str(), "etl-1");
 }

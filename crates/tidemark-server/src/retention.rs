@@ -34,13 +34,14 @@ impl Retention for RetentionService {
         request: Request<pb::GetRetentionFenceRequest>,
     ) -> Result<Response<pb::GetRetentionFenceResponse>, Status> {
         self.rpcs
-            .handle("GetRetentionFence", request, |_, req| async move {
+            .handle("GetRetentionFence", request, |ctx, req| async move {
                 let (table, branch) = (&req.table, &req.branch);
                 let report = self
                     .app
                     .fence(table, branch, req.changelog_decoupled, req.limit)
                     .await?;
                 let latest = self.app.latest_now(table, branch).await;
+                let seen = self.app.table_seen(&ctx, table).await;
                 let holder = |h| convert::retention_holder(h, latest);
                 Ok(pb::GetRetentionFenceResponse {
                     snapshot_fence: report.fences.snapshot,
@@ -49,6 +50,8 @@ impl Retention for RetentionService {
                     changelog_fence_holders: report.changelog_holders.iter().map(holder).collect(),
                     changelog_only: report.fences.changelog_only,
                     evaluated_at: Some(convert::timestamp(report.now)),
+                    known: Some(seen.known),
+                    did_you_mean: seen.did_you_mean,
                 })
             })
             .await
@@ -59,13 +62,14 @@ impl Retention for RetentionService {
         request: Request<pb::ExplainRetentionRequest>,
     ) -> Result<Response<pb::ExplainRetentionResponse>, Status> {
         self.rpcs
-            .handle("ExplainRetention", request, |_, req| async move {
+            .handle("ExplainRetention", request, |ctx, req| async move {
                 let (table, branch) = (&req.table, &req.branch);
                 let explained = self
                     .app
                     .explain_retention(table, branch, req.changelog_decoupled, req.limit)
                     .await?;
                 let latest = self.app.latest_now(table, branch).await;
+                let seen = self.app.table_seen(&ctx, table).await;
                 let report = &explained.fences;
                 Ok(pb::ExplainRetentionResponse {
                     snapshot_fence: report.fences.snapshot,
@@ -79,6 +83,8 @@ impl Retention for RetentionService {
                     truncated: explained.truncated,
                     table_options: report.options.to_map().into_iter().collect(),
                     evaluated_at: Some(convert::timestamp(report.now)),
+                    known: Some(seen.known),
+                    did_you_mean: seen.did_you_mean,
                 })
             })
             .await

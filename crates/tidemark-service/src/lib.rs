@@ -32,7 +32,7 @@ pub mod workers;
 pub use app::{App, Background};
 pub use gauges::GaugeSettings;
 pub use mirror::MirrorSettings;
-pub use operators::{Consumer, ConsumerListing, Described, Export, ImportSettings, Registration};
+pub use operators::{Consumer, ConsumerListing, Described, Export, ImportSettings, Registration, TableSeen};
 pub use overview::{BranchConsumers, BranchSummary, ConsumerRow, FencePicture, OVERVIEW_BRANCH_LIMIT, Overview};
 pub use registry::{ImportOutcome, ImportSkipped, MirrorFile};
 pub use sweeper::SweeperSettings;

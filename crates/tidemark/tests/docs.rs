@@ -162,7 +162,10 @@ fn text_matches(expected: &str, actual: &str) -> Result<(), String> {
 
 fn run_document(served: &Served) {
     let env = [("T", served.addr.to_string()), ("TIDEMARK_SERVER", served.url())];
-    run_doc("operations.md", 20, &std::env::temp_dir(), &env);
+    // A directory of its own: the SQLite and Postgres runs go at once, and
+    // both write batches.jsonl (seen: one's rename removed the other's file).
+    let cwd = tempfile::tempdir().unwrap();
+    run_doc("operations.md", 20, cwd.path(), &env);
 }
 
 /// Runs every `sh` block of `docs/<name>` in `cwd` with `env`, checking each

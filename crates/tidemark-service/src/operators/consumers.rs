@@ -126,8 +126,16 @@ impl App {
 
     /// A consumer, its recent history, and for a registered table its lag
     /// (up to the directory's latest snapshot) and its Paimon file.
-    pub async fn describe(&self, key: &ConsumerKey, history_limit: i64) -> Result<Described, StoreError> {
-        let (view, history) = self.store.describe(key, history_limit).await?;
+    /// A key not found is told what it most likely meant (`ctx`'s scope
+    /// bounds the suggestion).
+    pub async fn describe(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        history_limit: i64,
+    ) -> Result<Described, StoreError> {
+        let found = self.store.describe(key, history_limit).await;
+        let (view, history) = self.suggesting(ctx, key, found).await?;
         let mut described = Described {
             consumer: Consumer { view, lag: None },
             history,
@@ -206,7 +214,8 @@ impl App {
         force: bool,
         execute: bool,
     ) -> Result<Planned<AdminChange>, StoreError> {
-        self.store.delete_consumer(ctx, key, expected, force, execute).await
+        let deleted = self.store.delete_consumer(ctx, key, expected, force, execute).await;
+        self.suggesting(ctx, key, deleted).await
     }
 
     /// A4: deletes the selected consumers of a table's branch, each or none

@@ -18,7 +18,15 @@ impl App {
         reason: &str,
         execute: bool,
     ) -> Result<Planned<Revoked>, StoreError> {
-        self.store.revoke(ctx, key, reason, execute).await
+        let planned = self.store.revoke(ctx, key, reason, execute).await?;
+        if planned.change.lease.is_none() {
+            // Nothing was live: a key with neither consumer nor lease is a
+            // name tidemark does not know (a typo must not read as "no live
+            // lease to revoke").
+            let found = self.store.describe(key, 0).await.map(|_| ());
+            self.suggesting(ctx, key, found).await?;
+        }
+        Ok(planned)
     }
 
     /// RevokeLeases: ends the selected live leases under `filter` until

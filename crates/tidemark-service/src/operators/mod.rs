@@ -5,9 +5,11 @@
 
 pub(crate) mod consumers;
 pub(crate) mod leases;
+pub(crate) mod names;
 pub(crate) mod state;
 pub(crate) mod tables;
 
 pub use consumers::{Consumer, ConsumerListing, Described};
+pub use names::TableSeen;
 pub use state::{Export, ImportSettings};
 pub use tables::Registration;

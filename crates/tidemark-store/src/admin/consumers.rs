@@ -21,6 +21,22 @@ pub struct ConsumerPage {
 }
 
 impl Store {
+    /// Whether tidemark has seen `table` (a key, a registration or options).
+    pub async fn table_known(&self, table: &TableName) -> Result<bool, StoreError> {
+        self.backend()
+            .table_known(table)
+            .instrument(self.statement("table known"))
+            .await
+    }
+
+    /// Up to `limit` table names tidemark has seen, by name.
+    pub async fn known_tables(&self, limit: i64) -> Result<Vec<String>, StoreError> {
+        self.backend()
+            .known_tables(limit)
+            .instrument(self.statement("known tables"))
+            .await
+    }
+
     /// The highest latest snapshot any worker of the branch reported.
     pub async fn reported_latest(&self, table: &TableName, branch: &BranchName) -> Result<Option<i64>, StoreError> {
         self.backend()
@@ -43,7 +59,11 @@ impl Store {
             .instrument(self.statement("load with history"))
             .await?;
         let Some(state) = loaded.state.filter(|s| s.consumer.is_some() || s.lease.is_some()) else {
-            return Err(CoreError::ConsumerNotFound { key: key.clone() }.into());
+            return Err(CoreError::ConsumerNotFound {
+                key: key.clone(),
+                suggestion: None,
+            }
+            .into());
         };
         Ok((ConsumerView::new(state, loaded.options, loaded.now), recent))
     }

@@ -80,7 +80,7 @@ impl Store {
                 consumer_id: consumer_id.clone(),
             };
             if self.load(FindKey::Key(&key)).await?.state.is_none() {
-                return Err(CoreError::ConsumerNotFound { key }.into());
+                return Err(CoreError::ConsumerNotFound { key, suggestion: None }.into());
             }
         }
         Ok(page)

@@ -330,6 +330,14 @@ pub trait KeyStore: Send + Sync + 'static {
     /// of the primary key.
     async fn reported_latest(&self, table: &TableName, branch: &BranchName) -> Result<Option<i64>, StoreError>;
 
+    /// Whether tidemark has seen `table`: a key of it (consumer, lease or
+    /// epoch), a registration or table options.
+    async fn table_known(&self, table: &TableName) -> Result<bool, StoreError>;
+
+    /// The names of up to `limit` tables tidemark has seen, by name (for
+    /// did-you-mean: read only when a name was not found).
+    async fn known_tables(&self, limit: i64) -> Result<Vec<String>, StoreError>;
+
     /// Up to `limit` consumers that have expired (E2), longest idle first.
     async fn expired_keys(
         &self,

@@ -174,6 +174,25 @@ pub(super) fn decode_loaded(row: &PgRow) -> Result<Loaded, StoreError> {
     })
 }
 
+/// Whether a table has a key, a registration or options.
+const TABLE_KNOWN: &str = "SELECT EXISTS (SELECT 1 FROM consumer_keys WHERE table_name = $1) \
+     OR EXISTS (SELECT 1 FROM paimon_tables WHERE table_name = $1) \
+     OR EXISTS (SELECT 1 FROM table_options WHERE table_name = $1)";
+
+/// The tables seen, by name: the keys' distinct tables by a skip scan of
+/// the primary key (one index probe per table, not a read of every key),
+/// with the registered tables and those with options.
+const KNOWN_TABLES: &str = "WITH RECURSIVE seen(name, n) AS ( \
+       SELECT min(table_name), 1 FROM consumer_keys \
+       UNION ALL \
+       SELECT (SELECT min(table_name) FROM consumer_keys WHERE table_name > seen.name), n + 1 \
+       FROM seen WHERE seen.name IS NOT NULL AND n < CAST($1 AS BIGINT)) \
+     SELECT name FROM ( \
+       SELECT name FROM seen WHERE name IS NOT NULL \
+       UNION SELECT table_name FROM paimon_tables \
+       UNION SELECT table_name FROM table_options) AS known \
+     ORDER BY name LIMIT CAST($1 AS BIGINT)";
+
 /// The highest latest snapshot reported on a branch.
 const REPORTED_LATEST: &str = "SELECT max(latest_snapshot) FROM consumer_keys WHERE table_name = $1 AND branch = $2";
 
@@ -314,6 +333,17 @@ impl KeyStore for PostgresBackend {
             .bind(branch.as_str())
             .fetch_one(&self.db)
             .await?)
+    }
+
+    async fn table_known(&self, table: &TableName) -> Result<bool, StoreError> {
+        Ok(sqlx::query_scalar(TABLE_KNOWN)
+            .bind(table.as_str())
+            .fetch_one(&self.db)
+            .await?)
+    }
+
+    async fn known_tables(&self, limit: i64) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(KNOWN_TABLES).bind(limit).fetch_all(&self.db).await?)
     }
 
     async fn expired_keys(

@@ -1309,4 +1309,23 @@ pub(crate) async fn a_lease_keeps_its_caller_and_last_commit_and_a_branch_its_hi
     assert_eq!(store.reported_latest(&table(), &main_branch()).await.unwrap(), Some(18));
     let dev = BranchName::parse("dev", "branch").unwrap();
     assert_eq!(store.reported_latest(&table(), &dev).await.unwrap(), None);
+
+    // The tables tidemark has seen: keys, registrations, options.
+    assert!(store.table_known(&table()).await.unwrap());
+    let other = TableName::parse("db.other", "table").unwrap();
+    assert!(!store.table_known(&other).await.unwrap());
+    let registered = TableName::parse("db.registered", "table").unwrap();
+    store
+        .paimon()
+        .register_table(&registered, "/tmp/nowhere", None, &ctx("r"))
+        .await
+        .unwrap();
+    assert!(store.table_known(&registered).await.unwrap());
+    let zkey = ConsumerKey::parse("db.zeta", "main", "z", "").unwrap();
+    store.acquire_lease(&ctx("z"), &zkey, "q-z", None).await.unwrap();
+    assert_eq!(
+        store.known_tables(100).await.unwrap(),
+        ["db.events", "db.registered", "db.zeta"]
+    );
+    assert_eq!(store.known_tables(1).await.unwrap(), ["db.events"]);
 }

@@ -144,12 +144,14 @@ impl KeyStore for Counting {
     ) -> Result<(Loaded, Vec<HistoryRecord>), StoreError> {
         self.inner.load_with_history(key, limit).await
     }
-    async fn reported_latest(
-        &self,
-        table: &TableName,
-        branch: &BranchName,
-    ) -> Result<Option<i64>, StoreError> {
+    async fn reported_latest(&self, table: &TableName, branch: &BranchName) -> Result<Option<i64>, StoreError> {
         self.inner.reported_latest(table, branch).await
+    }
+    async fn table_known(&self, table: &TableName) -> Result<bool, StoreError> {
+        self.inner.table_known(table).await
+    }
+    async fn known_tables(&self, limit: i64) -> Result<Vec<String>, StoreError> {
+        self.inner.known_tables(limit).await
     }
     async fn list_keys(
         &self,

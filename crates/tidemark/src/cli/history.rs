@@ -50,6 +50,7 @@ pub(crate) async fn history(conn: &Connection, args: HistoryArgs) -> anyhow::Res
     };
     let mut entries = Vec::new();
     let mut next_page_token;
+    let (mut table_known, mut did_you_mean);
     loop {
         let page = admin
             .list_history(request.clone())
@@ -58,6 +59,7 @@ pub(crate) async fn history(conn: &Connection, args: HistoryArgs) -> anyhow::Res
             .into_inner();
         entries.extend(page.entries);
         next_page_token = page.next_page_token;
+        (table_known, did_you_mean) = (page.table_known, page.did_you_mean);
         if !args.all || next_page_token.is_empty() {
             break;
         }
@@ -66,11 +68,18 @@ pub(crate) async fn history(conn: &Connection, args: HistoryArgs) -> anyhow::Res
     let response = pb::ListHistoryResponse {
         entries,
         next_page_token,
+        table_known,
+        did_you_mean,
     };
     show(conn.output, &response, "tidemark.v1.ListHistoryResponse", |response| {
         history_table(&response.entries).print();
         if !response.next_page_token.is_empty() {
             println!("(more: --all)");
         }
-    })
+    })?;
+    let asked = match (&response.table_known, &args.consumer_id) {
+        (Some(true), Some(id)) => format!("{id} of {}", args.table),
+        _ => args.table.clone(),
+    };
+    super::check_known(&asked, response.table_known, &response.did_you_mean)
 }

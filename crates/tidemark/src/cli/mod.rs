@@ -195,7 +195,7 @@ Exit codes:
   0  success (a plan is a success too)
   1  any other error
   2  bad usage, or INVALID_ARGUMENT
-  3  NOT_FOUND
+  3  NOT_FOUND, or a table or consumer tidemark has never seen (with the name most likely meant)
   4  refused by a precondition (FAILED_PRECONDITION: a live lease, an expected position that differs)
   5  UNAVAILABLE or DEADLINE_EXCEEDED (the server could not be reached included)
   6  PERMISSION_DENIED or UNAUTHENTICATED";
@@ -227,6 +227,9 @@ Exit codes:
         }
         if error.downcast_ref::<super::UsageError>().is_some() {
             return USAGE;
+        }
+        if error.downcast_ref::<super::UnknownName>().is_some() {
+            return NOT_FOUND;
         }
         OTHER
     }
@@ -306,6 +309,30 @@ pub(crate) struct CallFailed {
     /// Made by the client's gRPC stack, not sent by a server: the
     /// connection failed under the call (say, it reached an HTTP port).
     pub(crate) transport: bool,
+}
+
+/// A name tidemark does not know (exit code 3): a typo never reads as
+/// "nothing here" (issue 55).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct UnknownName(pub(crate) String);
+
+/// The one check every command that names a table runs on the server's
+/// answer: `table_known` false (the server has never seen the table) or a
+/// `did_you_mean` for a consumer is an error naming what was most likely
+/// meant. An answer without those fields (an older server) passes.
+pub(crate) fn check_known(asked: &str, table_known: Option<bool>, did_you_mean: &str) -> anyhow::Result<()> {
+    let hint = |what: String| match did_you_mean {
+        "" => what,
+        name => format!("{what}; did you mean {name}?"),
+    };
+    if table_known == Some(false) {
+        return Err(UnknownName(hint(format!("tidemark has never seen table {asked}"))).into());
+    }
+    if !did_you_mean.is_empty() {
+        return Err(UnknownName(hint(format!("tidemark has no consumer {asked}"))).into());
+    }
+    Ok(())
 }
 
 /// The command line asked for something impossible (exit code 2).

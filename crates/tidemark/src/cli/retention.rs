@@ -7,7 +7,7 @@ use clap::Args;
 use tidemark_proto::v1 as pb;
 
 use super::render::{Table, duration, opt, show};
-use super::{Connection, call_error};
+use super::{Connection, call_error, check_known};
 
 /// `tidemark fence ...`
 #[derive(Debug, Args)]
@@ -82,10 +82,8 @@ pub(crate) async fn fence(conn: &Connection, args: FenceArgs) -> anyhow::Result<
             .await
             .map_err(call_error)?
             .into_inner();
-        if response.snapshot_fence.is_none() && response.changelog_fence.is_none() && response.holders.is_empty() {
-            note_unknown_table(conn, &table).await;
-        }
-        return show(output, &response, "tidemark.v1.ExplainRetentionResponse", |response| {
+        let (known, did_you_mean) = (response.known, response.did_you_mean.clone());
+        show(output, &response, "tidemark.v1.ExplainRetentionResponse", |response| {
             println!("snapshot fence  {}", opt(response.snapshot_fence));
             println!("changelog fence {}", opt(response.changelog_fence));
             if response.changelog_only {
@@ -96,7 +94,8 @@ pub(crate) async fn fence(conn: &Connection, args: FenceArgs) -> anyhow::Result<
             if response.truncated {
                 println!("(more holders: raise --limit)");
             }
-        });
+        })?;
+        return check_known(&table, known, &did_you_mean);
     }
     let response = retention
         .get_retention_fence(pb::GetRetentionFenceRequest {
@@ -107,9 +106,7 @@ pub(crate) async fn fence(conn: &Connection, args: FenceArgs) -> anyhow::Result<
         .await
         .map_err(call_error)?
         .into_inner();
-    if response.snapshot_fence.is_none() && response.changelog_fence.is_none() {
-        note_unknown_table(conn, &table).await;
-    }
+    let (known, did_you_mean) = (response.known, response.did_you_mean.clone());
     show(output, &response, "tidemark.v1.GetRetentionFenceResponse", |response| {
         let mut t = Table::new(vec!["FENCE", "POSITION", "SET BY"]);
         let set_by = |holders: &[pb::RetentionHolder]| -> String {
@@ -133,98 +130,6 @@ pub(crate) async fn fence(conn: &Connection, args: FenceArgs) -> anyhow::Result<
             set_by(&response.changelog_fence_holders),
         ]);
         t.print();
-    })
-}
-
-/// A table without a fence may be a typo: the server answers "no fence"
-/// for any name (expiration jobs ask for every table), so the CLI says
-/// plainly, on stderr, when tidemark has no consumer of the table at all,
-/// and names a known table spelled nearly the same (issue 34). Best effort:
-/// a credential that may not list consumers or tables gets no note.
-async fn note_unknown_table(conn: &Connection, table: &str) {
-    let Ok(mut admin) = conn.admin().await else { return };
-    let consumers_of = |name: &str| pb::ListConsumersRequest {
-        table: name.to_owned(),
-        page_size: 1,
-        ..Default::default()
-    };
-    let Ok(listed) = admin.list_consumers(consumers_of(table)).await else {
-        return;
-    };
-    if !listed.into_inner().consumers.is_empty() {
-        return;
-    }
-    // Known names: the tables of the first page of every consumer, the
-    // registered tables, and the name lower-cased and trimmed (Hive-backed
-    // catalogs fold identifiers, so two spellings usually mean one table).
-    let mut with_consumers = std::collections::BTreeSet::new();
-    if let Ok(page) = admin
-        .list_consumers(pb::ListConsumersRequest {
-            page_size: 1000,
-            ..Default::default()
-        })
-        .await
-    {
-        with_consumers.extend(
-            page.into_inner()
-                .consumers
-                .into_iter()
-                .filter_map(|c| Some(c.key?.table)),
-        );
-    }
-    let mut candidates: Vec<String> = with_consumers.iter().cloned().collect();
-    candidates.push(table.trim().to_lowercase());
-    if let Ok(tables) = admin.list_tables(pb::ListTablesRequest {}).await {
-        candidates.extend(tables.into_inner().tables.into_iter().map(|t| t.table));
-    }
-    candidates.retain(|c| c != table && spelling_distance(c, table) <= 2);
-    candidates.sort_by_key(|c| spelling_distance(c, table));
-    candidates.dedup();
-    let mut closest = None;
-    for candidate in candidates {
-        let known = with_consumers.contains(&candidate)
-            || admin
-                .list_consumers(consumers_of(&candidate))
-                .await
-                .is_ok_and(|found| !found.into_inner().consumers.is_empty());
-        if known {
-            closest = Some(candidate);
-            break;
-        }
-    }
-    match closest {
-        Some(name) => eprintln!("note: tidemark has no consumer of {table}; did you mean {name}?"),
-        None => eprintln!("note: tidemark has no consumer of {table} (check the name: `tidemark consumers list`)"),
-    }
-}
-
-/// How far apart two names are: edits (insert, delete, replace) ignoring
-/// case, so `DB.Orders` and `db.orders` are 0 apart and `db.ordrs` 1.
-fn spelling_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.trim().to_lowercase().chars().collect();
-    let b: Vec<char> = b.trim().to_lowercase().chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut current = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let replace = previous[j] + usize::from(ca != cb);
-            current[j + 1] = replace.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        previous = current;
-    }
-    previous[b.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::spelling_distance;
-
-    #[test]
-    fn spelling_distance_ignores_case_and_counts_edits() {
-        assert_eq!(spelling_distance("DB.Orders", "db.orders"), 0);
-        assert_eq!(spelling_distance(" db.orders ", "db.orders"), 0);
-        assert_eq!(spelling_distance("db.ordrs", "db.orders"), 1);
-        assert_eq!(spelling_distance("db.ord ers", "db.orders"), 1);
-        assert_eq!(spelling_distance("db.nope", "db.orders"), 5);
-    }
+    })?;
+    check_known(&table, known, &did_you_mean)
 }

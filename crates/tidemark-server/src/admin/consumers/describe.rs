@@ -42,8 +42,8 @@ pub(in crate::admin) async fn handle(
 ) -> Result<Response<pb::DescribeConsumerResponse>, Status> {
     admin
         .rpcs
-        .handle("DescribeConsumer", request, |_, req| async move {
-            let described = admin.app.describe(&req.key, req.history_limit).await?;
+        .handle("DescribeConsumer", request, |ctx, req| async move {
+            let described = admin.app.describe(&ctx, &req.key, req.history_limit).await?;
             let consumer = &described.consumer;
             Ok(pb::DescribeConsumerResponse {
                 info: Some(convert::consumer_info(&consumer.view, consumer.lag.as_ref())),

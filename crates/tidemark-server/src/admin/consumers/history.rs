@@ -1,6 +1,7 @@
 //! ListHistory: a page of a consumer's or a table's history, newest
 //! first.
 
+use tidemark_core::ConsumerKey;
 use tidemark_core::validate::Violations;
 use tidemark_proto::v1 as pb;
 use tidemark_service::store::{HistoryFilter, MAX_PAGE, StoreError};
@@ -63,10 +64,31 @@ pub(in crate::admin) async fn handle(
 ) -> Result<Response<pb::ListHistoryResponse>, Status> {
     admin
         .rpcs
-        .handle("ListHistory", request, |_, req| async move {
-            let entries = admin.app.list_history(&req.filter, req.before, req.page_size).await?;
+        .handle("ListHistory", request, |ctx, req| async move {
+            let listed = admin.app.list_history(&req.filter, req.before, req.page_size).await;
+            // A key's history of a key tidemark does not know is
+            // CONSUMER_NOT_FOUND, told what the name most likely meant.
+            let entries = match (&req.filter.branch, &req.filter.consumer_id) {
+                (Some(branch), Some(id)) => {
+                    let key = ConsumerKey {
+                        table: req.filter.table.clone(),
+                        branch: branch.clone(),
+                        consumer_id: id.clone(),
+                    };
+                    admin.app.suggesting(&ctx, &key, listed).await?
+                }
+                _ => listed?,
+            };
             let full = i64::try_from(entries.len()).unwrap_or(0) == req.page_size;
+            // A table's history that lists nothing: say whether the table
+            // is one tidemark knows.
+            let seen = match entries.is_empty() {
+                true => Some(admin.app.table_seen(&ctx, &req.filter.table).await),
+                false => None,
+            };
             Ok(pb::ListHistoryResponse {
+                table_known: seen.as_ref().map(|s| s.known),
+                did_you_mean: seen.map(|s| s.did_you_mean).unwrap_or_default(),
                 next_page_token: entries
                     .last()
                     .filter(|_| full)

@@ -58,12 +58,20 @@ pub(in crate::admin) async fn handle(
 ) -> Result<Response<pb::ListConsumersResponse>, Status> {
     admin
         .rpcs
-        .handle("ListConsumers", request, |_, req| async move {
+        .handle("ListConsumers", request, |ctx, req| async move {
             let page = admin
                 .app
                 .list_consumers(&req.filter, req.after.as_ref(), req.page_size)
                 .await?;
+            // A table filter that lists nothing: say whether the table is
+            // one tidemark knows.
+            let seen = match (&req.filter.table, page.consumers.is_empty() && req.after.is_none()) {
+                (Some(table), true) => Some(admin.app.table_seen(&ctx, table).await),
+                _ => None,
+            };
             Ok(pb::ListConsumersResponse {
+                table_known: seen.as_ref().map(|s| s.known),
+                did_you_mean: seen.map(|s| s.did_you_mean).unwrap_or_default(),
                 consumers: page
                     .consumers
                     .iter()

@@ -52,9 +52,23 @@ pub(in crate::admin) async fn handle(
                 tracing::info!(consumer = %key, old = planned.change.old_next, new = planned.change.new_next,
                 forced = planned.change.revoked.is_some(), "consumer reset");
             }
+            // A reset of a key with no consumer creates one: the plan says
+            // so, with the name the operator most likely meant.
+            let creates = planned.change.old_next.is_none();
+            let did_you_mean = match creates {
+                true => admin
+                    .app
+                    .suggest_consumer(&ctx, key)
+                    .await
+                    .and_then(|s| s.name().map(str::to_owned))
+                    .unwrap_or_default(),
+                false => String::new(),
+            };
             Ok(pb::ResetConsumerResponse {
                 change: Some(convert::consumer_change(key, &planned.change)),
                 executed: Some(planned.applied),
+                creates,
+                did_you_mean,
             })
         })
         .await

@@ -62,32 +62,89 @@ fn print_expired(response: &pb::ExpireConsumersResponse) {
     t.print();
 }
 
+/// The one-consumer form of `consumers reset`.
+pub(super) struct Single {
+    /// The consumer (with a target: this consumer only).
+    pub(super) consumer_id: Option<String>,
+    /// The new next snapshot.
+    pub(super) next_snapshot: Option<i64>,
+    /// Whether executing may create the consumer.
+    pub(super) create: bool,
+}
+
+/// What a reset that creates a consumer says (the plan and the refusal).
+fn creation_note(request: &pb::ResetConsumerRequest, response: &pb::ResetConsumerResponse) -> String {
+    let key = request.consumer.clone().unwrap_or_default();
+    let mut note = format!(
+        "this reset creates consumer {} of {}@{}, which has none",
+        key.consumer_id, key.table, key.branch
+    );
+    if !response.did_you_mean.is_empty() {
+        note.push_str(&format!("; did you mean {}?", response.did_you_mean));
+    }
+    note
+}
+
 /// `consumers reset`: one consumer to a position, or a bulk reset planned
 /// first and applied exactly as planned (`key`: the table and branch).
 pub(super) async fn reset(
     admin: &mut AdminClient<AuthChannel>,
     output: Output,
     key: pb::ConsumerKey,
-    consumer_id: Option<String>,
-    next_snapshot: Option<i64>,
+    single: Single,
     bulk: &BulkTarget,
     change: &ChangeArgs,
 ) -> anyhow::Result<()> {
     let target = bulk.target()?;
+    let Single {
+        consumer_id,
+        next_snapshot,
+        create,
+    } = single;
     match (next_snapshot, target) {
         (Some(next_snapshot), None) if bulk.including.is_none() && bulk.excluding.is_none() => {
             let consumer_id = consumer_id.expect("clap: the id comes before the position");
-            let request = pb::ResetConsumerRequest {
+            let mut request = pb::ResetConsumerRequest {
                 consumer: Some(pb::ConsumerKey { consumer_id, ..key }),
                 next_snapshot,
                 expected_next_snapshot: change.expected,
                 force: change.force,
-                execute: change.execute,
+                execute: false,
             };
-            let response = admin.reset_consumer(request).await.map_err(call_error)?.into_inner();
+            let plan = admin
+                .reset_consumer(request.clone())
+                .await
+                .map_err(call_error)?
+                .into_inner();
+            let response = if change.execute && (create || !plan.creates) {
+                // Execute exactly the plan: a consumer that moved (or
+                // appeared, or went) since is refused, not overwritten.
+                request.execute = true;
+                if request.expected_next_snapshot.is_none() {
+                    request.expected_next_snapshot = plan.change.as_ref().and_then(|c| c.old_next_snapshot);
+                }
+                admin
+                    .reset_consumer(request.clone())
+                    .await
+                    .map_err(call_error)?
+                    .into_inner()
+            } else {
+                plan
+            };
             show(output, &response, "tidemark.v1.ResetConsumerResponse", |r| {
                 print_changes(r.executed == Some(true), &[r.change.clone().unwrap_or_default()]);
-            })
+                if r.creates {
+                    println!("{}", creation_note(&request, r));
+                }
+            })?;
+            if response.creates && change.execute && !create {
+                return Err(crate::cli::UsageError(format!(
+                    "not executed: {} — add --create to create it",
+                    creation_note(&request, &response)
+                ))
+                .into());
+            }
+            Ok(())
         }
         (None, Some(target)) => {
             if change.expected.is_some() {

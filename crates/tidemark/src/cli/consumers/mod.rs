@@ -77,6 +77,12 @@ pub(crate) enum ConsumersCommand {
         bulk: BulkTarget,
         #[command(flatten)]
         change: ChangeArgs,
+        /// Create the consumer when it has none (one consumer): without
+        /// it, executing a reset that would create one is refused (exit 2),
+        /// so a mistyped id never starts a new consumer that holds the
+        /// fence.
+        #[arg(long)]
+        create: bool,
     },
     /// Delete a consumer.
     Delete {
@@ -293,13 +299,19 @@ pub(crate) async fn consumers(conn: &Connection, command: ConsumersCommand) -> a
             branch,
             bulk,
             change,
+            create,
         } => {
             let key = pb::ConsumerKey {
                 table,
                 branch,
                 consumer_id: String::new(),
             };
-            change::reset(&mut admin, output, key, consumer_id, next_snapshot, &bulk, &change).await
+            let single = change::Single {
+                consumer_id,
+                next_snapshot,
+                create,
+            };
+            change::reset(&mut admin, output, key, single, &bulk, &change).await
         }
         ConsumersCommand::Delete { key, change } => {
             let request = pb::DeleteConsumerRequest {

@@ -37,13 +37,14 @@ pub(super) fn lease_state(lease: Option<&pb::LeaseInfo>) -> String {
         .unwrap_or_else(|| "-".to_owned())
 }
 
-/// The consumers of the first page, or of every page (`all`), and the next
-/// page's token.
+/// The consumers of the first page, or of every page (`all`), and the last
+/// page's answer (its token, and whether the table filter names a table
+/// tidemark knows).
 async fn pages(
     admin: &mut AdminClient<AuthChannel>,
     mut request: pb::ListConsumersRequest,
     all: bool,
-) -> anyhow::Result<(Vec<pb::ConsumerInfo>, String)> {
+) -> anyhow::Result<pb::ListConsumersResponse> {
     let mut consumers = Vec::new();
     loop {
         let page = admin
@@ -53,10 +54,16 @@ async fn pages(
             .into_inner();
         consumers.extend(page.consumers);
         if !all || page.next_page_token.is_empty() {
-            return Ok((consumers, page.next_page_token));
+            return Ok(pb::ListConsumersResponse { consumers, ..page });
         }
         request.page_token = page.next_page_token;
     }
+}
+
+/// A listing filtered by a table tidemark has never seen is an error
+/// naming the table most likely meant.
+fn check_listed_table(request: &pb::ListConsumersRequest, response: &pb::ListConsumersResponse) -> anyhow::Result<()> {
+    crate::cli::check_known(&request.table, response.table_known, &response.did_you_mean)
 }
 
 /// Every consumer the request selects, most lagging first (in time where
@@ -66,7 +73,8 @@ async fn worst_first(
     request: pb::ListConsumersRequest,
     top: usize,
 ) -> anyhow::Result<pb::ListConsumersResponse> {
-    let (mut consumers, _) = pages(admin, request, true).await?;
+    let listed = pages(admin, request, true).await?;
+    let mut consumers = listed.consumers;
     consumers.retain(|c| c.consumer.is_some());
     let waited = |c: &pb::ConsumerInfo| c.lag_time.as_ref().map(|d| (d.seconds, d.nanos));
     let snapshots = |c: &pb::ConsumerInfo| c.consumer.as_ref().and_then(|r| r.lag);
@@ -85,6 +93,7 @@ async fn worst_first(
     Ok(pb::ListConsumersResponse {
         consumers,
         next_page_token: String::new(),
+        ..listed
     })
 }
 
@@ -128,11 +137,7 @@ pub(super) async fn list(
     request: pb::ListConsumersRequest,
     all: bool,
 ) -> anyhow::Result<()> {
-    let (consumers, next_page_token) = pages(admin, request, all).await?;
-    let response = pb::ListConsumersResponse {
-        consumers,
-        next_page_token,
-    };
+    let response = pages(admin, request.clone(), all).await?;
     show(output, &response, "tidemark.v1.ListConsumersResponse", |r| {
         let mut t = Table::new(vec![
             "TABLE",
@@ -152,7 +157,8 @@ pub(super) async fn list(
         if !r.next_page_token.is_empty() {
             println!("(more: --all, or narrow with --table/--branch/--prefix)");
         }
-    })
+    })?;
+    check_listed_table(&request, &response)
 }
 
 fn or_dash(text: &str) -> &str {
@@ -263,6 +269,7 @@ pub(super) async fn lag(
             print!("\x1b[2J\x1b[H");
         }
         show(output, &response, "tidemark.v1.ListConsumersResponse", print_lag)?;
+        check_listed_table(&request, &response)?;
         match &watch {
             Some(every) => tokio::time::sleep(every.0).await,
             None => return Ok(()),
