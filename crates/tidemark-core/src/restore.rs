@@ -14,7 +14,14 @@
 //!   another position is moved only when told (`replace_existing`), else it
 //!   is kept and reported;
 //! - nothing is ever deleted: a key the file shows without a consumer keeps
-//!   the target's;
+//!   the target's (`epoch_only`: the file has only the key's epoch);
+//! - a consumer deleted since the export is not re-created unless told
+//!   (`restore_deleted`): the target knows the key at the file's epoch or
+//!   later (it is the file's own lineage, often the exporting server) and
+//!   has no consumer, so an operator removed it (or it expired) after the
+//!   export, and an older backup must not bring it back. A target that
+//!   lacks the key, or knows only an earlier epoch (a restore into another
+//!   or an empty database), gets it created;
 //! - a key with a live lease refuses any change (`LEASE_HELD`) unless
 //!   `force`, which revokes the lease (an epoch is burned, so the running
 //!   query is fenced).
@@ -66,13 +73,20 @@ pub struct ImportPolicy {
     pub replace_existing: bool,
     /// Revoke live leases on keys the import changes.
     pub force: bool,
+    /// Re-create consumers deleted since the export.
+    pub restore_deleted: bool,
 }
 
 /// What an import does to a key's consumer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConsumerOutcome {
-    /// The file has none; the target's (if any) is left alone.
-    NotInFile,
+    /// The file has only the key's epoch (its consumer was deleted or
+    /// never created before the export); the target's consumer, if any, is
+    /// left alone.
+    EpochOnly,
+    /// The file has a consumer the target deleted (or expired) since the
+    /// export; not re-created (`restore_deleted` re-creates it).
+    DeletedSinceExport,
     /// Created at the file's position.
     Created,
     /// Already at the file's position.
@@ -87,7 +101,8 @@ impl ConsumerOutcome {
     /// Stable name, in import reports.
     pub fn as_str(self) -> &'static str {
         match self {
-            ConsumerOutcome::NotInFile => "not_in_file",
+            ConsumerOutcome::EpochOnly => "epoch_only",
+            ConsumerOutcome::DeletedSinceExport => "deleted_since_export",
             ConsumerOutcome::Created => "created",
             ConsumerOutcome::Same => "same",
             ConsumerOutcome::Replaced => "replaced",
@@ -132,8 +147,12 @@ pub fn import(
 ) -> Result<Transition<KeyImport>, CoreError> {
     let old_next = state.and_then(KeyState::next_snapshot);
     let old_epoch = state.map_or(0, |s| s.epoch);
+    // The target knows the key at the file's epoch or later: the file is
+    // its own past, not another lineage's.
+    let same_lineage = state.is_some_and(|s| s.epoch >= exported.epoch);
     let consumer = match (state.and_then(|s| s.consumer), exported.consumer) {
-        (_, None) => ConsumerOutcome::NotInFile,
+        (_, None) => ConsumerOutcome::EpochOnly,
+        (None, Some(_)) if same_lineage && !policy.restore_deleted => ConsumerOutcome::DeletedSinceExport,
         (None, Some(_)) => ConsumerOutcome::Created,
         (Some(mine), Some(theirs)) if mine.next_snapshot == theirs.next_snapshot => ConsumerOutcome::Same,
         (Some(_), Some(_)) if policy.replace_existing => ConsumerOutcome::Replaced,

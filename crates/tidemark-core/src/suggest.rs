@@ -5,20 +5,27 @@
 /// The furthest a suggestion may be from the name asked for, in edits.
 pub const MAX_EDITS: usize = 2;
 
-/// How far apart two names are: edits (insert, delete, replace) ignoring
-/// case and surrounding blanks, so `DB.Orders` and `db.orders` are 0 apart
-/// and `db.ordrs` 1.
+/// How far apart two names are: edits (insert, delete, replace, or swap
+/// two neighbours — the commonest typo) ignoring case and surrounding
+/// blanks, so `DB.Orders` and `db.orders` are 0 apart, `db.ordrs` and
+/// `db.evnets` (for `db.events`) 1.
 pub fn spelling_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.trim().to_lowercase().chars().collect();
     let b: Vec<char> = b.trim().to_lowercase().chars().collect();
+    // Optimal string alignment: three rows of the edit table.
+    let mut before: Vec<usize> = vec![0; b.len() + 1];
     let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
+    for i in 0..a.len() {
         let mut current = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let replace = previous[j] + usize::from(ca != cb);
-            current[j + 1] = replace.min(previous[j + 1] + 1).min(current[j] + 1);
+        for j in 0..b.len() {
+            let replace = previous[j] + usize::from(a[i] != b[j]);
+            let mut best = replace.min(previous[j + 1] + 1).min(current[j] + 1);
+            if i > 0 && j > 0 && a[i] == b[j - 1] && a[i - 1] == b[j] {
+                best = best.min(before[j - 1] + 1);
+            }
+            current[j + 1] = best;
         }
-        previous = current;
+        before = std::mem::replace(&mut previous, current);
     }
     previous[b.len()]
 }
@@ -53,6 +60,9 @@ mod tests {
         assert_eq!(spelling_distance("db.ordrs", "db.orders"), 1);
         assert_eq!(spelling_distance("db.ord ers", "db.orders"), 1);
         assert_eq!(spelling_distance("db.nope", "db.orders"), 5);
+        assert_eq!(spelling_distance("db.evnets", "db.events"), 1, "a swap is one edit");
+        assert_eq!(spelling_distance("ab", "ba"), 1);
+        assert_eq!(spelling_distance("", "abc"), 3);
     }
 
     #[test]

@@ -69,6 +69,7 @@ const M: i64 = restore::RESTORE_EPOCH_MARGIN;
 const PLAIN: ImportPolicy = ImportPolicy {
     replace_existing: false,
     force: false,
+    restore_deleted: false,
 };
 
 #[test]
@@ -93,7 +94,7 @@ fn an_epoch_only_key_keeps_its_high_water_mark_and_an_empty_one_writes_nothing()
     let t = restore::import(None, &exported(None, 3), PLAIN, at(0)).unwrap();
     let written = t.write.unwrap();
     assert_eq!((written.epoch, written.consumer), (3 + M, None));
-    assert_eq!(t.output.consumer, ConsumerOutcome::NotInFile);
+    assert_eq!(t.output.consumer, ConsumerOutcome::EpochOnly);
     let empty = restore::import(None, &exported(None, 0), PLAIN, at(0)).unwrap();
     assert!(empty.write.is_none());
 }
@@ -142,12 +143,13 @@ fn a_file_without_the_consumer_never_deletes_the_targets() {
     let told = ImportPolicy {
         replace_existing: true,
         force: true,
+        restore_deleted: false,
     };
     let t = restore::import(Some(&target(Some(30), 1)), &exported(None, 6), told, at(0)).unwrap();
     let written = t.write.unwrap();
     assert_eq!(written.next_snapshot(), Some(30));
     assert_eq!(written.epoch, 6 + M);
-    assert_eq!(t.output.consumer, ConsumerOutcome::NotInFile);
+    assert_eq!(t.output.consumer, ConsumerOutcome::EpochOnly);
 }
 
 #[test]
@@ -168,6 +170,7 @@ fn a_live_lease_refuses_a_change_unless_forced_and_force_fences_it() {
     let forced = ImportPolicy {
         replace_existing: true,
         force: true,
+        restore_deleted: false,
     };
     let t = restore::import(Some(&live), &exported(Some(12), 1), forced, at(1)).unwrap();
     let written = t.write.unwrap();
@@ -222,10 +225,11 @@ proptest! {
         theirs_epoch in 0i64..20,
         absent in any::<bool>(),
         replace_existing in any::<bool>(),
+        restore_deleted in any::<bool>(),
     ) {
         let mine = target(mine_next, mine_epoch);
         let state = (!absent).then_some(&mine);
-        let policy = ImportPolicy { replace_existing, force: false };
+        let policy = ImportPolicy { replace_existing, force: false, restore_deleted };
         let t = restore::import(state, &exported(theirs_next, theirs_epoch), policy, at(0)).unwrap();
         let before = state.cloned();
         let after = t.write.clone().or(before.clone());
@@ -241,9 +245,36 @@ proptest! {
             prop_assert!(replace_existing, "moved without being told");
             prop_assert_eq!(next_after, theirs_next);
         }
+        // A missing consumer comes from the file, unless the target deleted
+        // it since the export (it knows the key at the file's epoch or
+        // later) and was not told to restore it.
+        let deleted_since = state.is_some_and(|s| s.epoch >= theirs_epoch) && !restore_deleted;
         if next_before.is_none() && theirs_next.is_some() {
-            prop_assert_eq!(next_after, theirs_next);
+            let expected = if deleted_since { None } else { theirs_next };
+            prop_assert_eq!(next_after, expected);
         }
         prop_assert_eq!(t.output.changes_anything(), t.write.is_some());
     }
+}
+
+#[test]
+fn a_consumer_deleted_since_the_export_is_not_recreated_unless_told() {
+    // The target knows the key at the file's epoch and has no consumer:
+    // deleted after the export.
+    let deleted = target(None, 4);
+    let t = restore::import(Some(&deleted), &exported(Some(12), 4), PLAIN, at(0)).unwrap();
+    assert!(t.write.is_none(), "nothing written");
+    assert_eq!(t.output.consumer, ConsumerOutcome::DeletedSinceExport);
+    assert_eq!(ConsumerOutcome::DeletedSinceExport.as_str(), "deleted_since_export");
+    let told = ImportPolicy {
+        restore_deleted: true,
+        ..PLAIN
+    };
+    let t = restore::import(Some(&deleted), &exported(Some(12), 4), told, at(0)).unwrap();
+    assert_eq!(t.output.consumer, ConsumerOutcome::Created);
+    assert_eq!(t.write.unwrap().next_snapshot(), Some(12));
+    // A target that knows only an earlier epoch is another lineage (a
+    // restore): the consumer is created.
+    let t = restore::import(Some(&target(None, 2)), &exported(Some(12), 4), PLAIN, at(0)).unwrap();
+    assert_eq!(t.output.consumer, ConsumerOutcome::Created);
 }

@@ -23,6 +23,7 @@ pub(crate) fn import_settings(s: &pb::ImportSettings) -> tidemark_service::Impor
         replace_existing: s.replace_existing,
         force: s.force,
         skip_registrations: s.skip_registrations,
+        restore_deleted: s.restore_deleted,
         execute: s.execute,
     }
 }

@@ -150,14 +150,20 @@ async fn runbook(database: impl Fn() -> String, lose: impl Fn()) {
     let plan = String::from_utf8_lossy(&plan.stdout).into_owned();
     assert!(plan.starts_with("PLAN ONLY"), "{plan}");
     assert!(
-        plan.contains(&format!("{CONSUMERS} keys: {CONSUMERS} consumers created")),
+        plan.contains(&format!("{CONSUMERS} keys: {CONSUMERS} consumers to create")),
         "{plan}"
     );
     let started = Instant::now();
     let done = cli(&server, &["state", "import", "backup.jsonl", "--execute"], dir.path());
     let import_time = started.elapsed();
     let done = String::from_utf8_lossy(&done.stdout).into_owned();
-    assert!(done.contains(&format!("{CONSUMERS} keys written, 0 refused")), "{done}");
+    assert!(
+        done.contains(&format!(
+            "{CONSUMERS} consumers created, 0 replaced, 0 already there, 0 kept at another position, 0 epoch only, \
+             0 deleted since the export, 0 refused; {CONSUMERS} epochs raised; {CONSUMERS} keys written"
+        )),
+        "{done}"
+    );
     eprintln!(
         "restore runbook at {CONSUMERS} consumers: export {:.2} s, import {:.2} s ({:.0} keys/s)",
         export_time.as_secs_f64(),

@@ -51,6 +51,8 @@ pub struct ImportSettings {
     pub force: bool,
     /// Leave the target's table registrations alone.
     pub skip_registrations: bool,
+    /// Re-create consumers deleted since the export.
+    pub restore_deleted: bool,
     /// Apply; otherwise only plan.
     pub execute: bool,
 }
@@ -90,6 +92,7 @@ impl App {
         let policy = ImportPolicy {
             replace_existing: settings.replace_existing,
             force: settings.force,
+            restore_deleted: settings.restore_deleted,
         };
         let report = self
             .store

@@ -52,6 +52,11 @@ pub(crate) enum StateCommand {
         /// they live now afterwards).
         #[arg(long)]
         skip_registrations: bool,
+        /// Re-create consumers the target deleted (or expired) since the
+        /// export; without it an older backup never brings them back. An
+        /// empty database is restored whole either way.
+        #[arg(long)]
+        restore_deleted: bool,
     },
 }
 
@@ -98,6 +103,7 @@ pub(crate) async fn state(conn: &Connection, command: StateCommand) -> anyhow::R
             force,
             replace_existing,
             skip_registrations,
+            restore_deleted,
         } => {
             let lines = read_lines(&file)?;
             let settings = pb::ImportSettings {
@@ -105,6 +111,7 @@ pub(crate) async fn state(conn: &Connection, command: StateCommand) -> anyhow::R
                 force,
                 replace_existing,
                 skip_registrations,
+                restore_deleted,
             };
             let mut messages: Vec<pb::ImportStateRequest> = lines
                 .chunks(LINES_PER_MESSAGE)
@@ -150,17 +157,24 @@ fn read_lines(file: &std::path::Path) -> anyhow::Result<Vec<String>> {
 
 fn render_import(response: &pb::ImportStateResponse) {
     plan_banner(response.executed == Some(true));
+    // Every key counted once (the parts add up to the keys).
+    let executed = response.executed == Some(true);
+    // A plan's counts are what executing it would do.
     println!(
-        "{} keys: {} consumers created, {} replaced, {} already there, {} kept at another position; \
-         {} epochs raised; {} keys written, {} refused",
+        "{} keys: {} consumers {}, {} replaced, {} already there, {} kept at another position, \
+         {} epoch only, {} deleted since the export, {} refused; {} epochs raised; {} keys {}",
         response.keys,
         response.consumers_created,
+        if executed { "created" } else { "to create" },
         response.consumers_replaced,
         response.consumers_same,
         response.consumers_kept,
+        response.consumers_epoch_only,
+        response.consumers_deleted_since_export,
+        response.keys_refused,
         response.epochs_raised,
         response.keys_written,
-        response.keys_refused,
+        if executed { "written" } else { "to write" },
     );
     if !response.tables.is_empty() {
         let mut t = Table::new(vec!["TABLE", "SETTING", "RESULT", "BEFORE", "FILE"]);
@@ -186,11 +200,12 @@ fn render_import(response: &pb::ImportStateResponse) {
         ]);
         for c in &response.changes {
             let key = c.consumer.clone().unwrap_or_default();
-            let result = if c.refused_reason.is_empty() {
+            let refused = !c.refused_reason.is_empty();
+            let result = if refused {
+                format!("refused {}: {}", c.refused_reason, refusal_note(&c.refused_reason))
+            } else {
                 let revoked = c.revoked_lease.as_ref().map(|l| format!(", revoked {}", l.holder));
                 format!("{}{}", c.consumer_outcome, revoked.unwrap_or_default())
-            } else {
-                format!("refused {}: {}", c.refused_reason, c.refused_message)
             };
             t.row(vec![
                 key.table,
@@ -200,12 +215,42 @@ fn render_import(response: &pb::ImportStateResponse) {
                 position(c.old_next_snapshot),
                 position(c.new_next_snapshot),
                 position(c.file_next_snapshot),
-                format!("{} -> {}", c.old_epoch, c.new_epoch),
+                if refused {
+                    "-".to_owned()
+                } else if c.new_epoch == c.old_epoch {
+                    format!("{} (unchanged)", c.old_epoch)
+                } else {
+                    format!("{} -> {}", c.old_epoch, c.new_epoch)
+                },
             ]);
         }
         t.print();
         if response.changes_truncated {
             println!("(the first {} keys are listed)", response.changes.len());
         }
+    }
+    if response.epochs_raised > 0 && response.epoch_margin > 0 {
+        println!(
+            "EPOCH: where this database knew an earlier epoch than the file, the key's epoch becomes the file's \
+             plus {} (2^20): the exporting server may have granted epochs after the export, and none of them is \
+             granted again",
+            response.epoch_margin
+        );
+    }
+    if response.consumers_deleted_since_export > 0 {
+        println!(
+            "deleted_since_export: this database deleted (or expired) the consumer after the export; it stays \
+             deleted (--restore-deleted brings it back)"
+        );
+    }
+}
+
+/// A refusal in a word or two: the reason code says the rest, and the
+/// server's message is in the JSON output.
+fn refusal_note(reason: &str) -> &'static str {
+    match reason {
+        "LEASE_HELD" => "a live lease (--force fences its query)",
+        "EPOCH_EXHAUSTED" => "no epoch left to raise",
+        _ => "see -o json for the message",
     }
 }

@@ -93,6 +93,7 @@ fn response(
         exported_at: Some(convert::timestamp(parsed.exported_at)),
         exported_by_version: parsed.server_version.clone(),
         keys: report.keys.len() as i64,
+        epoch_margin: tidemark_core::restore::RESTORE_EPOCH_MARGIN,
         ..Default::default()
     };
     for (outcome, exported) in report.keys.iter().zip(&parsed.file.keys) {
@@ -104,12 +105,17 @@ fn response(
                     ConsumerOutcome::Replaced => &mut response.consumers_replaced,
                     ConsumerOutcome::Same => &mut response.consumers_same,
                     ConsumerOutcome::Kept => &mut response.consumers_kept,
-                    ConsumerOutcome::NotInFile => &mut 0,
+                    ConsumerOutcome::EpochOnly => &mut response.consumers_epoch_only,
+                    ConsumerOutcome::DeletedSinceExport => &mut response.consumers_deleted_since_export,
                 };
                 *count += 1;
                 response.epochs_raised += i64::from(done.new_epoch > done.old_epoch);
                 response.keys_written += i64::from(done.changes_anything());
-                (done.changes_anything() || done.consumer == ConsumerOutcome::Kept).then(|| pb::ImportedKey {
+                let worth_listing = matches!(
+                    done.consumer,
+                    ConsumerOutcome::Kept | ConsumerOutcome::DeletedSinceExport
+                );
+                (done.changes_anything() || worth_listing).then(|| pb::ImportedKey {
                     consumer: Some(convert::key_to_pb(&outcome.key)),
                     consumer_outcome: done.consumer.as_str().to_owned(),
                     old_next_snapshot: done.old_next,
