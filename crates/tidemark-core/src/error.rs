@@ -164,6 +164,23 @@ pub enum CoreError {
         latest: i64,
     },
 
+    /// A reset past a registered table's latest snapshot + 1 (reason
+    /// `POSITION_AHEAD_OF_TABLE`, as recovery would refuse the position
+    /// later): said with the range a reset may use, since here it is most
+    /// often a typo.
+    #[error(
+        "cannot reset to next snapshot {next}: the table's latest snapshot is {latest}, so a consumer's next \
+         snapshot runs from its earliest snapshot up to {} (latest + 1: everything written so far read; \
+         --to-latest moves consumers there)",
+        latest.saturating_add(1)
+    )]
+    ResetAheadOfTable {
+        /// The position asked for.
+        next: i64,
+        /// The table's latest snapshot.
+        latest: i64,
+    },
+
     /// R4: replaying the logged batch would mix a full and an incremental plan.
     #[error(
         "the logged batch cannot be replayed: its start {start} and end {end} in snapshot {snapshot_id} use different scan modes, and the checkpointed range is no longer readable without changing its data. Start a new query with a new checkpoint"
@@ -310,7 +327,7 @@ impl CoreError {
             CoreError::BatchConflict { .. } => "BATCH_CONFLICT",
             CoreError::PositionRegression { .. } => "POSITION_REGRESSION",
             CoreError::PositionExpired { .. } => "POSITION_EXPIRED",
-            CoreError::PositionAheadOfTable { .. } => "POSITION_AHEAD_OF_TABLE",
+            CoreError::PositionAheadOfTable { .. } | CoreError::ResetAheadOfTable { .. } => "POSITION_AHEAD_OF_TABLE",
             CoreError::ReplayScanMismatch { .. } => "REPLAY_SCAN_MISMATCH",
             CoreError::ReplayRangeExpired { .. } => "REPLAY_RANGE_EXPIRED",
             CoreError::NextSnapshotMismatch { .. } => "NEXT_SNAPSHOT_MISMATCH",
@@ -375,7 +392,7 @@ impl CoreError {
                 ("next_snapshot", next.to_string()),
                 ("earliest_snapshot", earliest.to_string()),
             ],
-            CoreError::PositionAheadOfTable { next, latest } => vec![
+            CoreError::PositionAheadOfTable { next, latest } | CoreError::ResetAheadOfTable { next, latest } => vec![
                 ("next_snapshot", next.to_string()),
                 ("latest_snapshot", latest.to_string()),
             ],

@@ -78,7 +78,7 @@ pub fn code_of(err: &CoreError) -> Code {
         CoreError::BatchConflict { .. } => Code::FailedPrecondition,
         CoreError::PositionRegression { .. } => Code::FailedPrecondition,
         CoreError::PositionExpired { .. } => Code::DataLoss,
-        CoreError::PositionAheadOfTable { .. } => Code::FailedPrecondition,
+        CoreError::PositionAheadOfTable { .. } | CoreError::ResetAheadOfTable { .. } => Code::FailedPrecondition,
         CoreError::ReplayScanMismatch { .. } => Code::FailedPrecondition,
         CoreError::ReplayRangeExpired { .. } => Code::FailedPrecondition,
         CoreError::NextSnapshotMismatch { .. } => Code::FailedPrecondition,
@@ -148,6 +148,7 @@ pub fn rule_status(err: &CoreError) -> Status {
         | CoreError::PositionRegression { .. }
         | CoreError::PositionExpired { .. }
         | CoreError::PositionAheadOfTable { .. }
+        | CoreError::ResetAheadOfTable { .. }
         | CoreError::ReplayScanMismatch { .. }
         | CoreError::ReplayRangeExpired { .. }
         | CoreError::NextSnapshotMismatch { .. }

@@ -75,7 +75,7 @@ async fn exit_codes_server_addresses_token_files_timeouts_versions_and_completio
     let created = cli(
         &server,
         Some(OPERATOR),
-        &["consumers", "reset", "db.t", "c1", "5", "--execute"],
+        &["consumers", "reset", "db.t", "c1", "5", "--execute", "--create"],
     );
     assert_eq!(code(&created), 0, "{}", text(&created));
     let plan = cli(
@@ -183,7 +183,7 @@ async fn executed_operator_changes_go_to_the_audit_log() {
         let output = cli(&server, Some(OPERATOR), args);
         (code(&output), text(&output))
     };
-    assert_eq!(run(&["consumers", "reset", "db.t", "a", "5", "--execute"]).0, 0);
+    assert_eq!(run(&["consumers", "reset", "db.t", "a", "5", "--execute", "--create"]).0, 0);
     assert_eq!(run(&["consumers", "reset", "db.t", "a", "7"]).0, 0, "a plan");
     assert_eq!(
         run(&["consumers", "reset", "db.t", "a", "8", "--expected", "4", "--execute"]).0,
@@ -280,7 +280,7 @@ async fn consumers_lag_lists_the_worst_first_and_the_metric_follows() {
         let set = cli(
             &server,
             Some(OPERATOR),
-            &["consumers", "reset", "db.lag", id, &next.to_string(), "--execute"],
+            &["consumers", "reset", "db.lag", id, &next.to_string(), "--execute", "--create"],
         );
         assert_eq!(code(&set), 0, "{}", text(&set));
     }
@@ -402,9 +402,11 @@ async fn errors_say_the_cause_and_the_fix_once_without_a_backtrace() {
         assert!(text(&missing).contains("CONSUMER_NOT_FOUND"), "{}", text(&missing));
     }
 
-    // A fence of a table tidemark has no consumer of: still "no fence"
-    // (expiration jobs ask for every table), but said plainly, with the
-    // known table spelled nearly the same (it printed `-` and `(none)`).
+    // A fence of a table tidemark has never seen: the API still answers
+    // "no fence" (expiration jobs ask for every table) and marks it
+    // unknown; the CLI says so with the known table spelled nearly the
+    // same and exits 3 (issue 34: it printed `-` and `(none)`; issue 55: a
+    // typo no longer exits 0).
     let created = run(&[
         "consumers",
         "reset",
@@ -412,24 +414,25 @@ async fn errors_say_the_cause_and_the_fix_once_without_a_backtrace() {
         "etl",
         "5",
         "--execute",
+        "--create",
         "--server",
         &server,
     ]);
     assert_eq!(code(&created), 0, "{}", text(&created));
     for (table, said) in [
-        ("db.nope", "tidemark has no consumer of db.nope (check the name"),
+        ("db.nope", "tidemark has never seen table db.nope"),
         (
             "DB.Orders",
-            "tidemark has no consumer of DB.Orders; did you mean db.orders?",
+            "tidemark has never seen table DB.Orders; did you mean db.orders?",
         ),
         (
             "db.ordrs",
-            "tidemark has no consumer of db.ordrs; did you mean db.orders?",
+            "tidemark has never seen table db.ordrs; did you mean db.orders?",
         ),
     ] {
         for explain in [&["--explain"][..], &[]] {
             let fence = run(&[&["fence", table, "--server", &server][..], explain].concat());
-            assert_eq!(code(&fence), 0, "{}", text(&fence));
+            assert_eq!(code(&fence), 3, "{}", text(&fence));
             assert!(
                 String::from_utf8_lossy(&fence.stderr).contains(said),
                 "{table}: {}",
@@ -438,7 +441,8 @@ async fn errors_say_the_cause_and_the_fix_once_without_a_backtrace() {
         }
     }
     let known = run(&["fence", "db.orders", "--explain", "--server", &server]);
-    assert!(!text(&known).contains("no consumer of"), "{}", text(&known));
+    assert_eq!(code(&known), 0, "{}", text(&known));
+    assert!(!text(&known).contains("never seen"), "{}", text(&known));
 }
 
 /// A command's help leads with its own flags; the connection and global

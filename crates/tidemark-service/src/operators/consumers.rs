@@ -96,7 +96,7 @@ impl App {
             return Ok(());
         };
         match registered.directory.snapshot_range(branch).await {
-            Ok(Some(range)) if next > range.latest.saturating_add(1) => Err(CoreError::PositionAheadOfTable {
+            Ok(Some(range)) if next > range.latest.saturating_add(1) => Err(CoreError::ResetAheadOfTable {
                 next,
                 latest: range.latest,
             }

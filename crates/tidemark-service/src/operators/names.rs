@@ -105,3 +105,33 @@ impl App {
         }
     }
 }
+
+impl App {
+    /// What a reset to `next` on a table tidemark cannot check deserves a
+    /// word about: an unregistered table's latest snapshot is unknown, but
+    /// the highest snapshot any consumer of the branch reported is, and a
+    /// position past it + 1 is most likely a typo (issue 55: a reset to
+    /// 999999999999 planned without a word).
+    pub async fn reset_warnings(
+        &self,
+        table: &TableName,
+        branch: &tidemark_core::BranchName,
+        next: i64,
+    ) -> Vec<String> {
+        if !matches!(self.tables.table(table).await, Ok(None)) {
+            return Vec::new(); // registered: checked against its directory
+        }
+        match self.tables.reported_latest(table, branch.as_str()).await {
+            Some(reported) if next > reported.saturating_add(1) => vec![format!(
+                "warning: {} is not registered, so tidemark cannot check positions against its snapshots; the \
+                 highest snapshot any consumer of {}@{} reported is {reported}, and next snapshot {next} is past \
+                 {} (register the table: tidemark tables register)",
+                table.as_str(),
+                table.as_str(),
+                branch.as_str(),
+                reported.saturating_add(1)
+            )],
+            _ => Vec::new(),
+        }
+    }
+}

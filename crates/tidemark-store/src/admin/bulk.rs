@@ -21,6 +21,10 @@ pub struct BulkChange {
     /// The change, or why it was not made (a live lease without `force`, a
     /// precondition, a race).
     pub result: Result<AdminChange, CoreError>,
+    /// A reset's position as the selection listed it and the target that
+    /// resolves to (for a consumer left alone too, so a plan shows where
+    /// every selected consumer would go); `None` elsewhere.
+    pub target: Option<(i64, Option<i64>)>,
 }
 
 /// A consumer the sweeper (or ExpireConsumers) found expired.
@@ -72,7 +76,11 @@ impl Store {
                 Err(StoreError::Rule(rule)) => Err(rule),
                 Err(other) => return Err(other),
             };
-            cleared.push(BulkChange { key, result });
+            cleared.push(BulkChange {
+                key,
+                result,
+                target: None,
+            });
         }
         Ok(cleared)
     }
@@ -101,9 +109,13 @@ impl Store {
     ) -> Result<Vec<BulkChange>, StoreError> {
         let selected = self.select_consumers(table, branch, selector).await?;
         let mut reset = Vec::with_capacity(selected.len());
-        for (key, _, seen_lease) in selected {
+        for (key, listed_at, seen_lease) in selected {
+            let listed = Some((listed_at, target(Some(listed_at)).ok()));
             if out_of_time(until) {
-                reset.push(not_reached(key));
+                reset.push(BulkChange {
+                    target: listed,
+                    ..not_reached(key)
+                });
                 continue;
             }
             let precondition = if expected.is_empty() {
@@ -116,6 +128,7 @@ impl Store {
                         reset.push(BulkChange {
                             key,
                             result: Err(CoreError::NotInPlan { consumer_id }),
+                            target: listed,
                         });
                         continue;
                     }
@@ -137,7 +150,11 @@ impl Store {
                 Err(StoreError::Rule(rule)) => Err(rule),
                 Err(other) => return Err(other),
             };
-            reset.push(BulkChange { key, result });
+            reset.push(BulkChange {
+                key,
+                result,
+                target: listed,
+            });
         }
         Ok(reset)
     }
@@ -312,5 +329,6 @@ fn not_reached(key: ConsumerKey) -> BulkChange {
     BulkChange {
         key,
         result: Err(CoreError::NotReached { consumer_id }),
+        target: None,
     }
 }

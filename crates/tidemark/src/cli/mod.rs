@@ -196,7 +196,8 @@ Exit codes:
   1  any other error
   2  bad usage, or INVALID_ARGUMENT
   3  NOT_FOUND, or a table or consumer tidemark has never seen (with the name most likely meant)
-  4  refused by a precondition (FAILED_PRECONDITION: a live lease, an expected position that differs)
+  4  refused by a precondition (FAILED_PRECONDITION: a live lease, an expected position that differs),
+     also when a bulk change (reset, clear, a reset from a file) left any selected consumer alone
   5  UNAVAILABLE or DEADLINE_EXCEEDED (the server could not be reached included)
   6  PERMISSION_DENIED or UNAUTHENTICATED";
 
@@ -230,6 +231,9 @@ Exit codes:
         }
         if error.downcast_ref::<super::UnknownName>().is_some() {
             return NOT_FOUND;
+        }
+        if error.downcast_ref::<super::Skipped>().is_some() {
+            return REFUSED;
         }
         OTHER
     }
@@ -334,6 +338,12 @@ pub(crate) fn check_known(asked: &str, table_known: Option<bool>, did_you_mean: 
     }
     Ok(())
 }
+
+/// A bulk change left selected consumers alone (exit code 4, as the
+/// single form refused by the same precondition).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Skipped(pub(crate) String);
 
 /// The command line asked for something impossible (exit code 2).
 #[derive(Debug, thiserror::Error)]

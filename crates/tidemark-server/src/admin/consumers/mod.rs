@@ -54,7 +54,14 @@ pub(super) fn split_bulk(
     for outcome in outcomes {
         match &outcome.result {
             Ok(change) => changes.push(convert::consumer_change(&outcome.key, change)),
-            Err(why) => skipped.push(skipped_consumer(&outcome.key, why)),
+            Err(why) => {
+                let mut left = skipped_consumer(&outcome.key, why);
+                if let Some((old, new)) = outcome.target {
+                    left.old_next_snapshot = Some(old);
+                    left.new_next_snapshot = new;
+                }
+                skipped.push(left);
+            }
         }
     }
     (changes, skipped)
@@ -66,5 +73,7 @@ pub(in crate::admin) fn skipped_consumer(key: &ConsumerKey, why: &tidemark_core:
         consumer_id: key.consumer_id.as_str().to_owned(),
         reason: why.reason().to_owned(),
         message: why.to_string(),
+        old_next_snapshot: None,
+        new_next_snapshot: None,
     }
 }

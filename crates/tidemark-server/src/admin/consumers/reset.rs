@@ -69,6 +69,10 @@ pub(in crate::admin) async fn handle(
                 executed: Some(planned.applied),
                 creates,
                 did_you_mean,
+                warnings: admin
+                    .app
+                    .reset_warnings(&key.table, &key.branch, req.next_snapshot)
+                    .await,
             })
         })
         .await

@@ -108,12 +108,19 @@ pub(in crate::admin) async fn handle(
                 )
                 .await?;
             let (reset, skipped) = split_bulk(&reset);
+            let warnings = match req.target {
+                tidemark_core::reset::ResetTarget::Snapshot(next) => {
+                    admin.app.reset_warnings(&req.table, &req.branch, next).await
+                }
+                _ => Vec::new(),
+            };
             Ok(pb::ResetConsumersResponse {
                 reset,
                 skipped,
                 executed: Some(req.execute),
                 earliest_snapshot: table.map(|t| t.earliest),
                 latest_snapshot: table.map(|t| t.latest),
+                warnings,
             })
         })
         .await

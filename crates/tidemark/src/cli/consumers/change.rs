@@ -38,12 +38,35 @@ fn print_cleared(response: &pb::ClearConsumersResponse) {
 fn print_skipped(skipped: &[pb::SkippedConsumer]) {
     if !skipped.is_empty() {
         println!();
-        let mut s = Table::new(vec!["SKIPPED", "REASON", "WHY"]);
+        let position = |p: Option<i64>| p.map_or_else(|| "-".to_owned(), |p| p.to_string());
+        let mut s = Table::new(vec!["SKIPPED", "OLD", "WOULD BE", "REASON", "WHY"]);
         for k in skipped {
-            s.row(vec![k.consumer_id.clone(), k.reason.clone(), k.message.clone()]);
+            s.row(vec![
+                k.consumer_id.clone(),
+                position(k.old_next_snapshot),
+                position(k.new_next_snapshot),
+                k.reason.clone(),
+                k.message.clone(),
+            ]);
         }
         s.print();
     }
+}
+
+/// A bulk change that left a selected consumer alone exits 4, as the
+/// single form refused by the same precondition does (issue 55: a bulk
+/// reset that changed nothing because of LEASE_HELD exited 0).
+fn check_skipped(skipped: &[pb::SkippedConsumer]) -> anyhow::Result<()> {
+    if skipped.is_empty() {
+        return Ok(());
+    }
+    let reasons: std::collections::BTreeSet<&str> = skipped.iter().map(|k| k.reason.as_str()).collect();
+    Err(crate::cli::Skipped(format!(
+        "{} selected consumer(s) left alone ({}): see SKIPPED above",
+        skipped.len(),
+        reasons.into_iter().collect::<Vec<_>>().join(", ")
+    ))
+    .into())
 }
 
 fn print_expired(response: &pb::ExpireConsumersResponse) {
@@ -70,6 +93,8 @@ pub(super) struct Single {
     pub(super) next_snapshot: Option<i64>,
     /// Whether executing may create the consumer.
     pub(super) create: bool,
+    /// Write the plan to this CSV file (never executes).
+    pub(super) export: Option<std::path::PathBuf>,
 }
 
 /// What a reset that creates a consumer says (the plan and the refusal).
@@ -100,6 +125,7 @@ pub(super) async fn reset(
         consumer_id,
         next_snapshot,
         create,
+        export,
     } = single;
     match (next_snapshot, target) {
         (Some(next_snapshot), None) if bulk.including.is_none() && bulk.excluding.is_none() => {
@@ -135,6 +161,9 @@ pub(super) async fn reset(
                 print_changes(r.executed == Some(true), &[r.change.clone().unwrap_or_default()]);
                 if r.creates {
                     println!("{}", creation_note(&request, r));
+                }
+                for warning in &r.warnings {
+                    println!("{warning}");
                 }
             })?;
             if response.creates && change.execute && !create {
@@ -176,6 +205,12 @@ pub(super) async fn reset(
                 .await
                 .map_err(call_error)?
                 .into_inner();
+            if let Some(path) = &export {
+                return super::plan_file::write(
+                    path,
+                    &super::plan_file::rows_of(&request.table, &request.branch, &response),
+                );
+            }
             if change.execute {
                 // Apply exactly the plan: each consumer only if it is
                 // still where the plan saw it.
@@ -194,7 +229,11 @@ pub(super) async fn reset(
             show(output, &response, "tidemark.v1.ResetConsumersResponse", |r| {
                 print_changes(r.executed == Some(true), &r.reset);
                 print_skipped(&r.skipped);
-            })
+                for warning in &r.warnings {
+                    println!("{warning}");
+                }
+            })?;
+            check_skipped(&response.skipped)
         }
         _ => Err(crate::cli::UsageError(
             "give either <consumer_id> <next_snapshot> (one consumer), or one target: --to-snapshot, \
@@ -278,7 +317,8 @@ pub(super) async fn clear(
     request: pb::ClearConsumersRequest,
 ) -> anyhow::Result<()> {
     let response = admin.clear_consumers(request).await.map_err(call_error)?.into_inner();
-    show(output, &response, "tidemark.v1.ClearConsumersResponse", print_cleared)
+    show(output, &response, "tidemark.v1.ClearConsumersResponse", print_cleared)?;
+    check_skipped(&response.skipped)
 }
 
 /// `consumers revoke-leases`: every live lease a pattern selects.

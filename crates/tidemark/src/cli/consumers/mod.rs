@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use tidemark_proto::v1 as pb;
 
 mod change;
+mod plan_file;
 mod read;
 
 use super::Connection;
@@ -63,9 +64,9 @@ pub(crate) enum ConsumersCommand {
     /// --including/--excluding selecting ids (a plan first; --execute applies
     /// it with the plan's positions as preconditions).
     Reset {
-        /// Table identifier "database.table".
-        #[arg(value_parser = crate::cli::table_arg)]
-        table: String,
+        /// Table identifier "database.table" (not with --from-file).
+        #[arg(value_parser = crate::cli::table_arg, required_unless_present = "from_file")]
+        table: Option<String>,
         /// Consumer id (with a target: this consumer only).
         consumer_id: Option<String>,
         /// The new next snapshot (one consumer).
@@ -83,6 +84,17 @@ pub(crate) enum ConsumersCommand {
         /// fence.
         #[arg(long)]
         create: bool,
+        /// Write the plan — every selected consumer's old and new position,
+        /// skipped ones included — to this CSV file instead of executing it
+        /// (columns table,branch,consumer_id,old_next_snapshot,
+        /// new_next_snapshot), as Kafka's --export.
+        #[arg(long, conflicts_with_all = ["execute", "from_file"])]
+        export: Option<std::path::PathBuf>,
+        /// Reset the consumers a plan file lists (as --export writes it),
+        /// each only if it is still at the file's old position; a plan
+        /// unless --execute. Exits 4 if any row is refused.
+        #[arg(long, conflicts_with_all = ["table", "consumer_id", "next_snapshot"])]
+        from_file: Option<std::path::PathBuf>,
     },
     /// Delete a consumer.
     Delete {
@@ -300,9 +312,15 @@ pub(crate) async fn consumers(conn: &Connection, command: ConsumersCommand) -> a
             bulk,
             change,
             create,
+            export,
+            from_file,
         } => {
+            if let Some(path) = from_file {
+                let rows = plan_file::read(&path)?;
+                return plan_file::execute_rows(&mut admin, &rows, change.force, change.execute, create).await;
+            }
             let key = pb::ConsumerKey {
-                table,
+                table: table.expect("clap: a table unless --from-file"),
                 branch,
                 consumer_id: String::new(),
             };
@@ -310,6 +328,7 @@ pub(crate) async fn consumers(conn: &Connection, command: ConsumersCommand) -> a
                 consumer_id,
                 next_snapshot,
                 create,
+                export,
             };
             change::reset(&mut admin, output, key, single, &bulk, &change).await
         }
