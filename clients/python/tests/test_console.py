@@ -343,7 +343,14 @@ def test_a_table_page_lists_sorts_and_filters_its_consumers(console, browser):
     browser.get(base + "/table?" + urllib.parse.urlencode({"name": names["orders"]}))
     listed = api_consumers(ops, names["orders"])
     rows = table_rows(browser, "consumers")
-    assert [r[0] for r in rows] == sorted(listed), rows
+
+    # Most lagging first by default (the API's lag), unknown lags last, ties by id.
+    def lag_first(consumer_id):
+        c = listed[consumer_id].consumer
+        known = listed[consumer_id].HasField("consumer") and c.HasField("lag")
+        return (not known, -c.lag if known else 0, consumer_id)
+
+    assert [r[0] for r in rows] == sorted(listed, key=lag_first), rows
     for r in rows:
         c = listed[r[0]]
         assert r[1] == (str(c.consumer.next_snapshot) if c.HasField("consumer") else "—"), r

@@ -289,11 +289,12 @@ pub(super) async fn table(
     if let Some(filter) = id_filter(&query.q) {
         rows.retain(|r| filter.matches(r.consumer.view.state.key.consumer_id.as_str()));
     }
-    let sort = SORTS
-        .iter()
-        .find(|(k, _, _)| *k == query.sort)
-        .map_or("id", |(k, _, _)| *k);
-    let desc = query.desc == "1";
+    // Most lagging first unless a column is asked for: the page answers
+    // "who is behind" first (issue 55).
+    let (sort, desc) = match SORTS.iter().find(|(k, _, _)| *k == query.sort) {
+        Some((key, _, _)) => (*key, query.desc == "1"),
+        None => ("lag", true),
+    };
     rows.sort_by(|a, b| {
         let (a, b) = (sort_value(a, sort), sort_value(b, sort));
         // Unknown values last, whichever the direction.
