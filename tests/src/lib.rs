@@ -279,6 +279,7 @@ pub async fn set_consumer(
             expected_next_snapshot: None,
             force: false,
             execute: true,
+            expected_lease_id: None,
         })
         .await
         .expect("reset");

@@ -415,6 +415,7 @@ async fn admin_and_retention_bad_fields(kind: Kind) {
                 consumer: Some(k("x")),
                 reason: "r".repeat(600),
                 execute: true,
+                expected_lease_id: None,
             })
             .await
             .map(drop),
@@ -430,6 +431,7 @@ async fn admin_and_retention_bad_fields(kind: Kind) {
                     consumer: Some(k("x")),
                     reason: reason.into(),
                     execute: true,
+                    expected_lease_id: None,
                 })
                 .await
                 .map(drop),

@@ -279,6 +279,7 @@ async fn call(server: &TestServer, rpc: Rpc, who: Who) -> Result<(), tonic::Stat
                 consumer: Some(k),
                 reason: "matrix".into(),
                 execute: true,
+                expected_lease_id: None,
             })
             .await
             .map(drop),
@@ -457,6 +458,7 @@ async fn call_without_setup(server: &TestServer, rpc: Rpc, who: Who) -> Result<(
                 consumer: Some(k),
                 reason: "again".into(),
                 execute: true,
+                expected_lease_id: None,
             })
             .await
             .map(drop),

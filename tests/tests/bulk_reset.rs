@@ -54,6 +54,7 @@ fn request(table: &str, including: &str, excluding: &str, target: Target, execut
         force: false,
         execute,
         expected_next_snapshots: HashMap::new(),
+        expected_lease_ids: Default::default(),
     }
 }
 

@@ -171,6 +171,7 @@ async fn oversized_fields_are_invalid_arguments_without_database_work() {
                     consumer: Some(key("db.t", "main", "c")),
                     reason: long(600),
                     execute: true,
+                    expected_lease_id: None,
                 })
                 .await
                 .map(drop),

@@ -139,6 +139,7 @@ async fn a_round_trip_into_an_empty_database_keeps_everything(kind: Kind) {
         consumer: Some(key("db.orders", "main", "b")),
         reason: "test".into(),
         execute: true,
+        expected_lease_id: None,
     })
     .await
     .unwrap();
@@ -248,6 +249,7 @@ async fn an_export_is_one_snapshot_while_the_database_changes(kind: Kind) {
             expected_next_snapshot: None,
             force: false,
             execute: true,
+            expected_lease_id: None,
         })
         .await
         .unwrap();

@@ -62,6 +62,20 @@ impl From<bool> for Force {
     }
 }
 
+impl Force {
+    /// `force` as a plan executed exactly as planned asks for it: with the
+    /// lease the plan saw (`Some(None)`: none was live), a forced change
+    /// revokes only that lease, and a lease granted since refuses it.
+    pub fn as_planned(force: bool, seen: Option<Option<uuid::Uuid>>) -> Self {
+        match (force, seen) {
+            (false, _) => Force::No,
+            (true, None) => Force::AnyLease,
+            (true, Some(None)) => Force::No,
+            (true, Some(Some(lease))) => Force::Lease(lease),
+        }
+    }
+}
+
 pub(crate) fn clear_live_lease(
     next: &mut KeyState,
     force: impl Into<Force>,
@@ -99,7 +113,7 @@ pub fn reset(
     key: &ConsumerKey,
     next_snapshot: i64,
     expected: Option<i64>,
-    force: bool,
+    force: impl Into<Force>,
     now: Timestamp,
 ) -> Result<Transition<AdminChange>, CoreError> {
     if next_snapshot < 1 {
@@ -198,7 +212,7 @@ pub fn delete(
     state: Option<&KeyState>,
     key: &ConsumerKey,
     expected: Option<i64>,
-    force: bool,
+    force: impl Into<Force>,
     now: Timestamp,
     kind: EventKind,
 ) -> Result<Transition<AdminChange>, CoreError> {

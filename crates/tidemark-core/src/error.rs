@@ -206,6 +206,22 @@ pub enum CoreError {
         actual: Option<i64>,
     },
 
+    /// A change executed as planned found another live lease than the plan
+    /// saw (a query took the consumer over since): refused, not applied.
+    #[error(
+        "consumer {key}'s live lease is {} now, not {} as planned: it changed since the plan; plan again",
+        lease_text(actual),
+        lease_text(expected)
+    )]
+    LeaseMismatch {
+        /// The key (boxed: it keeps every `Result` of the crate small).
+        key: Box<ConsumerKey>,
+        /// The lease the plan saw (`None`: none live).
+        expected: Option<Uuid>,
+        /// The lease live now (`None`: none).
+        actual: Option<Uuid>,
+    },
+
     /// The key has no consumer (and no lease) to describe.
     #[error(
         "consumer {key} not found{}",
@@ -332,6 +348,7 @@ impl CoreError {
             CoreError::ReplayRangeExpired { .. } => "REPLAY_RANGE_EXPIRED",
             CoreError::NextSnapshotMismatch { .. } => "NEXT_SNAPSHOT_MISMATCH",
             CoreError::ConsumerNotFound { .. } => "CONSUMER_NOT_FOUND",
+            CoreError::LeaseMismatch { .. } => "LEASE_MISMATCH",
             CoreError::TableLocationEmpty { .. } => "TABLE_LOCATION_EMPTY",
             CoreError::TableLocationUnreadable { .. } => "TABLE_LOCATION_UNREADABLE",
             CoreError::TableIdentityChanged { .. } => "TABLE_IDENTITY_CHANGED",
@@ -444,6 +461,12 @@ impl CoreError {
                 }
                 m
             }
+            CoreError::LeaseMismatch { key, expected, actual } => {
+                let mut m = key_metadata(key);
+                m.push(("expected_lease_id", expected.map(|l| l.to_string()).unwrap_or_default()));
+                m.push(("actual_lease_id", actual.map(|l| l.to_string()).unwrap_or_default()));
+                m
+            }
             CoreError::ConsumerNotFound { key, suggestion } => {
                 let mut m = key_metadata(key);
                 if let Some(name) = suggestion.as_ref().and_then(|s| s.name()) {
@@ -463,6 +486,11 @@ impl CoreError {
     pub fn invalid(field: impl Into<String>, description: impl Into<String>) -> Self {
         CoreError::InvalidArgument(vec![FieldViolation::new(field, description)])
     }
+}
+
+/// A lease id as a message says it.
+fn lease_text(lease: &Option<Uuid>) -> String {
+    lease.map_or_else(|| "none".to_owned(), |l| l.to_string())
 }
 
 fn key_metadata(key: &ConsumerKey) -> Vec<(&'static str, String)> {

@@ -309,6 +309,27 @@ pub fn revoke_seen(
     }
 }
 
+/// A4 executed as planned: revokes the key's live lease only if it is
+/// `expected` (the lease the plan saw; `None`: none was live). A lease
+/// granted since (or gone) refuses the change with `LEASE_MISMATCH`.
+pub fn revoke_expecting(
+    state: Option<&KeyState>,
+    key: &ConsumerKey,
+    now: Timestamp,
+    reason: &str,
+    expected: Option<Uuid>,
+) -> Result<Transition<Revoked>, CoreError> {
+    let live = state.and_then(|s| s.live_lease(now)).map(|l| l.lease_id);
+    if live != expected {
+        return Err(CoreError::LeaseMismatch {
+            key: Box::new(key.clone()),
+            expected,
+            actual: live,
+        });
+    }
+    revoke(state, now, reason)
+}
+
 /// L8: ends the key's live lease and burns an epoch, so the running query is
 /// fenced. A key with no live lease is left alone; one whose epochs are
 /// used up is refused (`EPOCH_EXHAUSTED`), since a revocation that burns no

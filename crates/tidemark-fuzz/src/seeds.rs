@@ -186,6 +186,7 @@ pub(crate) fn seeds(method: &str, leases: &Leases) -> Vec<Vec<u8>> {
                 expected_next_snapshot: Some(2),
                 force: true,
                 execute: true,
+                expected_lease_id: Some(String::new()),
             }
             .encode_to_vec(),
         ],
@@ -214,6 +215,7 @@ pub(crate) fn seeds(method: &str, leases: &Leases) -> Vec<Vec<u8>> {
                 consumer: key("c2"),
                 reason: "fuzz".into(),
                 execute: false,
+                expected_lease_id: None,
             }
             .encode_to_vec(),
         ],

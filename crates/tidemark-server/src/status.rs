@@ -83,6 +83,7 @@ pub fn code_of(err: &CoreError) -> Code {
         CoreError::ReplayRangeExpired { .. } => Code::FailedPrecondition,
         CoreError::NextSnapshotMismatch { .. } => Code::FailedPrecondition,
         CoreError::ConsumerNotFound { .. } => Code::NotFound,
+        CoreError::LeaseMismatch { .. } => Code::FailedPrecondition,
         CoreError::TableLocationEmpty { .. } => Code::FailedPrecondition,
         CoreError::TableLocationUnreadable { .. } => Code::Unavailable,
         CoreError::TableIdentityChanged { .. } => Code::FailedPrecondition,
@@ -153,6 +154,7 @@ pub fn rule_status(err: &CoreError) -> Status {
         | CoreError::ReplayRangeExpired { .. }
         | CoreError::NextSnapshotMismatch { .. }
         | CoreError::ConsumerNotFound { .. }
+        | CoreError::LeaseMismatch { .. }
         | CoreError::TableLocationEmpty { .. }
         | CoreError::TableIdentityChanged { .. }
         | CoreError::TableNotRegistered { .. }

@@ -43,10 +43,10 @@ pub use workers::RecoveryDone;
 /// answers (the store itself stays behind [`App`]).
 pub mod store {
     pub use tidemark_store::{
-        BulkChange, CallContext, ConsumerView, Expired, Explanation, FenceReport, HistoryFilter, HistoryRecord, Holder,
-        HolderKind, ImportReport, KeyFilter, MAX_BATCH, MAX_PAGE, MirrorState, NewSession, OptionsChange, Planned,
-        RegisteredTable, Store, StoreError, StoredOptions, UnavailableSignal, audit, group_commit_metrics,
-        group_read_metrics,
+        BulkChange, BulkExpected, CallContext, ConsumerView, Expired, Explanation, FenceReport, HistoryFilter,
+        HistoryRecord, Holder, HolderKind, ImportReport, KeyFilter, MAX_BATCH, MAX_PAGE, MirrorState, NewSession,
+        OptionsChange, Planned, RegisteredTable, Store, StoreError, StoredOptions, UnavailableSignal, audit,
+        group_commit_metrics, group_read_metrics,
     };
 }
 

@@ -33,8 +33,8 @@ mod workers;
 use std::sync::Arc;
 
 pub use admin::{
-    BulkChange, ConsumerPage, ConsumerView, Expired, ExpiryRun, Explanation, FenceReport, Holder, HolderKind,
-    MAX_BATCH, OptionsChange, Planned,
+    BulkChange, BulkExpected, ConsumerPage, ConsumerView, Expired, ExpiryRun, Explanation, FenceReport, Holder,
+    HolderKind, MAX_BATCH, OptionsChange, Planned,
 };
 pub use backend::{
     Backend, BranchView, CallContext, Change, ESTIMATED_NOW_TOLERANCE, FindKey, HistoryFilter, HistoryRecord,

@@ -183,7 +183,10 @@ async fn executed_operator_changes_go_to_the_audit_log() {
         let output = cli(&server, Some(OPERATOR), args);
         (code(&output), text(&output))
     };
-    assert_eq!(run(&["consumers", "reset", "db.t", "a", "5", "--execute", "--create"]).0, 0);
+    assert_eq!(
+        run(&["consumers", "reset", "db.t", "a", "5", "--execute", "--create"]).0,
+        0
+    );
     assert_eq!(run(&["consumers", "reset", "db.t", "a", "7"]).0, 0, "a plan");
     assert_eq!(
         run(&["consumers", "reset", "db.t", "a", "8", "--expected", "4", "--execute"]).0,
@@ -280,7 +283,15 @@ async fn consumers_lag_lists_the_worst_first_and_the_metric_follows() {
         let set = cli(
             &server,
             Some(OPERATOR),
-            &["consumers", "reset", "db.lag", id, &next.to_string(), "--execute", "--create"],
+            &[
+                "consumers",
+                "reset",
+                "db.lag",
+                id,
+                &next.to_string(),
+                "--execute",
+                "--create",
+            ],
         );
         assert_eq!(code(&set), 0, "{}", text(&set));
     }

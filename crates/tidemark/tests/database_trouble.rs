@@ -257,6 +257,7 @@ async fn epochs_never_wrap(url: &str) {
             consumer: Some(key("top")),
             reason: "test".into(),
             execute: true,
+            expected_lease_id: None,
         })
         .await
         .unwrap_err();

@@ -3,14 +3,14 @@
 //! bulk resets (resolved against the table's snapshots, never past its
 //! latest), deletes, clears, expiry and history.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
-use tidemark_core::admin::{AdminChange, ConsumerSelector};
+use tidemark_core::admin::{AdminChange, ConsumerSelector, Force};
 use tidemark_core::reset::{ResetTarget, TableSnapshots, resolve};
 use tidemark_core::{BranchName, ConsumerKey, CoreError, TableName};
 use tidemark_store::{
-    BulkChange, CallContext, ConsumerView, Expired, HistoryFilter, HistoryRecord, KeyFilter, Planned, StoreError,
+    BulkChange, BulkExpected, CallContext, ConsumerView, Expired, HistoryFilter, HistoryRecord, KeyFilter, Planned,
+    StoreError,
 };
 
 use crate::app::App;
@@ -68,7 +68,7 @@ impl App {
         key: &ConsumerKey,
         next_snapshot: i64,
         expected: Option<i64>,
-        force: bool,
+        force: Force,
         execute: bool,
     ) -> Result<Planned<AdminChange>, StoreError> {
         self.check_not_ahead_of_table(&key.table, key.branch.as_str(), next_snapshot)
@@ -171,7 +171,7 @@ impl App {
         branch: &BranchName,
         selector: &ConsumerSelector,
         target: ResetTarget,
-        expected: &HashMap<String, i64>,
+        expected: &BulkExpected,
         force: bool,
         execute: bool,
         until: Option<Instant>,
@@ -211,7 +211,7 @@ impl App {
         ctx: &CallContext,
         key: &ConsumerKey,
         expected: Option<i64>,
-        force: bool,
+        force: Force,
         execute: bool,
     ) -> Result<Planned<AdminChange>, StoreError> {
         let deleted = self.store.delete_consumer(ctx, key, expected, force, execute).await;

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use tidemark_core::admin::ConsumerSelector;
+use tidemark_core::suggest::Suggestion;
 use tidemark_core::{ConsumerKey, Revoked};
 use tidemark_store::{CallContext, KeyFilter, Planned, StoreError};
 
@@ -16,17 +17,29 @@ impl App {
         ctx: &CallContext,
         key: &ConsumerKey,
         reason: &str,
+        expected: Option<Option<uuid::Uuid>>,
         execute: bool,
     ) -> Result<Planned<Revoked>, StoreError> {
-        let planned = self.store.revoke(ctx, key, reason, execute).await?;
-        if planned.change.lease.is_none() {
-            // Nothing was live: a key with neither consumer nor lease is a
-            // name tidemark does not know (a typo must not read as "no live
-            // lease to revoke").
-            let found = self.store.describe(key, 0).await.map(|_| ());
-            self.suggesting(ctx, key, found).await?;
+        self.store.revoke_expecting(ctx, key, reason, expected, execute).await
+    }
+
+    /// After a revocation that found nothing live: whether tidemark knows
+    /// the key (its epoch says it was leased, or it has a consumer), and
+    /// if not, what the name most likely meant (a typo must not read as
+    /// "no live lease to revoke").
+    pub async fn revoked_nothing(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        epoch: i64,
+    ) -> (bool, Option<Suggestion>) {
+        if epoch > 0 {
+            return (true, None);
         }
-        Ok(planned)
+        match self.store.describe(key, 0).await {
+            Ok(_) => (true, None),
+            Err(_) => (false, self.suggest_consumer(ctx, key).await),
+        }
     }
 
     /// RevokeLeases: ends the selected live leases under `filter` until

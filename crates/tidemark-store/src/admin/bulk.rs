@@ -21,10 +21,21 @@ pub struct BulkChange {
     /// The change, or why it was not made (a live lease without `force`, a
     /// precondition, a race).
     pub result: Result<AdminChange, CoreError>,
-    /// A reset's position as the selection listed it and the target that
-    /// resolves to (for a consumer left alone too, so a plan shows where
-    /// every selected consumer would go); `None` elsewhere.
+    /// For a reset that left the consumer alone: its position as the
+    /// selection listed it and where the target would have put it, so a
+    /// plan shows every selected consumer's move; `None` elsewhere.
     pub target: Option<(i64, Option<i64>)>,
+}
+
+/// A bulk reset executed as planned: per consumer id, the position and
+/// the lease (`None`: none live) its plan saw. A non-empty map leaves the
+/// consumers it does not name alone (`NOT_IN_PLAN`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BulkExpected {
+    /// The planned positions.
+    pub next_snapshots: std::collections::HashMap<String, i64>,
+    /// The planned leases.
+    pub leases: std::collections::HashMap<String, Option<uuid::Uuid>>,
 }
 
 /// A consumer the sweeper (or ExpireConsumers) found expired.
@@ -102,7 +113,7 @@ impl Store {
         branch: &BranchName,
         selector: &ConsumerSelector,
         target: impl Fn(Option<i64>) -> Result<i64, CoreError>,
-        expected: &std::collections::HashMap<String, i64>,
+        expected: &BulkExpected,
         force: bool,
         execute: bool,
         until: Option<Instant>,
@@ -110,51 +121,48 @@ impl Store {
         let selected = self.select_consumers(table, branch, selector).await?;
         let mut reset = Vec::with_capacity(selected.len());
         for (key, listed_at, seen_lease) in selected {
-            let listed = Some((listed_at, target(Some(listed_at)).ok()));
+            // Where a consumer left alone would have gone (resolved only
+            // for those: the target is resolved for the write otherwise).
+            let listed = || Some((listed_at, target(Some(listed_at)).ok()));
             if out_of_time(until) {
                 reset.push(BulkChange {
-                    target: listed,
+                    target: listed(),
                     ..not_reached(key)
                 });
                 continue;
             }
-            let precondition = if expected.is_empty() {
-                None
-            } else {
-                match expected.get(key.consumer_id.as_str()) {
-                    Some(position) => Some(*position),
-                    None => {
-                        let consumer_id = key.consumer_id.as_str().to_owned();
-                        reset.push(BulkChange {
-                            key,
-                            result: Err(CoreError::NotInPlan { consumer_id }),
-                            target: listed,
-                        });
-                        continue;
-                    }
-                }
-            };
-            let force = match (force, seen_lease) {
-                (false, _) => admin::Force::No,
-                (true, Some(lease)) => admin::Force::Lease(lease),
+            let id = key.consumer_id.as_str();
+            let in_plan = (expected.next_snapshots.is_empty() || expected.next_snapshots.contains_key(id))
+                && (expected.leases.is_empty() || expected.leases.contains_key(id));
+            if !in_plan {
+                let consumer_id = id.to_owned();
+                reset.push(BulkChange {
+                    result: Err(CoreError::NotInPlan { consumer_id }),
+                    target: listed(),
+                    key,
+                });
+                continue;
+            }
+            let precondition = expected.next_snapshots.get(id).copied();
+            let force = match (expected.leases.get(id), force, seen_lease) {
+                // The lease the plan saw, whatever the listing shows now.
+                (Some(planned), force, _) => admin::Force::as_planned(force, Some(*planned)),
+                (None, false, _) => admin::Force::No,
+                (None, true, Some(lease)) => admin::Force::Lease(lease),
                 // No live lease listed: one granted since is not forced.
-                (true, None) => admin::Force::No,
+                (None, true, None) => admin::Force::No,
             };
             let planned = self
                 .plan_or_apply(execute, FindKey::Key(&key), ctx, |loaded| {
                     admin::reset_to(loaded.state.as_ref(), &key, &target, precondition, force, loaded.now)
                 })
                 .await;
-            let result = match planned {
-                Ok(planned) => Ok(planned.change),
-                Err(StoreError::Rule(rule)) => Err(rule),
+            let (result, target) = match planned {
+                Ok(planned) => (Ok(planned.change), None),
+                Err(StoreError::Rule(rule)) => (Err(rule), listed()),
                 Err(other) => return Err(other),
             };
-            reset.push(BulkChange {
-                key,
-                result,
-                target: listed,
-            });
+            reset.push(BulkChange { key, result, target });
         }
         Ok(reset)
     }

@@ -104,9 +104,10 @@ impl Store {
         key: &ConsumerKey,
         next_snapshot: i64,
         expected: Option<i64>,
-        force: bool,
+        force: impl Into<admin::Force>,
         execute: bool,
     ) -> Result<Planned<AdminChange>, StoreError> {
+        let force = force.into();
         self.plan_or_apply(execute, FindKey::Key(key), ctx, |loaded| {
             admin::reset(loaded.state.as_ref(), key, next_snapshot, expected, force, loaded.now)
         })
@@ -134,9 +135,10 @@ impl Store {
         ctx: &CallContext,
         key: &ConsumerKey,
         expected: Option<i64>,
-        force: bool,
+        force: impl Into<admin::Force>,
         execute: bool,
     ) -> Result<Planned<AdminChange>, StoreError> {
+        let force = force.into();
         self.plan_or_apply(execute, FindKey::Key(key), ctx, |loaded| {
             admin::delete(
                 loaded.state.as_ref(),
@@ -159,8 +161,23 @@ impl Store {
         reason: &str,
         execute: bool,
     ) -> Result<Planned<Revoked>, StoreError> {
-        self.plan_or_apply(execute, FindKey::Key(key), ctx, |loaded| {
-            lease::revoke(loaded.state.as_ref(), loaded.now, reason)
+        self.revoke_expecting(ctx, key, reason, None, execute).await
+    }
+
+    /// A4 executed as planned: with `expected` (the lease the plan saw;
+    /// `Some(None)`: none), a lease granted since refuses the revocation
+    /// (`LEASE_MISMATCH`).
+    pub async fn revoke_expecting(
+        &self,
+        ctx: &CallContext,
+        key: &ConsumerKey,
+        reason: &str,
+        expected: Option<Option<uuid::Uuid>>,
+        execute: bool,
+    ) -> Result<Planned<Revoked>, StoreError> {
+        self.plan_or_apply(execute, FindKey::Key(key), ctx, |loaded| match expected {
+            None => lease::revoke(loaded.state.as_ref(), loaded.now, reason),
+            Some(lease) => lease::revoke_expecting(loaded.state.as_ref(), key, loaded.now, reason, lease),
         })
         .await
     }

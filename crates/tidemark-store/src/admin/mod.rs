@@ -14,7 +14,7 @@ use crate::backend::{CallContext, FindKey, Loaded};
 use crate::error::StoreError;
 use crate::store::Store;
 
-pub use bulk::{BulkChange, Expired, ExpiryRun};
+pub use bulk::{BulkChange, BulkExpected, Expired, ExpiryRun};
 pub use consumers::ConsumerPage;
 pub use fences::{Explanation, FenceReport, Holder, HolderKind};
 pub use tables::OptionsChange;

@@ -1180,7 +1180,7 @@ pub(crate) async fn a_bulk_reset_shifts_from_the_position_it_compares_and_forces
                 }
                 Ok(current.unwrap() + 5)
             },
-            &std::collections::HashMap::new(),
+            &tidemark_store::BulkExpected::default(),
             false,
             true,
             None,
@@ -1228,7 +1228,7 @@ pub(crate) async fn a_bulk_reset_shifts_from_the_position_it_compares_and_forces
                 }
                 Ok(current.unwrap() + 1)
             },
-            &std::collections::HashMap::new(),
+            &tidemark_store::BulkExpected::default(),
             true,
             true,
             None,

@@ -16,10 +16,12 @@ impl Parse for pb::DeleteConsumerRequest {
         let mut v = Violations::new();
         let key = fields::consumer_key(&mut v, self.consumer.as_ref(), "consumer");
         expected_snapshot(&mut v, self.expected_next_snapshot);
+        let expected_lease = super::expected_lease(&mut v, "expected_lease_id", self.expected_lease_id.as_deref());
         let parsed = key.map(|key| ChangeConsumer {
             key,
             next_snapshot: 0,
             expected_next_snapshot: self.expected_next_snapshot,
+            expected_lease,
             force: self.force,
             execute: self.execute,
         });
@@ -37,7 +39,7 @@ pub(in crate::admin) async fn handle(
             let key = &req.key;
             let planned = admin
                 .app
-                .delete_consumer(&ctx, key, req.expected_next_snapshot, req.force, req.execute)
+                .delete_consumer(&ctx, key, req.expected_next_snapshot, req.force(), req.execute)
                 .await?;
             if planned.applied && planned.change.changes_anything() {
                 tracing::info!(consumer = %key, old = planned.change.old_next,

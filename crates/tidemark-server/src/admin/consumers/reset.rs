@@ -18,10 +18,12 @@ impl Parse for pb::ResetConsumerRequest {
         let key = fields::consumer_key(&mut v, self.consumer.as_ref(), "consumer");
         fields::position(&mut v, self.next_snapshot, "next_snapshot");
         expected_snapshot(&mut v, self.expected_next_snapshot);
+        let expected_lease = super::expected_lease(&mut v, "expected_lease_id", self.expected_lease_id.as_deref());
         let parsed = key.map(|key| ChangeConsumer {
             key,
             next_snapshot: self.next_snapshot,
             expected_next_snapshot: self.expected_next_snapshot,
+            expected_lease,
             force: self.force,
             execute: self.execute,
         });
@@ -44,7 +46,7 @@ pub(in crate::admin) async fn handle(
                     key,
                     req.next_snapshot,
                     req.expected_next_snapshot,
-                    req.force,
+                    req.force(),
                     req.execute,
                 )
                 .await?;

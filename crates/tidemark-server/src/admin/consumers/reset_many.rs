@@ -19,7 +19,7 @@ pub(crate) struct ResetConsumers {
     pub target: tidemark_core::reset::ResetTarget,
     pub force: bool,
     pub execute: bool,
-    pub expected: std::collections::HashMap<String, i64>,
+    pub expected: tidemark_service::store::BulkExpected,
 }
 
 impl Parse for pb::ResetConsumersRequest {
@@ -63,6 +63,13 @@ impl Parse for pb::ResetConsumersRequest {
                 v.add(format!("expected_next_snapshots[{id}]"), "must be >= 1");
             }
         }
+        let mut leases = std::collections::HashMap::new();
+        for (id, lease) in &self.expected_lease_ids {
+            let field = format!("expected_lease_ids[{id}]");
+            if let Some(planned) = super::expected_lease(&mut v, &field, Some(lease)) {
+                leases.insert(id.clone(), planned);
+            }
+        }
         let parsed = match (table, branch, selector, target) {
             (Some(table), Some(branch), Some(selector), Some(target)) => Some(ResetConsumers {
                 table,
@@ -71,7 +78,10 @@ impl Parse for pb::ResetConsumersRequest {
                 target,
                 force: self.force,
                 execute: self.execute,
-                expected: self.expected_next_snapshots.into_iter().collect(),
+                expected: tidemark_service::store::BulkExpected {
+                    next_snapshots: self.expected_next_snapshots.into_iter().collect(),
+                    leases,
+                },
             }),
             _ => None,
         };

@@ -15,6 +15,8 @@ pub(crate) struct RevokeLease {
     pub key: ConsumerKey,
     /// Why, for history (a default when none was given).
     pub reason: String,
+    /// The lease the plan saw (`Some(None)`: none live).
+    pub expected_lease: Option<Option<uuid::Uuid>>,
     pub execute: bool,
 }
 
@@ -29,9 +31,12 @@ impl Parse for pb::RevokeLeaseRequest {
         } else {
             self.reason
         };
+        let expected_lease =
+            crate::admin::consumers::expected_lease(&mut v, "expected_lease_id", self.expected_lease_id.as_deref());
         let parsed = key.map(|key| RevokeLease {
             key,
             reason,
+            expected_lease,
             execute: self.execute,
         });
         checked(v, parsed)
@@ -51,11 +56,24 @@ pub(in crate::admin) async fn handle(
     admin
         .rpcs
         .handle("RevokeLease", request, |ctx, req| async move {
-            let planned = admin.app.revoke_lease(&ctx, &req.key, &req.reason, req.execute).await?;
+            let planned = admin
+                .app
+                .revoke_lease(&ctx, &req.key, &req.reason, req.expected_lease, req.execute)
+                .await?;
             if planned.applied && planned.change.lease.is_some() {
                 tracing::info!(consumer = %req.key, epoch = planned.change.epoch, reason = req.reason, "lease revoked");
             }
+            let (key_known, did_you_mean) = match planned.change.lease {
+                Some(_) => (None, String::new()),
+                None => {
+                    let (known, suggestion) = admin.app.revoked_nothing(&ctx, &req.key, planned.change.epoch).await;
+                    let name = suggestion.and_then(|s| s.name().map(str::to_owned));
+                    (Some(known), name.unwrap_or_default())
+                }
+            };
             Ok(pb::RevokeLeaseResponse {
+                key_known,
+                did_you_mean,
                 // The lease as the revocation leaves it (state "revoked"),
                 // or would leave it ("would_revoke").
                 lease: planned

@@ -97,6 +97,15 @@ pub(super) struct Single {
     pub(super) export: Option<std::path::PathBuf>,
 }
 
+/// The lease a planned change would revoke, as `expected_lease_id(s)`
+/// names it ("": none live).
+fn planned_lease(change: Option<&pb::ConsumerChange>) -> String {
+    change
+        .and_then(|c| c.revoked_lease.as_ref())
+        .map(|l| l.lease_id.clone())
+        .unwrap_or_default()
+}
+
 /// What a reset that creates a consumer says (the plan and the refusal).
 fn creation_note(request: &pb::ResetConsumerRequest, response: &pb::ResetConsumerResponse) -> String {
     let key = request.consumer.clone().unwrap_or_default();
@@ -136,6 +145,7 @@ pub(super) async fn reset(
                 expected_next_snapshot: change.expected,
                 force: change.force,
                 execute: false,
+                expected_lease_id: None,
             };
             let plan = admin
                 .reset_consumer(request.clone())
@@ -148,6 +158,10 @@ pub(super) async fn reset(
                 request.execute = true;
                 if request.expected_next_snapshot.is_none() {
                     request.expected_next_snapshot = plan.change.as_ref().and_then(|c| c.old_next_snapshot);
+                }
+                if request.force {
+                    // Force only the lease the plan showed ("": none).
+                    request.expected_lease_id = Some(planned_lease(plan.change.as_ref()));
                 }
                 admin
                     .reset_consumer(request.clone())
@@ -199,6 +213,7 @@ pub(super) async fn reset(
                 force: change.force,
                 execute: false,
                 expected_next_snapshots: Default::default(),
+                expected_lease_ids: Default::default(),
             };
             let mut response = admin
                 .reset_consumers(request.clone())
@@ -220,6 +235,13 @@ pub(super) async fn reset(
                     .iter()
                     .filter_map(|c| Some((c.consumer.as_ref()?.consumer_id.clone(), c.old_next_snapshot?)))
                     .collect();
+                if request.force {
+                    request.expected_lease_ids = response
+                        .reset
+                        .iter()
+                        .filter_map(|c| Some((c.consumer.as_ref()?.consumer_id.clone(), planned_lease(Some(c)))))
+                        .collect();
+                }
                 if request.expected_next_snapshots.is_empty() {
                     response.executed = Some(true);
                 } else {
@@ -342,8 +364,20 @@ pub(super) async fn revoke(
     output: Output,
     request: pb::RevokeLeaseRequest,
 ) -> anyhow::Result<()> {
+    let key = request.consumer.clone().unwrap_or_default();
     let response = admin.revoke_lease(request).await.map_err(call_error)?.into_inner();
-    show(output, &response, "tidemark.v1.RevokeLeaseResponse", print_revoked)
+    show(output, &response, "tidemark.v1.RevokeLeaseResponse", print_revoked)?;
+    if response.key_known == Some(false) {
+        let mut said = format!(
+            "tidemark has no consumer {} of {}@{}",
+            key.consumer_id, key.table, key.branch
+        );
+        if !response.did_you_mean.is_empty() {
+            said.push_str(&format!("; did you mean {}?", response.did_you_mean));
+        }
+        return Err(crate::cli::UnknownName(said).into());
+    }
+    Ok(())
 }
 
 /// `consumers expire`: the consumers idle past their expiration.

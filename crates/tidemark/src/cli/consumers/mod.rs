@@ -338,6 +338,7 @@ pub(crate) async fn consumers(conn: &Connection, command: ConsumersCommand) -> a
                 expected_next_snapshot: change.expected,
                 force: change.force,
                 execute: change.execute,
+                expected_lease_id: None,
             };
             change::delete(&mut admin, output, request).await
         }
@@ -382,6 +383,7 @@ pub(crate) async fn consumers(conn: &Connection, command: ConsumersCommand) -> a
                 consumer: Some(key.key()),
                 reason,
                 execute,
+                expected_lease_id: None,
             };
             change::revoke(&mut admin, output, request).await
         }

@@ -182,6 +182,7 @@ pub(super) async fn execute_rows(
                 expected_next_snapshot: r.old,
                 force,
                 execute,
+                expected_lease_id: None,
             };
             match admin.reset_consumer(request).await {
                 Ok(_) if execute => "reset".to_owned(),
