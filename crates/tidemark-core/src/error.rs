@@ -169,9 +169,8 @@ pub enum CoreError {
     /// later): said with the range a reset may use, since here it is most
     /// often a typo.
     #[error(
-        "cannot reset to next snapshot {next}: the table's latest snapshot is {latest}, so a consumer's next \
-         snapshot runs from its earliest snapshot up to {} (latest + 1: everything written so far read; \
-         --to-latest moves consumers there)",
+        "cannot reset to next snapshot {next}: past the table's latest snapshot {latest} + 1 = {}, the furthest \
+         a consumer's next snapshot goes (everything written so far read; --to-latest moves consumers there)",
         latest.saturating_add(1)
     )]
     ResetAheadOfTable {

@@ -12,48 +12,11 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
+use support::worker::query;
 use support::{BIN, Served};
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tonic::transport::Channel;
-
-fn key(table: &str, id: &str) -> Option<pb::ConsumerKey> {
-    Some(pb::ConsumerKey {
-        table: table.into(),
-        branch: "main".into(),
-        consumer_id: id.into(),
-    })
-}
-
-/// `id` commits its first batch, ending at `end`, reporting `latest`.
-async fn commit(worker: &mut CoordinatorClient<Channel>, table: &str, id: &str, end: i64, latest: i64) {
-    let lease = worker
-        .acquire_lease(pb::AcquireLeaseRequest {
-            consumer: key(table, id),
-            holder: format!("q-{id}"),
-            ttl: None,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .lease
-        .unwrap();
-    worker
-        .commit_batch(pb::CommitBatchRequest {
-            lease_id: lease.lease_id.clone(),
-            epoch: lease.epoch,
-            batch_id: 0,
-            end: Some(pb::Offset {
-                snapshot_id: end,
-                index: 0,
-                scan_snapshot: false,
-                total_splits: Some(1),
-            }),
-            latest_snapshot: Some(latest),
-        })
-        .await
-        .unwrap();
-}
 
 fn cli_json(server: &Served, args: &[&str]) -> serde_json::Value {
     let output = Command::new(BIN)
@@ -119,8 +82,8 @@ async fn an_unregistered_tables_lag_counts_to_the_highest_snapshot_reported() {
     let mut worker = CoordinatorClient::new(Channel::from_shared(server.url()).unwrap().connect().await.unwrap());
     // events-audit stopped at snapshot 5 when the table's latest was 7;
     // events-etl has since read up to 16 of 18.
-    commit(&mut worker, "db.events", "events-audit", 5, 7).await;
-    commit(&mut worker, "db.events", "events-etl", 16, 18).await;
+    query(&mut worker, "db.events", "events-audit", 6, 7, true).await;
+    query(&mut worker, "db.events", "events-etl", 17, 18, true).await;
     // Next 6, latest 18: 13 snapshots left, everywhere.
     assert_eq!(lags(&server, "db.events", "events-audit").await, [Some(13); 4]);
 }
@@ -144,7 +107,7 @@ async fn a_registered_tables_lag_counts_to_its_directory() {
     );
     let mut worker = CoordinatorClient::new(Channel::from_shared(server.url()).unwrap().connect().await.unwrap());
     // The worker last reported 31; the directory holds 48.
-    commit(&mut worker, "db.orders", "orders-audit", 30, 31).await;
+    query(&mut worker, "db.orders", "orders-audit", 31, 31, true).await;
     // Next 31, latest 48: 18 left, everywhere.
     assert_eq!(lags(&server, "db.orders", "orders-audit").await, [Some(18); 4]);
 }

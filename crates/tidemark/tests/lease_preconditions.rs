@@ -7,60 +7,18 @@
 
 mod support;
 
-use support::Served;
+use support::{Served, worker};
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::admin_client::AdminClient;
 use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tonic::transport::Channel;
 
 fn key(id: &str) -> Option<pb::ConsumerKey> {
-    Some(pb::ConsumerKey {
-        table: "db.orders".into(),
-        branch: "main".into(),
-        consumer_id: id.into(),
-    })
+    worker::key("db.orders", id)
 }
 
 async fn lease(worker: &mut CoordinatorClient<Channel>, id: &str, holder: &str) -> pb::Lease {
-    worker
-        .acquire_lease(pb::AcquireLeaseRequest {
-            consumer: key(id),
-            holder: holder.into(),
-            ttl: Some(prost_types::Duration { seconds: 600, nanos: 0 }),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .lease
-        .unwrap()
-}
-
-async fn commit(worker: &mut CoordinatorClient<Channel>, lease: &pb::Lease, end: i64) {
-    worker
-        .commit_batch(pb::CommitBatchRequest {
-            lease_id: lease.lease_id.clone(),
-            epoch: lease.epoch,
-            batch_id: end,
-            end: Some(pb::Offset {
-                snapshot_id: end - 1,
-                index: 0,
-                scan_snapshot: false,
-                total_splits: Some(1),
-            }),
-            latest_snapshot: Some(end),
-        })
-        .await
-        .unwrap();
-}
-
-async fn release(worker: &mut CoordinatorClient<Channel>, lease: &pb::Lease) {
-    worker
-        .release_lease(pb::ReleaseLeaseRequest {
-            lease_id: lease.lease_id.clone(),
-            epoch: lease.epoch,
-        })
-        .await
-        .unwrap();
+    worker::acquire(worker, "db.orders", id, holder, Some(600)).await
 }
 
 fn reason(status: &tonic::Status) -> String {
@@ -93,9 +51,9 @@ async fn a_change_names_the_lease_its_plan_saw_and_a_new_one_refuses_it() {
 
     // The plan sees q1's lease; then q1 stops and q2 takes the consumer.
     let first = lease(&mut worker, "c", "q1").await;
-    commit(&mut worker, &first, 10).await;
+    worker::commit_to(&mut worker, &first, 10, 10, 10).await;
     let planned_lease = first.lease_id.clone();
-    release(&mut worker, &first).await;
+    worker::release(&mut worker, &first).await;
     let second = lease(&mut worker, "c", "q2").await;
 
     let reset = |expected_lease_id: Option<String>| pb::ResetConsumerRequest {

@@ -11,54 +11,10 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
+use support::worker::query;
 use support::{BIN, Served};
-use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tonic::transport::Channel;
-
-/// `id`'s query commits up to `end - 1` of a table whose latest is `end +
-/// 1`; it keeps its lease when `keep`.
-async fn query(worker: &mut CoordinatorClient<Channel>, table: &str, id: &str, end: i64, keep: bool) {
-    let lease = worker
-        .acquire_lease(pb::AcquireLeaseRequest {
-            consumer: Some(pb::ConsumerKey {
-                table: table.into(),
-                branch: "main".into(),
-                consumer_id: id.into(),
-            }),
-            holder: format!("q-{id}"),
-            ttl: Some(prost_types::Duration { seconds: 600, nanos: 0 }),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .lease
-        .unwrap();
-    worker
-        .commit_batch(pb::CommitBatchRequest {
-            lease_id: lease.lease_id.clone(),
-            epoch: lease.epoch,
-            batch_id: 0,
-            end: Some(pb::Offset {
-                snapshot_id: end - 1,
-                index: 0,
-                scan_snapshot: false,
-                total_splits: Some(1),
-            }),
-            latest_snapshot: Some(end + 1),
-        })
-        .await
-        .unwrap();
-    if !keep {
-        worker
-            .release_lease(pb::ReleaseLeaseRequest {
-                lease_id: lease.lease_id,
-                epoch: lease.epoch,
-            })
-            .await
-            .unwrap();
-    }
-}
 
 /// Runs the CLI in `dir`: (exit code, stdout and stderr).
 fn cli(server: &Served, args: &[&str], dir: &Path) -> (i32, String) {
@@ -109,10 +65,10 @@ async fn resets_refuse_absurd_targets_exit_on_skips_and_round_trip_a_csv_plan() 
     );
     assert_eq!(code, 0, "{out}");
     let mut worker = CoordinatorClient::new(Channel::from_shared(server.url()).unwrap().connect().await.unwrap());
-    query(&mut worker, "db.orders", "orders-etl", 31, false).await;
-    query(&mut worker, "db.orders", "orders-audit", 20, true).await; // its query runs
-    query(&mut worker, "db.events", "events-audit", 52, false).await;
-    query(&mut worker, "db.events", "events-etl", 61, false).await; // reports latest 62
+    query(&mut worker, "db.orders", "orders-etl", 31, 32, false).await;
+    query(&mut worker, "db.orders", "orders-audit", 20, 21, true).await; // its query runs
+    query(&mut worker, "db.events", "events-audit", 52, 53, false).await;
+    query(&mut worker, "db.events", "events-etl", 61, 62, false).await; // reports latest 62
 
     // A registered table: refused, with the real reason and the range.
     let (code, out) = cli(
@@ -122,7 +78,7 @@ async fn resets_refuse_absurd_targets_exit_on_skips_and_round_trip_a_csv_plan() 
     );
     assert_eq!(code, 4, "{out}");
     assert!(
-        out.contains("POSITION_AHEAD_OF_TABLE") && out.contains("latest snapshot is 48") && out.contains("--to-latest"),
+        out.contains("POSITION_AHEAD_OF_TABLE") && out.contains("latest snapshot 48") && out.contains("--to-latest"),
         "{out}"
     );
     assert!(

@@ -10,58 +10,10 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
+use support::worker::query;
 use support::{BIN, Served};
-use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tonic::transport::Channel;
-
-fn key(id: &str) -> Option<pb::ConsumerKey> {
-    Some(pb::ConsumerKey {
-        table: "db.orders".into(),
-        branch: "main".into(),
-        consumer_id: id.into(),
-    })
-}
-
-/// `id`'s query commits snapshot `end - 1` and keeps (`keep`) or releases
-/// its lease.
-async fn query(worker: &mut CoordinatorClient<Channel>, id: &str, end: i64, keep: bool) {
-    let lease = worker
-        .acquire_lease(pb::AcquireLeaseRequest {
-            consumer: key(id),
-            holder: format!("q-{id}"),
-            ttl: Some(prost_types::Duration { seconds: 600, nanos: 0 }),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .lease
-        .unwrap();
-    worker
-        .commit_batch(pb::CommitBatchRequest {
-            lease_id: lease.lease_id.clone(),
-            epoch: lease.epoch,
-            batch_id: 0,
-            end: Some(pb::Offset {
-                snapshot_id: end - 1,
-                index: 0,
-                scan_snapshot: false,
-                total_splits: Some(1),
-            }),
-            latest_snapshot: Some(end),
-        })
-        .await
-        .unwrap();
-    if !keep {
-        worker
-            .release_lease(pb::ReleaseLeaseRequest {
-                lease_id: lease.lease_id,
-                epoch: lease.epoch,
-            })
-            .await
-            .unwrap();
-    }
-}
 
 fn cli(server: &Served, args: &str, dir: &Path) -> String {
     let output = Command::new(BIN)
@@ -93,7 +45,7 @@ async fn an_import_plan_names_each_fate_explains_epochs_and_adds_up() {
     let server = Served::start(&["--sweep-interval", "0s"], dir.path());
     let mut worker = CoordinatorClient::new(Channel::from_shared(server.url()).unwrap().connect().await.unwrap());
     for (id, end) in [("same", 10), ("held", 10), ("gone", 5), ("moved", 7), ("was", 3)] {
-        query(&mut worker, id, end, false).await;
+        query(&mut worker, "db.orders", id, end, end, false).await;
     }
     // Deleted before the export: the file keeps its key, epoch only.
     cli(&server, "consumers delete db.orders was --execute", dir.path());
@@ -102,7 +54,7 @@ async fn an_import_plan_names_each_fate_explains_epochs_and_adds_up() {
     // held by a running query.
     cli(&server, "consumers delete db.orders gone --execute", dir.path());
     cli(&server, "consumers reset db.orders moved 9 --execute", dir.path());
-    query(&mut worker, "held", 12, true).await;
+    query(&mut worker, "db.orders", "held", 12, 12, true).await;
 
     // Put the moved consumers back where the backup has them.
     let plan = cli(&server, "state import backup.jsonl --replace-existing", dir.path());

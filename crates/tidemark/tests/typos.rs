@@ -11,50 +11,11 @@ mod support;
 
 use std::process::Command;
 
+use support::worker::query;
 use support::{BIN, Served};
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::coordinator_client::CoordinatorClient;
 use tonic::transport::Channel;
-
-async fn commit(worker: &mut CoordinatorClient<Channel>, id: &str, end: i64) {
-    let lease = worker
-        .acquire_lease(pb::AcquireLeaseRequest {
-            consumer: Some(pb::ConsumerKey {
-                table: "db.events".into(),
-                branch: "main".into(),
-                consumer_id: id.into(),
-            }),
-            holder: format!("q-{id}"),
-            ttl: None,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .lease
-        .unwrap();
-    worker
-        .commit_batch(pb::CommitBatchRequest {
-            lease_id: lease.lease_id.clone(),
-            epoch: lease.epoch,
-            batch_id: 0,
-            end: Some(pb::Offset {
-                snapshot_id: end,
-                index: 0,
-                scan_snapshot: false,
-                total_splits: Some(1),
-            }),
-            latest_snapshot: Some(end + 2),
-        })
-        .await
-        .unwrap();
-    worker
-        .release_lease(pb::ReleaseLeaseRequest {
-            lease_id: lease.lease_id,
-            epoch: lease.epoch,
-        })
-        .await
-        .unwrap();
-}
 
 /// Runs the CLI: (exit code, stdout, stderr).
 fn cli(server: &Served, args: &str) -> (i32, String, String) {
@@ -91,8 +52,8 @@ async fn every_command_names_what_a_typo_most_likely_meant() {
         dir.path(),
     );
     let mut worker = CoordinatorClient::new(Channel::from_shared(server.url()).unwrap().connect().await.unwrap());
-    commit(&mut worker, "events-audit", 51).await;
-    commit(&mut worker, "events-etl", 60).await;
+    query(&mut worker, "db.events", "events-audit", 52, 53, false).await;
+    query(&mut worker, "db.events", "events-etl", 61, 62, false).await;
     assert_eq!(fence(&server), "52");
 
     let table_typo = "tidemark has never seen table db.evnets; did you mean db.events?";

@@ -1,6 +1,8 @@
 //! The binary's tests start `tidemark serve` through the testkit's one
 //! process harness; this names the binary Cargo built for them.
 
+pub(crate) mod worker;
+
 use std::path::Path;
 
 use tidemark_testkit::process::ServerProcess;
