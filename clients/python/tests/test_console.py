@@ -32,7 +32,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from harness import REPO, PaimonTable, TidemarkServer, free_port, wait_for
-from tidemark import Client
+from tidemark import Client, TidemarkError
 from tidemark.v1 import admin_pb2, retention_pb2, types_pb2
 
 from conftest import database_url
@@ -555,3 +555,134 @@ def test_a_reload_that_removes_the_token_ends_its_session(console, browser):
     assert urllib.parse.urlparse(browser.current_url).path == "/signin"
     auth_file(console["auth"], TOKENS)
     console["server"].process.send_signal(signal.SIGHUP)
+
+
+def consumer_page(base: str, table: str, consumer_id: str) -> str:
+    return base + "/consumer?" + urllib.parse.urlencode({"table": table, "id": consumer_id})
+
+
+def live_lease_id(ops: Client, table: str, consumer_id: str) -> str:
+    lease = ops.describe_consumer(table, consumer_id).info.lease
+    return lease.lease_id if lease.state == "active" else ""
+
+
+def test_an_operator_revokes_a_lease_planned_first_then_exactly_the_planned_one(console, browser):
+    """Issue 55: the console acts, for operators, plan first: the plan page
+    names the lease and changes nothing; the confirmation revokes it, and
+    history keeps the principal and the reason."""
+    base, ops, names = console["base"], console["ops"], console["names"]
+    table = names["orders"]
+    query = ops.acquire_lease(table, "act-1", "spark-app-7/query-hung", ttl=600).lease
+    commit(ops, query, 0, 3, 5)
+    sign_out(browser, base)
+    sign_in(browser, base, TOKENS["ops"][0])
+    browser.get(consumer_page(base, table, "act-1"))
+    browser.find_element(By.ID, "reason").send_keys("paged: renewing, not committing")
+    click_and_wait(browser, browser.find_element(By.ID, "revoke"))
+    plan = browser.find_element(By.ID, "plan").text
+    assert plan.startswith("PLAN ONLY") and query.lease_id in plan and "spark-app-7/query-hung" in plan, plan
+    assert live_lease_id(ops, table, "act-1") == query.lease_id, "a plan changes nothing"
+    shot(browser, "revoke-plan")
+    click_and_wait(browser, browser.find_element(By.ID, "confirm"))
+    assert live_lease_id(ops, table, "act-1") == ""
+    history = table_rows(browser, "history")
+    assert history[0][2] == "LEASE_REVOKE" and history[0][7] == "ops", history[0]
+    assert "paged: renewing, not committing" in history[0][8], history[0]
+    with pytest.raises(TidemarkError) as fenced:
+        ops.renew_lease(query)
+    assert fenced.value.reason == "LEASE_NOT_HELD"
+
+
+def test_a_confirmation_after_the_consumer_changed_revokes_nothing(console, browser):
+    """The plan showed one query's lease; another took the consumer over
+    before the confirmation: refused (409), the new query keeps running."""
+    base, ops, names = console["base"], console["ops"], console["names"]
+    table = names["orders"]
+    first = ops.acquire_lease(table, "act-2", "query-old", ttl=600).lease
+    sign_out(browser, base)
+    sign_in(browser, base, TOKENS["ops"][0])
+    browser.get(consumer_page(base, table, "act-2"))
+    click_and_wait(browser, browser.find_element(By.ID, "revoke"))
+    assert first.lease_id in browser.find_element(By.ID, "plan").text
+    ops.release_lease(first)
+    second = ops.acquire_lease(table, "act-2", "query-new", ttl=600).lease
+    click_and_wait(browser, browser.find_element(By.ID, "confirm"))
+    assert "changed since the plan" in browser.page_source, browser.page_source
+    assert "Nothing was revoked" in browser.page_source, browser.page_source
+    assert live_lease_id(ops, table, "act-2") == second.lease_id, "the new query is not fenced"
+
+
+def test_a_viewer_sees_no_action_and_forged_posts_are_refused(console, browser):
+    """A viewer gets no form, and a post it forges — even with a token
+    computed from its own session — is refused; so is an operator's post
+    without the page's token."""
+    base, ops, names = console["base"], console["ops"], console["names"]
+    table = names["orders"]
+    lease = ops.acquire_lease(table, "act-3", "query-kept", ttl=600).lease
+    sign_out(browser, base)
+    sign_in(browser, base, TOKENS["dbview"][0])
+    browser.get(consumer_page(base, table, "act-3"))
+    assert not browser.find_elements(By.ID, "revoke-form")
+    session = browser.get_cookie("tidemark_console")["value"]
+    token = hashlib.sha256(("\0tidemark console csrf\0" + session).encode()).hexdigest()
+
+    def post(path: str, fields: dict) -> tuple:
+        # From the console's own page (same origin, the session's cookie).
+        return tuple(
+            browser.execute_async_script(
+                "const done = arguments[arguments.length - 1];"
+                "fetch(arguments[0], {method: 'POST', body: new URLSearchParams(arguments[1])})"
+                ".then(r => r.text().then(t => done([r.status, t])));",
+                path,
+                fields,
+            )
+        )
+
+    fields = {"table": table, "id": "act-3", "csrf": token, "expected_lease_id": lease.lease_id}
+    status, body = post("/consumer/revoke/confirm", fields)
+    assert status == 403 and "operator role" in body, (status, body)
+    sign_out(browser, base)
+    sign_in(browser, base, TOKENS["ops"][0])
+    browser.get(consumer_page(base, table, "act-3"))
+    status, body = post("/consumer/revoke/confirm", {**fields, "csrf": ""})
+    assert status == 403 and "CSRF" in body, (status, body)
+    assert live_lease_id(ops, table, "act-3") == lease.lease_id
+
+
+def test_a_cross_site_form_post_is_refused(console, browser):
+    """A page of another origin on the same site (same host, another port:
+    SameSite lets the cookie through) auto-submits a revoke: refused."""
+    import http.server
+
+    base, ops, names = console["base"], console["ops"], console["names"]
+    table = names["orders"]
+    lease = ops.acquire_lease(table, "act-4", "query-targeted", ttl=600).lease
+    attack = (
+        "<html><body><form id=f method=post action='" + base + "/consumer/revoke/confirm'>"
+        f"<input name=table value='{table}'><input name=id value='act-4'>"
+        f"<input name=expected_lease_id value='{lease.lease_id}'><input name=csrf value=''></form>"
+        "<script>document.getElementById('f').submit()</script></body></html>"
+    ).encode()
+
+    class Attacker(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(attack)
+
+        def log_message(self, *args):
+            pass
+
+    # Threads of their own: Chrome may open a second connection it never
+    # uses, which must not hold the server's one loop.
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Attacker) as site:
+        site.daemon_threads = True
+        threading.Thread(target=site.serve_forever, daemon=True).start()
+        sign_out(browser, base)
+        sign_in(browser, base, TOKENS["ops"][0])
+        browser.get(f"http://127.0.0.1:{site.server_address[1]}/")
+        WebDriverWait(browser, 15).until(lambda d: d.current_url.startswith(base))
+        assert "Refused" in browser.page_source, browser.page_source
+        site.shutdown()
+    assert live_lease_id(ops, table, "act-4") == lease.lease_id, "nothing was revoked"

@@ -40,6 +40,10 @@ struct ConsumerPage {
     history: Vec<HistoryLine>,
     newer_link: String,
     older_link: String,
+    /// Operators only: the revoke form (when a lease is live) and its
+    /// CSRF token. Viewers see no action.
+    can_revoke: bool,
+    csrf: String,
 }
 
 struct HistoryLine {
@@ -152,7 +156,14 @@ pub(super) async fn consumer(
         .filter(|_| history.len() as i64 >= HISTORY_PAGE)
         .map(|h| h.id.to_string());
     let chrome = console.chrome(&viewer);
+    let can_revoke = viewer.operator && state.live_lease(view.now).is_some();
     console.render(ConsumerPage {
+        can_revoke,
+        csrf: if viewer.operator {
+            viewer.csrf_token(&console.csrf_key)
+        } else {
+            String::new()
+        },
         principal: chrome.principal,
         signed_in: chrome.signed_in,
         refresh_seconds: chrome.refresh_seconds,

@@ -11,9 +11,11 @@
 //! carries a Content-Security-Policy that allows only this server's own
 //! script and style files.
 
+mod actions;
 mod consumer;
 mod fence;
 mod format;
+mod layers;
 mod names;
 mod pages;
 mod picture;
@@ -105,6 +107,9 @@ pub(crate) struct Console {
     overviews: Arc<SharedReads<String, tidemark_service::Overview>>,
     /// A table page's read, by table and branch, shared likewise.
     table_pages: Arc<SharedReads<(String, String), pages::TableData>>,
+    /// This replica's secret behind the CSRF tokens of callers without a
+    /// session (a session's token comes from its id).
+    csrf_key: Arc<[u8; 32]>,
 }
 
 impl Console {
@@ -343,43 +348,6 @@ async fn script() -> Response {
     ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], SCRIPT).into_response()
 }
 
-/// Every answer: the policy, no sniffing, no referrer to other sites (with
-/// none at all, browsers post forms with `Origin: null`), no caching.
-async fn secure_headers(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let mut response = next.run(request).await;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
-}
-
-/// A page within its deadline: the table stores' calls are bounded by
-/// what is left of it (as an RPC's are), and a page that still runs past it
-/// is answered 503 with Retry-After, never left hanging.
-async fn page_deadline(
-    State(deadline): State<Duration>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let at = tokio::time::Instant::now() + deadline;
-    let page = tidemark_service::paimon::within_deadline(at, next.run(request));
-    match tokio::time::timeout_at(at, page).await {
-        Ok(response) => response,
-        Err(_) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(header::RETRY_AFTER, HeaderValue::from_static("5"))],
-            format!("This page took longer than {deadline:?}; try again shortly."),
-        )
-            .into_response(),
-    }
-}
-
 /// The console's routes over `app`, its callers checked against `auth`,
 /// errors answered as `errors` says the gRPC API would.
 pub fn router(app: App, auth: SharedAuth, settings: &ConsoleSettings, errors: ErrorAnswer) -> Router {
@@ -390,21 +358,31 @@ pub fn router(app: App, auth: SharedAuth, settings: &ConsoleSettings, errors: Er
         refresh: settings.refresh,
         overviews: Arc::new(SharedReads::new(settings.refresh)),
         table_pages: Arc::new(SharedReads::new(settings.refresh)),
+        csrf_key: Arc::new({
+            let mut key = [0u8; 32];
+            // Without randomness the key stays zero: tokens of callers
+            // without a session are then guessable, and such callers are
+            // loopback-only (serve refuses an open console elsewhere).
+            let _ = getrandom::fill(&mut key);
+            key
+        }),
     };
     Router::new()
         .route("/", get(pages::tables))
         .route("/table", get(pages::table))
         .route("/consumer", get(consumer::consumer))
         .route("/fence", get(fence::fence))
+        .route("/consumer/revoke", axum::routing::post(actions::plan_revoke))
+        .route("/consumer/revoke/confirm", axum::routing::post(actions::confirm_revoke))
         .route("/signin", get(signin_form).post(signin))
         .route("/signout", axum::routing::post(signout))
         .route("/static/console.css", get(stylesheet))
         .route("/static/refresh.js", get(script))
         .layer(axum::middleware::from_fn_with_state(
             settings.page_deadline,
-            page_deadline,
+            layers::page_deadline,
         ))
-        .layer(axum::middleware::from_fn(secure_headers))
+        .layer(axum::middleware::from_fn(layers::secure_headers))
         .with_state(console)
 }
 

@@ -40,6 +40,13 @@ pub(super) struct Viewer {
     pub(super) scope: TableScope,
     /// Whether it came with a session (it can sign out).
     pub(super) session: bool,
+    /// Whether it may act (the `operator` role; everyone without
+    /// credentials configured). Viewers see no action.
+    pub(super) operator: bool,
+    /// What its forms' CSRF token is derived from: the session id (any
+    /// replica derives the same token), or the principal for callers
+    /// without a session.
+    pub(super) csrf_seed: String,
 }
 
 impl Viewer {
@@ -48,12 +55,27 @@ impl Viewer {
     }
 
     /// The viewer as the application's calls know a caller (its scope
-    /// bounds what a did-you-mean may name).
+    /// bounds what a did-you-mean may name; an operator may touch any
+    /// lease, as over gRPC).
     pub(super) fn call_context(&self) -> tidemark_service::store::CallContext {
         let mut ctx = tidemark_service::store::CallContext::new(self.principal.clone(), "console");
         ctx.scope = self.scope.clone();
-        ctx.any_lease = false;
+        ctx.any_lease = self.operator;
         ctx
+    }
+
+    /// The token every form of this viewer carries (`key`: the replica's
+    /// own secret, for callers without a session). A cross-site page can
+    /// neither read nor compute it, so a post it forges is refused even
+    /// where SameSite lets the cookie through (a same-site attacker).
+    pub(super) fn csrf_token(&self, key: &[u8; 32]) -> String {
+        let mut material = hex(key);
+        if self.session {
+            material.clear();
+        }
+        material.push_str("\0tidemark console csrf\0");
+        material.push_str(&self.csrf_seed);
+        hex(&hash_token(&material))
     }
 }
 
@@ -139,6 +161,8 @@ pub(super) async fn identify(auth: &SharedAuth, app: &App, headers: &HeaderMap) 
             principal: "anonymous".to_owned(),
             scope: TableScope::All,
             session: false,
+            operator: true,
+            csrf_seed: "anonymous".to_owned(),
         });
     }
     let bearer = headers
@@ -153,6 +177,8 @@ pub(super) async fn identify(auth: &SharedAuth, app: &App, headers: &HeaderMap) 
             principal: grant.principal.clone(),
             scope: grant.scope.clone(),
             session: false,
+            operator: grant.roles.contains(&Role::Operator),
+            csrf_seed: grant.principal.clone(),
         });
     }
     let id = session_id(headers).ok_or(Refusal::SignIn)?;
@@ -179,6 +205,8 @@ pub(super) async fn identify(auth: &SharedAuth, app: &App, headers: &HeaderMap) 
         principal: grant.principal.clone(),
         scope: grant.scope.clone(),
         session: true,
+        operator: grant.roles.contains(&Role::Operator),
+        csrf_seed: id,
     })
 }
 
