@@ -280,6 +280,7 @@ pub async fn set_consumer(
             force: false,
             execute: true,
             expected_lease_id: None,
+            reason: String::new(),
         })
         .await
         .expect("reset");

@@ -250,6 +250,7 @@ async fn an_export_is_one_snapshot_while_the_database_changes(kind: Kind) {
             force: false,
             execute: true,
             expected_lease_id: None,
+            reason: String::new(),
         })
         .await
         .unwrap();

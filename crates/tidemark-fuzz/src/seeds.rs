@@ -187,6 +187,7 @@ pub(crate) fn seeds(method: &str, leases: &Leases) -> Vec<Vec<u8>> {
                 force: true,
                 execute: true,
                 expected_lease_id: Some(String::new()),
+                reason: String::new(),
             }
             .encode_to_vec(),
         ],

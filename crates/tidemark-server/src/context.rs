@@ -32,6 +32,7 @@ pub(crate) fn call_context<T>(request: &Request<T>) -> CallContext {
             scope: grant.scope.clone(),
             any_lease: grant.roles.contains(&Role::Operator),
             caller: Caller::UNKNOWN,
+            reason: None,
         },
     };
     ctx.caller = caller(request);

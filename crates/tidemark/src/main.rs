@@ -50,8 +50,9 @@ enum Command {
     Consumers {
         #[command(flatten)]
         connection: cli::Connection,
+        // Boxed: its reset form's flags make it the largest command.
         #[command(subcommand)]
-        command: cli::ConsumersCommand,
+        command: Box<cli::ConsumersCommand>,
     },
     /// Operators: a table's consumer options (consumer.expiration-time, ...).
     Options {
@@ -308,7 +309,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::serve(*args).await,
         // A call that reached an HTTP port instead of the gRPC one says so.
         Command::Consumers { connection, command } => {
-            explained(cli::consumers(&connection, command).await, &connection).await
+            explained(cli::consumers(&connection, *command).await, &connection).await
         }
         Command::Options { connection, command } => {
             explained(cli::options(&connection, command).await, &connection).await

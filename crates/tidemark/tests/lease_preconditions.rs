@@ -63,6 +63,7 @@ async fn a_change_names_the_lease_its_plan_saw_and_a_new_one_refuses_it() {
         force: true,
         execute: true,
         expected_lease_id,
+        reason: String::new(),
     };
     let refused = admin
         .reset_consumer(reset(Some(planned_lease.clone())))

@@ -186,4 +186,34 @@ async fn resets_refuse_absurd_targets_exit_on_skips_and_round_trip_a_csv_plan() 
         "70",
         "moved since the plan: refused"
     );
+
+    // An operator's reason goes to the change's history row.
+    let reset = [
+        "consumers",
+        "reset",
+        "db.events",
+        "events-etl",
+        "65",
+        "--reason",
+        "INC-42 replay",
+        "--execute",
+    ];
+    let (code, out) = cli(&server, &reset, d);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = cli(&server, &["history", "db.events", "events-etl", "--page-size", "1"], d);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("RESET") && out.contains("INC-42 replay"), "{out}");
+    let delete = [
+        "consumers",
+        "delete",
+        "db.events",
+        "events-etl",
+        "--reason",
+        "bad\u{7}",
+        "--execute",
+    ];
+    let (code, out) = cli(&server, &delete, d);
+    assert_eq!(code, 2, "a control character is refused, naming the field:\n{out}");
+    assert!(out.contains("reason"), "{out}");
+    assert_eq!(position(&server, "db.events", "events-etl", d), "65", "nothing changed");
 }

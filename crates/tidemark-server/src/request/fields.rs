@@ -233,6 +233,38 @@ pub(crate) fn parse_history_page_token(v: &mut Violations, token: &str) -> Optio
     }
 }
 
+/// Longest revoke reason kept in history.
+const MAX_REASON: usize = 512;
+
+/// An operator's reason is free text kept in history and printed in tables:
+/// bounded, and without control characters (Postgres cannot store a NUL
+/// in text at all; a line break or an escape would garble what prints it).
+pub(crate) fn check_reason(v: &mut Violations, reason: &str) {
+    let len = reason.chars().count();
+    if len > MAX_REASON {
+        v.add("reason", format!("must be at most {MAX_REASON} characters (got {len})"));
+    }
+    if reason.chars().any(char::is_control) {
+        v.add("reason", "must not contain control characters");
+    }
+}
+
+/// A planned lease id: a lease id, or "" for "no live lease"; anything
+/// else is a violation of `field`.
+pub(crate) fn expected_lease(v: &mut Violations, field: &str, given: Option<&str>) -> Option<Option<Uuid>> {
+    match given.map(str::trim) {
+        None => None,
+        Some("") => Some(None),
+        Some(text) => match Uuid::try_parse(text) {
+            Ok(lease) => Some(Some(lease)),
+            Err(_) => {
+                v.add(field, "must be a lease id (a UUID), or empty for \"no live lease\"");
+                None
+            }
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

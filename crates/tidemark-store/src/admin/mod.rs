@@ -73,7 +73,14 @@ impl Store {
             let mut written: Option<(ConsumerKey, Vec<tidemark_core::HistoryEvent>)> = None;
             let change = self
                 .apply(find, ctx, |loaded| {
-                    let transition = decide(loaded)?;
+                    let mut transition = decide(loaded)?;
+                    // The operator's reason goes to the rows that carry no
+                    // detail of their own (a reset, a delete).
+                    if let Some(reason) = ctx.reason.as_ref().filter(|r| !r.is_empty()) {
+                        for event in transition.events.iter_mut().filter(|e| e.detail.is_none()) {
+                            event.detail = Some(reason.clone());
+                        }
+                    }
                     written = transition
                         .write
                         .as_ref()

@@ -38,6 +38,9 @@ pub struct CallContext {
     pub any_lease: bool,
     /// Where the call came from (recorded on the leases it acquires).
     pub caller: tidemark_core::Caller,
+    /// Why an operator made the change (kept in its history rows that say
+    /// nothing else).
+    pub reason: Option<String>,
 }
 
 impl CallContext {
@@ -49,6 +52,7 @@ impl CallContext {
             scope: TableScope::All,
             any_lease: true,
             caller: tidemark_core::Caller::UNKNOWN,
+            reason: None,
         }
     }
 

@@ -16,7 +16,8 @@ impl Parse for pb::DeleteConsumerRequest {
         let mut v = Violations::new();
         let key = fields::consumer_key(&mut v, self.consumer.as_ref(), "consumer");
         expected_snapshot(&mut v, self.expected_next_snapshot);
-        let expected_lease = super::expected_lease(&mut v, "expected_lease_id", self.expected_lease_id.as_deref());
+        let expected_lease = fields::expected_lease(&mut v, "expected_lease_id", self.expected_lease_id.as_deref());
+        fields::check_reason(&mut v, &self.reason);
         let parsed = key.map(|key| ChangeConsumer {
             key,
             next_snapshot: 0,
@@ -24,6 +25,7 @@ impl Parse for pb::DeleteConsumerRequest {
             expected_lease,
             force: self.force,
             execute: self.execute,
+            reason: self.reason,
         });
         checked(v, parsed)
     }
@@ -36,6 +38,8 @@ pub(in crate::admin) async fn handle(
     admin
         .rpcs
         .handle("DeleteConsumer", request, |ctx, req| async move {
+            let mut ctx = ctx;
+            ctx.reason = Some(req.reason.clone());
             let key = &req.key;
             let planned = admin
                 .app

@@ -27,28 +27,14 @@ pub(crate) struct ChangeConsumer {
     pub expected_lease: Option<Option<uuid::Uuid>>,
     pub force: bool,
     pub execute: bool,
+    /// Why, for history (empty: none given).
+    pub reason: String,
 }
 
 impl ChangeConsumer {
     /// How `force` applies, with the lease the plan saw.
     pub(crate) fn force(&self) -> tidemark_core::admin::Force {
         tidemark_core::admin::Force::as_planned(self.force, self.expected_lease)
-    }
-}
-
-/// A planned lease id: a lease id, or "" for "no live lease"; anything
-/// else is a violation of `field`.
-pub(crate) fn expected_lease(v: &mut Violations, field: &str, given: Option<&str>) -> Option<Option<uuid::Uuid>> {
-    match given.map(str::trim) {
-        None => None,
-        Some("") => Some(None),
-        Some(text) => match uuid::Uuid::try_parse(text) {
-            Ok(lease) => Some(Some(lease)),
-            Err(_) => {
-                v.add(field, "must be a lease id (a UUID), or empty for \"no live lease\"");
-                None
-            }
-        },
     }
 }
 

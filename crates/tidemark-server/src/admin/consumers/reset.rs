@@ -18,7 +18,8 @@ impl Parse for pb::ResetConsumerRequest {
         let key = fields::consumer_key(&mut v, self.consumer.as_ref(), "consumer");
         fields::position(&mut v, self.next_snapshot, "next_snapshot");
         expected_snapshot(&mut v, self.expected_next_snapshot);
-        let expected_lease = super::expected_lease(&mut v, "expected_lease_id", self.expected_lease_id.as_deref());
+        let expected_lease = fields::expected_lease(&mut v, "expected_lease_id", self.expected_lease_id.as_deref());
+        fields::check_reason(&mut v, &self.reason);
         let parsed = key.map(|key| ChangeConsumer {
             key,
             next_snapshot: self.next_snapshot,
@@ -26,6 +27,7 @@ impl Parse for pb::ResetConsumerRequest {
             expected_lease,
             force: self.force,
             execute: self.execute,
+            reason: self.reason,
         });
         checked(v, parsed)
     }
@@ -38,6 +40,8 @@ pub(in crate::admin) async fn handle(
     admin
         .rpcs
         .handle("ResetConsumer", request, |ctx, req| async move {
+            let mut ctx = ctx;
+            ctx.reason = Some(req.reason.clone());
             let key = &req.key;
             let planned = admin
                 .app

@@ -66,7 +66,7 @@ impl Parse for pb::ResetConsumersRequest {
         let mut leases = std::collections::HashMap::new();
         for (id, lease) in &self.expected_lease_ids {
             let field = format!("expected_lease_ids[{id}]");
-            if let Some(planned) = super::expected_lease(&mut v, &field, Some(lease)) {
+            if let Some(planned) = fields::expected_lease(&mut v, &field, Some(lease)) {
                 leases.insert(id.clone(), planned);
             }
         }

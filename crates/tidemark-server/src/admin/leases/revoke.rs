@@ -6,9 +6,9 @@ use tidemark_proto::v1 as pb;
 use tidemark_service::store::StoreError;
 use tonic::{Request, Response, Status};
 
-use super::check_reason;
 use crate::admin::AdminService;
 use crate::convert;
+use crate::request::fields::check_reason;
 use crate::request::{Parse, Scoped, Touches, checked, fields};
 
 pub(crate) struct RevokeLease {
@@ -31,8 +31,7 @@ impl Parse for pb::RevokeLeaseRequest {
         } else {
             self.reason
         };
-        let expected_lease =
-            crate::admin::consumers::expected_lease(&mut v, "expected_lease_id", self.expected_lease_id.as_deref());
+        let expected_lease = fields::expected_lease(&mut v, "expected_lease_id", self.expected_lease_id.as_deref());
         let parsed = key.map(|key| RevokeLease {
             key,
             reason,

@@ -7,10 +7,10 @@ use tidemark_proto::v1 as pb;
 use tidemark_service::store::StoreError;
 use tonic::{Request, Response, Status};
 
-use super::check_reason;
 use crate::admin::AdminService;
 use crate::admin::consumers::skipped_consumer;
 use crate::convert;
+use crate::request::fields::check_reason;
 use crate::request::{Parse, Scoped, Touches, checked, fields};
 
 pub(crate) struct RevokeLeases {

@@ -146,6 +146,7 @@ pub(super) async fn reset(
                 force: change.force,
                 execute: false,
                 expected_lease_id: None,
+                reason: change.reason.clone(),
             };
             let plan = admin
                 .reset_consumer(request.clone())

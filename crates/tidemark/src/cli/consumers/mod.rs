@@ -259,6 +259,9 @@ pub(crate) struct ChangeArgs {
     /// Apply (default: show the plan).
     #[arg(long)]
     execute: bool,
+    /// Why (kept in the change's history row with your principal).
+    #[arg(long, default_value = "")]
+    reason: String,
 }
 
 /// Runs `tidemark consumers ...`.
@@ -339,6 +342,7 @@ pub(crate) async fn consumers(conn: &Connection, command: ConsumersCommand) -> a
                 force: change.force,
                 execute: change.execute,
                 expected_lease_id: None,
+                reason: change.reason.clone(),
             };
             change::delete(&mut admin, output, request).await
         }

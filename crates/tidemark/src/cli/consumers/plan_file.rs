@@ -183,6 +183,7 @@ pub(super) async fn execute_rows(
                 force,
                 execute,
                 expected_lease_id: None,
+                reason: String::new(),
             };
             match admin.reset_consumer(request).await {
                 Ok(_) if execute => "reset".to_owned(),
