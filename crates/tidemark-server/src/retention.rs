@@ -27,6 +27,40 @@ impl RetentionService {
     }
 }
 
+impl RetentionService {
+    /// The latest snapshot the holders' lags count to; not read when
+    /// nothing holds the branch (there is no lag to show).
+    async fn latest_for_holders(
+        &self,
+        table: &tidemark_core::TableName,
+        branch: &tidemark_core::BranchName,
+        held: bool,
+    ) -> Option<i64> {
+        match held {
+            true => self.app.latest_now(table, branch).await,
+            false => None,
+        }
+    }
+
+    /// Whether the table is one tidemark knows: a table something holds
+    /// is, without a read; only an empty answer asks the store, so an
+    /// expiration job's calls on a table in use cost nothing more.
+    async fn seen_unless_held(
+        &self,
+        ctx: &tidemark_service::store::CallContext,
+        table: &tidemark_core::TableName,
+        held: bool,
+    ) -> tidemark_service::TableSeen {
+        match held {
+            true => tidemark_service::TableSeen {
+                known: true,
+                did_you_mean: String::new(),
+            },
+            false => self.app.table_seen(ctx, table).await,
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl Retention for RetentionService {
     async fn get_retention_fence(
@@ -40,8 +74,9 @@ impl Retention for RetentionService {
                     .app
                     .fence(table, branch, req.changelog_decoupled, req.limit)
                     .await?;
-                let latest = self.app.latest_now(table, branch).await;
-                let seen = self.app.table_seen(&ctx, table).await;
+                let held = !(report.snapshot_holders.is_empty() && report.changelog_holders.is_empty());
+                let latest = self.latest_for_holders(table, branch, held).await;
+                let seen = self.seen_unless_held(&ctx, table, held).await;
                 let holder = |h| convert::retention_holder(h, latest);
                 Ok(pb::GetRetentionFenceResponse {
                     snapshot_fence: report.fences.snapshot,
@@ -68,8 +103,9 @@ impl Retention for RetentionService {
                     .app
                     .explain_retention(table, branch, req.changelog_decoupled, req.limit)
                     .await?;
-                let latest = self.app.latest_now(table, branch).await;
-                let seen = self.app.table_seen(&ctx, table).await;
+                let held = !explained.holders.is_empty();
+                let latest = self.latest_for_holders(table, branch, held).await;
+                let seen = self.seen_unless_held(&ctx, table, held).await;
                 let report = &explained.fences;
                 Ok(pb::ExplainRetentionResponse {
                     snapshot_fence: report.fences.snapshot,
