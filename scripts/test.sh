@@ -13,6 +13,14 @@ cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
 source scripts/lib/tools.sh
 
+# A fresh clone gains nothing from incremental compilation, which would
+# roughly double the target directory's size on a disk shared with others
+# (a CI run once failed with "No space left on device").
+if [[ -n "${CI:-}" ]]; then
+  export CARGO_INCREMENTAL=0
+fi
+df -h . | tail -1 | awk '{print "disk: " $4 " free on " $6}'
+
 use_test_postgres
 # Every tool a test needs; any that cannot be fetched fails the run.
 ensure_grpcurl
