@@ -271,6 +271,7 @@ pub fn commit_knowing(
         }
     };
 
+    let latest = latest_known(&next, req.latest_snapshot, directory_latest);
     let lease = next.lease.as_mut().expect("checked lease");
     let repeats_previous_end = lease.last_batch.is_some_and(|previous| previous.end == end);
     lease.last_batch = Some(CommittedBatch {
@@ -305,6 +306,7 @@ pub fn commit_knowing(
             let mut event = HistoryEvent::new(kind, current, Some(target)).with_lease(lease);
             event.batch_id = Some(req.batch_id);
             event.detail = Some(format!("{}: end {end}", outcome.as_str()));
+            event.latest_snapshot = latest;
             events.push(event);
         }
     }
@@ -333,10 +335,15 @@ pub fn commit_knowing(
 /// worker's report when that is newer; otherwise up to the latest snapshot
 /// the key has seen. `None` without a position.
 fn commit_lag(next: &KeyState, reported: Option<i64>, directory_latest: Option<i64>) -> Option<i64> {
-    let position = next.next_snapshot()?;
+    lag(next.next_snapshot()?, latest_known(next, reported, directory_latest)?)
+}
+
+/// The latest snapshot a commit knows of: the registered table's directory
+/// (or the worker's report, when further), else what the key last heard.
+fn latest_known(next: &KeyState, reported: Option<i64>, directory_latest: Option<i64>) -> Option<i64> {
     match directory_latest {
-        Some(directory) => lag(position, directory.max(reported.unwrap_or(0))),
-        None => lag(position, next.latest_snapshot?),
+        Some(directory) => Some(directory.max(reported.unwrap_or(0))),
+        None => next.latest_snapshot,
     }
 }
 

@@ -291,6 +291,10 @@ pub struct HistoryEvent {
     pub holder: Option<String>,
     /// Free-form detail (e.g. the end offset).
     pub detail: Option<String>,
+    /// For a commit, the latest snapshot of the branch known when it was
+    /// written (the worker's report, or the registered table's directory
+    /// when that is further): a consumer's lag over time is read from these.
+    pub latest_snapshot: Option<i64>,
 }
 
 impl HistoryEvent {
@@ -305,6 +309,7 @@ impl HistoryEvent {
             batch_id: None,
             holder: None,
             detail: None,
+            latest_snapshot: None,
         }
     }
 

@@ -189,6 +189,7 @@ pub(crate) fn history_entry(h: &tidemark_service::store::HistoryRecord) -> pb::H
         principal: h.principal.clone(),
         request_id: h.request_id.clone(),
         detail: h.event.detail.clone().unwrap_or_default(),
+        latest_snapshot: h.event.latest_snapshot,
     }
 }
 

@@ -162,6 +162,7 @@ where
             batch_id: row.try_get("batch_id")?,
             holder: row.try_get("holder")?,
             detail: row.try_get("detail")?,
+            latest_snapshot: row.try_get("latest_snapshot")?,
         },
         principal: row.try_get("principal")?,
         request_id: row.try_get("request_id")?,

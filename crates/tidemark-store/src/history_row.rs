@@ -29,8 +29,13 @@ sql_row! {
         batch_id: Option<i64>,
         holder: Option<String>,
         detail: Option<String>,
+        latest_snapshot: Option<i64>,
     }
 }
+
+/// How many parameters an event takes: statements that bind more after the
+/// event count from it, so a new history column moves them all.
+pub(crate) const EVENT_COLUMNS: usize = HistoryRow::COLUMNS.len();
 
 impl HistoryRow {
     pub(crate) fn from_event(event: &HistoryEvent) -> Self {
@@ -43,6 +48,7 @@ impl HistoryRow {
             batch_id: event.batch_id,
             holder: event.holder.clone(),
             detail: event.detail.clone(),
+            latest_snapshot: event.latest_snapshot,
         }
     }
 
@@ -89,16 +95,17 @@ mod tests {
         assert_eq!(
             insert_history("VALUES (1)"),
             "INSERT INTO history (at, table_name, branch, consumer_id, principal, request_id, event, old_next, \
-             new_next, epoch, lease_id, batch_id, holder, detail) VALUES (1)"
+             new_next, epoch, lease_id, batch_id, holder, detail, latest_snapshot) VALUES (1)"
         );
         assert_eq!(
             HistoryRow::array_arguments(7),
-            "$7::text[], $8::int8[], $9::int8[], $10::int8[], $11::uuid[], $12::int8[], $13::text[], $14::text[]"
+            "$7::text[], $8::int8[], $9::int8[], $10::int8[], $11::uuid[], $12::int8[], $13::text[], $14::text[], \
+             $15::int8[]"
         );
         assert_eq!(
             HistoryRow::columns("v.ev_").split(", ").count(),
             HistoryRow::COLUMNS.len()
         );
-        assert_eq!(HistoryRow::sqlite_row().matches('?').count(), 14);
+        assert_eq!(HistoryRow::sqlite_row().matches('?').count(), 15);
     }
 }

@@ -11,7 +11,7 @@ use super::{PostgresBackend, from_ts};
 use crate::backend::{CallContext, ExportPart, StateStore};
 use crate::decode;
 use crate::error::StoreError;
-use crate::history_row::{HistoryRow, insert_history};
+use crate::history_row::{EVENT_COLUMNS, HistoryRow, insert_history};
 use crate::row::{KeyRow, decode_pg};
 
 const EXPORT_OPTIONS: &str = "SELECT table_name, expiration_us AS opt_expiration_us,
@@ -44,7 +44,7 @@ pub(super) static INSERT_NEW_KEYS: LazyLock<String> = LazyLock::new(|| {
         &[
             ("event_arrays", &HistoryRow::array_arguments(7)),
             ("event_columns", &HistoryRow::columns("ev_")),
-            ("row_arrays", &KeyRow::array_arguments(15)),
+            ("row_arrays", &KeyRow::array_arguments(7 + EVENT_COLUMNS)),
             ("columns", &KeyRow::column_list()),
             ("logged", &logged),
         ],

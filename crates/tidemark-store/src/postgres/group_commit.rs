@@ -32,7 +32,7 @@ use super::from_ts;
 use super::update::{LOCK_THEN_CLOCK, bind_checks, update_key_row};
 use crate::decode;
 use crate::error::StoreError;
-use crate::history_row::{HistoryRow, insert_history};
+use crate::history_row::{EVENT_COLUMNS, HistoryRow, insert_history};
 use crate::row::{KeyRow, PgQuery, Placeholders};
 
 /// Most writes one statement carries.
@@ -301,6 +301,8 @@ pub(super) static ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
     ))
 });
 
+/// The row's first bind in a write with one event (key, checks, who, event).
+const ROW: usize = 10 + EVENT_COLUMNS;
 /// ... and an update with exactly one history row (a commit;
 /// `sql/update_row_one_event.sql` lists its binds) ...
 pub(super) static UPDATE_ROW_ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
@@ -308,7 +310,7 @@ pub(super) static UPDATE_ROW_ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
         include_str!("sql/update_row_one_event.sql"),
         &[
             ("lock_then_clock", &LOCK_THEN_CLOCK),
-            ("update", &update_key_row(4, 18)),
+            ("update", &update_key_row(4, ROW)),
             ("one_event", &ONE_EVENT),
         ],
     )
@@ -320,7 +322,7 @@ pub(super) static UPDATE_ROW_ONE_EVENT: LazyLock<String> = LazyLock::new(|| {
 pub(super) static UPDATE_ROW_ONE_EVENT_UNLESS_LOCKED: LazyLock<String> = LazyLock::new(|| {
     crate::sql_template::render(
         include_str!("sql/update_row_one_event_unless_locked.sql"),
-        &[("update", &update_key_row(4, 18)), ("one_event", &ONE_EVENT)],
+        &[("update", &update_key_row(4, ROW)), ("one_event", &ONE_EVENT)],
     )
 });
 
@@ -390,7 +392,7 @@ pub(super) static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
         &element(5, "int8", at),
         &element(6, "bool", at),
         &element(7, "timestamptz", at),
-        "$19::int8",
+        &format!("${}::int8", 11 + EVENT_COLUMNS),
     );
     let logged = insert_history(&format!(
         "SELECT (SELECT t FROM clock), w.table_name, w.branch, w.consumer_id, {principal}, {request_id},
@@ -400,7 +402,8 @@ pub(super) static WRITE_MANY: LazyLock<String> = LazyLock::new(|| {
         request_id = element(9, "text", written_at),
         events = HistoryRow::array_elements(10, written_at)
     ));
-    let assignments = KeyRow::assignments_from_arrays_restamped(20, at, "k", &element(18, "timestamptz", at));
+    let decided = element(10 + EVENT_COLUMNS, "timestamptz", at);
+    let assignments = KeyRow::assignments_from_arrays_restamped(12 + EVENT_COLUMNS, at, "k", &decided);
     crate::sql_template::render(
         include_str!("sql/write_many.sql"),
         &[("assignments", &assignments), ("checks", &checks), ("logged", &logged)],

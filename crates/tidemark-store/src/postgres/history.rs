@@ -14,7 +14,7 @@ use crate::error::StoreError;
 use crate::history_row::{HistoryRow, insert_history};
 
 const HISTORY_PAGE: &str = "SELECT id, at, table_name, branch, consumer_id, event, old_next, new_next, epoch,
-           lease_id, batch_id, holder, principal, request_id, detail
+           lease_id, batch_id, holder, principal, request_id, detail, latest_snapshot
     FROM history
     WHERE table_name = $1 AND ($2::text IS NULL OR branch = $2) AND ($3::text IS NULL OR consumer_id = $3)
       AND ($4::bigint IS NULL OR id < $4)

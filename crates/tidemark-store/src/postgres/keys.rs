@@ -21,7 +21,7 @@ use super::{LIVE_LEASE, OPTION_COLUMNS, PostgresBackend, UNEXPIRED, from_ts, ts}
 use crate::backend::{BranchView, Change, FindKey, HistoryRecord, KeyFilter, KeyStore, Listed, Loaded};
 use crate::decode;
 use crate::error::StoreError;
-use crate::history_row::{HistoryRow, insert_history};
+use crate::history_row::{EVENT_COLUMNS, HistoryRow, insert_history};
 use crate::row::{KeyRow, PgQuery, decode_pg};
 
 pub(super) static LOAD_BY_KEY: LazyLock<String> = LazyLock::new(|| {
@@ -107,7 +107,9 @@ pub(super) static UPDATE_ROW: LazyLock<String> = LazyLock::new(|| {
         include_str!("sql/update_row.sql"),
         &[
             ("lock_then_clock", &LOCK_THEN_CLOCK),
-            ("update", &update_key_row(15, 19)),
+            // After the grant and history ($4 to $6 + EVENT_COLUMNS): four
+            // checks, then the row.
+            ("update", &update_key_row(7 + EVENT_COLUMNS, 11 + EVENT_COLUMNS)),
             ("written_columns", WRITTEN_COLUMNS),
             ("grant_and_history", &GRANT_AND_HISTORY),
         ],
@@ -121,7 +123,10 @@ pub(super) static INSERT_ROW: LazyLock<String> = LazyLock::new(|| {
         &[
             ("grant_and_history", &GRANT_AND_HISTORY),
             ("columns", &KeyRow::column_list()),
-            ("values", &KeyRow::placeholders_restamped(16, "$15::timestamptz")),
+            (
+                "values",
+                &KeyRow::placeholders_restamped(8 + EVENT_COLUMNS, &format!("${}::timestamptz", 7 + EVENT_COLUMNS)),
+            ),
             ("written_columns", WRITTEN_COLUMNS),
         ],
     )

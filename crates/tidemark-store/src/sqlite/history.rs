@@ -14,7 +14,7 @@ use crate::error::StoreError;
 use crate::history_row::{self, HistoryRow};
 
 const HISTORY_PAGE: &str = "SELECT id, at, table_name, branch, consumer_id, event, old_next, new_next, epoch, \
-    lease_id, batch_id, holder, principal, request_id, detail FROM history \
+    lease_id, batch_id, holder, principal, request_id, detail, latest_snapshot FROM history \
     WHERE table_name = ?1 AND (?2 IS NULL OR branch = ?2) AND (?3 IS NULL OR consumer_id = ?3) \
     AND (?4 IS NULL OR id < ?4) ORDER BY id DESC LIMIT ?5";
 

@@ -309,16 +309,20 @@ pub(crate) async fn commit_decision_table_is_persisted(db: &TestDb) {
         (c.outcome, c.next_snapshot),
         (CommitOutcome::UnchangedLegacyOffset, Some(14))
     );
-    let kinds: Vec<_> = store
-        .history(&k, 10)
-        .await
-        .unwrap()
-        .iter()
-        .map(|h| h.event.kind)
-        .collect();
+    // A commit that reports the latest snapshot: its history row keeps it
+    // (the console's lag chart reads these back).
+    let mut reporting = commit_req(lease.lease_id, lease.epoch, 6, off(16, 0, false, Some(5)));
+    reporting.latest_snapshot = Some(20);
+    let c = store.commit_batch(&ctx("c"), &reporting).await.unwrap();
+    assert_eq!((c.outcome, c.next_snapshot), (CommitOutcome::Advanced, Some(16)));
+    let history = store.history(&k, 10).await.unwrap();
+    let latest: Vec<_> = history.iter().map(|h| h.event.latest_snapshot).collect();
+    assert_eq!(latest, [Some(20), None, None, None, None, None]);
+    let kinds: Vec<_> = history.iter().map(|h| h.event.kind).collect();
     assert_eq!(
         kinds,
         [
+            EventKind::Advance,
             EventKind::Advance,
             EventKind::Advance,
             EventKind::Refresh,

@@ -1,7 +1,7 @@
 -- A general write's lease grant and history (keys.rs, `GRANT_AND_HISTORY`),
 -- the tail of `update_row.sql` and `insert_row.sql`, after their `written`
--- CTE. Binds ($4-$14, `bind_grant_and_history`): $4 bool whether a new
--- lease was granted; $5 principal; $6 request id; $7-$14 the events'
+-- CTE. Binds ($4 to $6 + EVENT_COLUMNS, `bind_grant_and_history`): $4 bool whether a new
+-- lease was granted; $5 principal; $6 request id; $7... the events'
 -- columns as arrays (HistoryRow). Holes: {{events}} the history insert.
 
 ,

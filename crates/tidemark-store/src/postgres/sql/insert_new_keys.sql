@@ -7,8 +7,8 @@
 --   $1  int4[]  each row's place (0, 1, ...)
 --   $2  text[]  table_name    $3 text[] branch    $4 text[] consumer_id
 --   $5  text    principal     $6 text   request id
---   $7-$14      the history event's columns, as arrays (HistoryRow)
---   $15...      the key row's columns, as arrays (KeyRow)
+--   $7...       the history event's columns, as arrays (HistoryRow, EVENT_COLUMNS of them)
+--   then        the key row's columns, as arrays (KeyRow)
 -- Holes: {{event_arrays}} and {{event_columns}} (the history event's),
 -- {{row_arrays}} and {{columns}} (the key row's), {{logged}} the history insert.
 

@@ -1,8 +1,8 @@
 -- A new key row (keys.rs, `INSERT_ROW`), unless another transaction made it
 -- first (then nothing is written), then the grant and history.
--- Binds: $1-$3 the key; $4-$14 the grant and history
--- (`grant_and_history.sql`); $15 timestamptz when the row was decided
--- (restamping); $16... the row's columns (KeyRow::bind_pg). Holes:
+-- Binds: $1-$3 the key; $4 to $6 + EVENT_COLUMNS the grant and history
+-- (`grant_and_history.sql`); then a timestamptz when the row was decided
+-- (restamping); then the row's columns (KeyRow::bind_pg). Holes:
 -- {{columns}}, {{values}} (restamped placeholders), {{written_columns}},
 -- {{grant_and_history}}.
 

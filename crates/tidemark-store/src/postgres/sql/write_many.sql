@@ -12,10 +12,11 @@
 --   $7  timestamptz[]  the decision's estimate of the database clock (or NULL)
 --   $8  text[]         principal, for the history row
 --   $9  text[]         request id, for the history row
---   $10-$17            the history event's columns (HistoryRow::bind_pg_arrays)
---   $18 timestamptz[]  when the write was decided (restamping, stamp.rs)
---   $19 int8           how far the estimate may be from the clock (µs)
---   $20...             the key row's columns (KeyRow::bind_pg_arrays)
+--   $10...             the history event's columns (HistoryRow::bind_pg_arrays,
+--                      EVENT_COLUMNS of them); then, numbered on from there:
+--   timestamptz[]      when the write was decided (restamping, stamp.rs)
+--   int8               how far the estimate may be from the clock (µs)
+--   ...                the key row's columns (KeyRow::bind_pg_arrays)
 --
 -- Holes: {{assignments}} the key row's columns set from their arrays,
 -- {{checks}} the compare-and-set predicate, {{logged}} the history insert.
