@@ -10,11 +10,15 @@ use tidemark_core::ConsumerKey;
 use tidemark_service::store::HistoryFilter;
 
 use super::Console;
+use super::chart::{LagChart, lag_chart};
 use super::format::{self, Commands, link, span};
 use super::pages::{DASH, or_dash};
 
 /// History rows per page.
 const HISTORY_PAGE: i64 = 50;
+/// History rows the lag chart is drawn from (read with the first page, in
+/// the same call).
+const CHART_ROWS: i64 = 500;
 
 #[derive(Debug, Deserialize)]
 pub(super) struct ConsumerQuery {
@@ -43,7 +47,10 @@ struct ConsumerPage {
     /// Operators only: the revoke form (when a lease is live) and its
     /// CSRF token. Viewers see no action.
     can_revoke: bool,
+    /// Operators only: the reset and delete forms.
+    can_act: bool,
     csrf: String,
+    chart: LagChart,
 }
 
 struct HistoryLine {
@@ -74,9 +81,15 @@ pub(super) async fn consumer(
         Ok(d) => d,
         Err(e) => return console.store_error(&viewer, e),
     };
-    let history = match console
+    // The newest page also draws the chart: one read of its rows.
+    let rows = if query.before.is_none() {
+        CHART_ROWS
+    } else {
+        HISTORY_PAGE + 1
+    };
+    let mut history = match console
         .app
-        .list_history(&HistoryFilter::key(&key), query.before, HISTORY_PAGE)
+        .list_history(&HistoryFilter::key(&key), query.before, rows)
         .await
     {
         Ok(h) => h,
@@ -151,14 +164,24 @@ pub(super) async fn consumer(
         }
     }
     let (table, branch, id) = (key.table.as_str(), key.branch.as_str(), key.consumer_id.as_str());
-    let older = history
-        .last()
-        .filter(|_| history.len() as i64 >= HISTORY_PAGE)
-        .map(|h| h.id.to_string());
+    let lag_now = match &described.consumer.lag {
+        Some(lag) => lag.snapshots,
+        None => state.lag(),
+    };
+    let chart = if query.before.is_none() {
+        lag_chart(&history, lag_now.map(|lag| (view.now, lag)))
+    } else {
+        LagChart::default()
+    };
+    let more = history.len() as i64 > HISTORY_PAGE;
+    history.truncate(HISTORY_PAGE as usize);
+    let older = history.last().filter(|_| more).map(|h| h.id.to_string());
     let chrome = console.chrome(&viewer);
     let can_revoke = viewer.operator && state.live_lease(view.now).is_some();
     console.render(ConsumerPage {
         can_revoke,
+        can_act: viewer.operator,
+        chart,
         csrf: if viewer.operator {
             viewer.csrf_token(&console.csrf_key)
         } else {

@@ -12,6 +12,7 @@
 //! script and style files.
 
 mod actions;
+mod chart;
 mod consumer;
 mod fence;
 mod format;
@@ -29,7 +30,7 @@ use askama::Template;
 use axum::Router;
 use axum::extract::{Form, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use hyper_util::service::TowerToHyperService;
 use serde::Deserialize;
@@ -372,10 +373,16 @@ pub fn router(app: App, auth: SharedAuth, settings: &ConsoleSettings, errors: Er
         .route("/table", get(pages::table))
         .route("/consumer", get(consumer::consumer))
         .route("/fence", get(fence::fence))
-        .route("/consumer/revoke", axum::routing::post(actions::plan_revoke))
-        .route("/consumer/revoke/confirm", axum::routing::post(actions::confirm_revoke))
+        .route("/consumer/revoke", post(actions::plan_revoke))
+        .route("/consumer/revoke/confirm", post(actions::confirm_revoke))
+        .route("/consumer/reset", post(actions::plan_reset))
+        .route("/consumer/reset/confirm", post(actions::confirm_reset))
+        .route("/consumer/delete", post(actions::plan_delete))
+        .route("/consumer/delete/confirm", post(actions::confirm_delete))
+        .route("/table/reset", post(actions::plan_bulk_reset))
+        .route("/table/reset/confirm", post(actions::confirm_bulk_reset))
         .route("/signin", get(signin_form).post(signin))
-        .route("/signout", axum::routing::post(signout))
+        .route("/signout", post(signout))
         .route("/static/console.css", get(stylesheet))
         .route("/static/refresh.js", get(script))
         .layer(axum::middleware::from_fn_with_state(

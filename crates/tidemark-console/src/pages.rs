@@ -154,6 +154,8 @@ struct TablePage {
     total: usize,
     truncated: bool,
     limit: usize,
+    /// Operators only: the bulk reset form's CSRF token (empty: no form).
+    csrf: String,
 }
 
 struct SortHeader {
@@ -401,6 +403,11 @@ pub(super) async fn table(
         total,
         truncated,
         limit: TABLE_PAGE_LIMIT,
+        csrf: if viewer.operator {
+            viewer.csrf_token(&console.csrf_key)
+        } else {
+            String::new()
+        },
     })
 }
 
