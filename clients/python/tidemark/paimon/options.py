@@ -176,6 +176,14 @@ class SourceOptions:
         # A column carrying the lease epoch each row was read under, so a
         # sink can refuse a batch from a lease that was taken over.
         self.epoch_column = raw.get("tidemark.epoch-column")
+        # Every row's table position (positions.py), for sinks that deliver
+        # exactly once (tidemark.sinks); it carries the epoch too.
+        self.sink_columns = truthy(raw.get("tidemark.sink-columns", "false"))
+        if self.sink_columns and self.epoch_column:
+            raise ValueError(
+                'options "tidemark.sink-columns" and "tidemark.epoch-column" cannot be set together: the sink '
+                "columns carry the epoch as _tidemark_epoch; drop tidemark.epoch-column"
+            )
         # How much of a batch one Spark task reads, and into how many tasks
         # at least a batch is spread (see partitions.group_splits).
         partition_size = raw.get("tidemark.partition-size")

@@ -28,18 +28,31 @@ class ReadSpec:
     schema: object  # the query's Spark StructType
     fields: Optional[List[Tuple[int, str]]] = None  # read.query_fields
     epoch_column: Optional[str] = None
+    # tidemark.sink-columns: each row's table position (positions.py).
+    sink_columns: bool = False
 
 
 class SplitsPartition(InputPartition):
     """Consecutive planned splits of a batch, read one after the other by
     one Spark task."""
 
-    def __init__(self, spec: ReadSpec, planned: List[Planned], epoch: int):
+    def __init__(
+        self,
+        spec: ReadSpec,
+        planned: List[Planned],
+        epoch: int,
+        positions: Optional[List[Tuple[int, int, bool]]] = None,
+        plans: Optional[Dict[Tuple[int, bool], str]] = None,
+    ):
         super().__init__(1)
         self.spec = spec
         self.planned = planned
         # The lease epoch the batch was planned under.
         self.epoch = epoch
+        # With sink columns: each split's (snapshot, index, full) and the
+        # fingerprint of each snapshot plan they come from.
+        self.positions = positions
+        self.plans = plans
 
 
 def group_splits(

@@ -342,6 +342,9 @@ def read_partition(partition) -> Iterator:
     spec = partition.spec
     table = open_table(spec.path, spec.branch, spec.storage, spec.split_overrides)
     options = ReadOptions(table, spec.read_overrides)
+    if getattr(spec, "sink_columns", False):
+        yield from _with_positions(table, options, partition)
+        return
     column = spec.epoch_column
     if not column:
         for planned in partition.planned:
@@ -358,3 +361,20 @@ def read_partition(partition) -> Iterator:
                 list(batch.columns) + [epochs],
                 schema=batch.schema.append(pa.field(column, pa.int64(), nullable=False)),
             )
+
+
+def _with_positions(table, options: ReadOptions, partition) -> Iterator:
+    """A partition's rows, each with its table position (positions.py): the
+    row ordinal counts from 0 in each split, across its Arrow batches."""
+    from pyspark.sql.types import StructType
+
+    from tidemark.paimon import positions
+
+    spec = partition.spec
+    rows_schema = StructType([f for f in spec.schema.fields if f.name not in positions.COLUMNS])
+    for planned, (snapshot, index, full) in zip(partition.planned, partition.positions):
+        plan = partition.plans[(snapshot, full)]
+        row = 0
+        for batch in read_planned(table, options, planned, rows_schema, spec.fields):
+            yield positions.with_positions(batch, partition.epoch, snapshot, full, index, row, plan)
+            row += batch.num_rows

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import List, Optional
 
+from tidemark.paimon import positions
 from tidemark.paimon.coordination import Coordination
 from tidemark.paimon.offsets import Offset
 from tidemark.paimon.options import SourceOptions
@@ -47,11 +48,14 @@ class Runner:
                 added.add(SEQUENCE_COLUMN)
             if opts.epoch_column:
                 added.add(opts.epoch_column)
+            if opts.sink_columns:
+                added.update(positions.COLUMNS)
             fields = query_fields(as_of_start(table, opts.effective), schema, leave_out=added)
         self.spec = ReadSpec(
             opts.path, opts.branch, dict(opts.storage), dict(opts.split_overrides), dict(opts.read_overrides),
-            schema, fields, opts.epoch_column,
+            schema, fields, opts.epoch_column, opts.sink_columns,
         )
+        self.sizing = positions.sizing(opts.effective)
         self._initial: Optional[dict] = None
         self._target: Optional[int] = None
         self._planned_end: Optional[Offset] = None
@@ -120,7 +124,27 @@ class Runner:
             batch.planned, self.opts.partition_bytes, self.opts.min_partitions, keep_buckets_together=self.ordered_buckets
         )
         epoch = self.coordination.epoch
-        return [SplitsPartition(self.spec, group, epoch) for group in groups]
+        if not self.opts.sink_columns:
+            return [SplitsPartition(self.spec, group, epoch) for group in groups]
+        at = {id(split): place for split, place in zip(batch.planned, batch.positions)}
+        plans = self._plan_fingerprints(batch)
+        out = []
+        for group in groups:
+            places = [at[id(split)] for split in group]
+            needed = {(snapshot, full): plans[(snapshot, full)] for snapshot, _, full in places}
+            out.append(SplitsPartition(self.spec, group, epoch, places, needed))
+        return out
+
+    def _plan_fingerprints(self, batch: Batch) -> dict:
+        """Each snapshot plan the batch reads from, as `_tidemark_plan`
+        gives it: every split of the plan, not only the batch's."""
+        plans = {}
+        for snapshot, _, full in batch.positions:
+            if (snapshot, full) not in plans:
+                splits = self.stream.plan(snapshot, full)
+                identities = [Stream.identity((snapshot, i, full), s) for i, s in enumerate(splits)]
+                plans[(snapshot, full)] = positions.plan_fingerprint(identities, self.sizing)
+        return plans
 
     def _replay(self, start: Offset, end: Offset) -> Batch:
         fallback = self.coordination.check_replay(

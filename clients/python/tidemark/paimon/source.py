@@ -15,6 +15,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from tidemark.paimon import positions
 from tidemark.paimon.options import SourceOptions
 from tidemark.paimon.read import read_partition, spark_schema
 from tidemark.paimon.runner import Runner, open_source
@@ -68,6 +69,12 @@ class TidemarkPaimonDataSource(DataSource):
         options = self._options()
         table, read_options = open_source(options)
         schema = spark_schema(as_of_start(table, options.effective), read_options)
+        if options.sink_columns:
+            from pyspark.sql.types import StructType
+
+            positions.check_table_columns(schema.names)
+            key = positions.consumer_key(options.table_id, options.branch, options.consumer_id)
+            schema = StructType(list(schema.fields) + positions.spark_fields(key))
         if options.epoch_column:
             from pyspark.sql.types import LongType, StructField, StructType
 
