@@ -14,7 +14,7 @@ from harness import PaimonTable, wait_for
 
 from test_sink_postgres import base_dsn
 from test_spark_paimon import Query, next_snapshot, run_to_end, run_to_failure, wait_lease_free
-from tidemark.sinks import PostgresSink
+from tidemark.sinks import PaimonSink, PostgresSink
 
 pytestmark = pytest.mark.spark
 
@@ -82,8 +82,9 @@ def test_sink_columns_and_an_epoch_column_are_refused_together(spark, tidemark_s
     assert "tidemark.sink-columns" in str(refused.value) and "tidemark.epoch-column" in str(refused.value)
 
 
+@pytest.mark.parametrize("kind", ["postgres", "paimon"])
 def test_a_restart_without_its_checkpoint_delivers_every_row_exactly_once(
-    spark, tidemark_server, client_for, tmp_path, unique, pg
+    spark, tidemark_server, client_for, tmp_path, unique, pg, kind
 ):
     """The first run stops partway through snapshot 3; the second starts with
     a new checkpoint, so tidemark resumes it at snapshot 3 from its first
@@ -94,17 +95,21 @@ def test_a_restart_without_its_checkpoint_delivers_every_row_exactly_once(
     for _ in range(3):
         table.commit()
     q = Query(spark, tmp_path, table, unique("etl"), tidemark_server)
-    sink = PostgresSink(pg, "events")
+    if kind == "postgres":
+        sink, written = PostgresSink(pg, "events"), lambda: sink_ids(pg)
+    else:
+        copy = PaimonTable(tmp_path / "sinks", unique("sinkdb"))
+        sink, written = PaimonSink({"warehouse": str(tmp_path / "sinks")}, copy.id), copy.live_ids
     start = {**SINK_COLUMNS, "scan.mode": "from-snapshot", "scan.snapshot-id": 1}
     run_to_end(q.start("first", sink, options={**start, "max-splits-per-batch": 2}))
     assert next_snapshot(client, table, q.consumer) == 3
-    assert sink_ids(pg) == table.ids()
+    assert written() == table.ids()
 
     wait_lease_free(client, table, q.consumer)
     table.commit()
     run_to_end(q.start("second", sink, options=start))
     assert sink.last_batch["dropped"] > 0, "the replayed rows of snapshot 3 were dropped"
-    assert sink_ids(pg) == table.ids(), "every row exactly once"
+    assert written() == table.ids(), "every row exactly once"
 
 
 def test_a_zombie_querys_batch_is_refused_by_the_postgres_sink(

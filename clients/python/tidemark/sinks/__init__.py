@@ -5,9 +5,11 @@ lease epoch it accepted, drops rows at or below that position (a replay,
 even from a lost checkpoint) and refuses batches from a lower epoch
 (`ZOMBIE_BATCH`). The source must run with `tidemark.sink-columns=true`.
 
-`PostgresSink` needs psycopg 3 (`pip install tidemark[postgres]`)."""
+`PostgresSink` needs psycopg 3 (`pip install tidemark[postgres]`), `PaimonSink`
+pypaimon (`pip install tidemark[spark]`)."""
 
 from tidemark.sinks.errors import SinkRefused
+from tidemark.sinks.paimon import PaimonSink
 from tidemark.sinks.postgres import PostgresSink
 
-__all__ = ["PostgresSink", "SinkRefused"]
+__all__ = ["PaimonSink", "PostgresSink", "SinkRefused"]

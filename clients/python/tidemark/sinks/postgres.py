@@ -23,6 +23,7 @@ from typing import Iterable, List, Mapping, Optional, Sequence
 
 from tidemark.paimon import positions as pos
 from tidemark.sinks.errors import SinkRefused
+from tidemark.sinks.frames import data_columns, frame_consumer, frame_rows
 from tidemark.sinks.progress import Gate, Progress
 
 PROGRESS_TABLE = "tidemark_sink_progress"
@@ -97,22 +98,8 @@ class PostgresSink:
     # Spark's side.
 
     def __call__(self, frame, batch_id: int) -> None:
-        names = frame.schema.names
-        if not all(c in names for c in pos.COLUMNS):
-            raise SinkRefused(
-                "SINK_COLUMNS_MISSING",
-                "the frame has no _tidemark_* position columns: read with .option(\"tidemark.sink-columns\", \"true\")",
-            )
-        consumer = self.consumer or frame.schema[pos.EPOCH].metadata.get(pos.CONSUMER_METADATA)
-        if not consumer:
-            raise SinkRefused(
-                "SINK_COLUMNS_MISSING",
-                "the _tidemark_epoch column lost the consumer it was read for (a transformation dropped its "
-                "metadata): pass PostgresSink(..., consumer=\"table@branch/consumer-id\")",
-            )
-        columns = [n for n in names if n not in pos.COLUMNS]
-        rows = (row.asDict() for row in frame.toLocalIterator())
-        self.write(consumer, columns, rows)
+        consumer = frame_consumer(frame, self.consumer)
+        self.write(consumer, data_columns(frame), frame_rows(frame))
 
     # The protocol, for any iterable of rows (dicts with the position columns).
 
