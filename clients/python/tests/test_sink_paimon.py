@@ -140,6 +140,23 @@ def test_the_progress_survives_the_expiration_of_the_snapshot_that_carried_it(la
     assert [i for i in sink_ids(table) if i < 100] == [1, 2]
 
 
+def test_a_rewind_is_dropped_until_the_sinks_progress_is_reset(lake):
+    table = lake["append"]
+    sink = PaimonSink(lake["options"], table.id)
+    columns = ["id", "part", "value"]
+    sink.write(CONSUMER, columns, batch(1, 5, 0, [1, 2]) + batch(1, 6, 0, [3]))
+    assert sink.write(CONSUMER, columns, batch(2, 5, 0, [1, 2]))["written"] == 0
+    # The operator replaces the rewound rows' partition (an INSERT
+    # OVERWRITE keeping one unrelated row, id 0), then resets the sink's
+    # progress; the replay is written again, once.
+    table.overwrite(rows=1, part="p0")
+    assert sink.reset_progress(CONSUMER) and not sink.reset_progress(CONSUMER)
+    assert sink.write(CONSUMER, columns, batch(2, 5, 0, [1, 2]) + batch(2, 6, 0, [3]))["written"] == 3
+    assert sink_ids(table) == [0, 1, 2, 3]
+    with pytest.raises(SinkRefused):
+        sink.write(CONSUMER, columns, batch(1, 7, 0, [9]))  # the epoch was kept
+
+
 @pytest.mark.parametrize("mutant", ["skip_position_check", "skip_epoch_check"])
 def test_each_check_switched_off_breaks_exactly_once(lake, monkeypatch, mutant):
     monkeypatch.setenv("TIDEMARK_SINK_MUTANT", mutant)

@@ -157,3 +157,38 @@ def test_a_zombie_querys_batch_is_refused_by_the_postgres_sink(
         if zombie.isActive:
             zombie.stop()
     assert sink_ids(pg) == table.ids(), "every row exactly once, none from the zombie's batch"
+
+
+def test_a_full_scan_restarted_without_checkpoint_is_refused_then_resumed_at_the_recorded_snapshot(
+    spark, tidemark_server, client_for, tmp_path, unique, pg
+):
+    """C3: the initial full scan of snapshot 2 is partly delivered, then the
+    query dies before the consumer exists; a new query without the
+    checkpoint would scan snapshot 3 in full — rows the sink already holds.
+    The sink refuses it (FULL_SCAN_RESTARTED) naming the fix; restarted as
+    the refusal says, at the recorded snapshot, every row lands once."""
+    client = client_for(tidemark_server)
+    table = PaimonTable(tmp_path / "warehouse", unique("c3"))
+    table.commit()
+    table.commit()  # snapshot 2: twelve rows, six one-file splits
+    q = Query(spark, tmp_path, table, unique("etl"), tidemark_server)
+    sink = PostgresSink(pg, "events")
+
+    def dies_after_the_first_batch(frame, batch_id):
+        if batch_id == 1:
+            raise RuntimeError("driver lost")
+        sink(frame, batch_id)
+
+    run_to_failure(q.start("first", dies_after_the_first_batch, options={**SINK_COLUMNS, "max-splits-per-batch": 2}))
+    assert len(sink_ids(pg)) == 4 and next_snapshot(client, table, q.consumer) is None
+    wait_lease_free(client, table, q.consumer)
+    table.commit()
+
+    message = run_to_failure(q.start("second", sink, options=SINK_COLUMNS))
+    assert "FULL_SCAN_RESTARTED" in message and "scan.snapshot-id=2" in message, message
+    assert len(sink_ids(pg)) == 4, "nothing of the refused batch"
+
+    wait_lease_free(client, table, q.consumer)
+    resume = {**SINK_COLUMNS, "scan.mode": "from-snapshot-full", "scan.snapshot-id": 2}
+    run_to_end(q.start("third", sink, options=resume))
+    assert sink_ids(pg) == table.ids(), "every row exactly once"

@@ -108,6 +108,30 @@ class PaimonSink:
         """The consumer's progress and the latest snapshot id it was read at."""
         return self._read_progress(self._table(), consumer)
 
+    def reset_progress(self, consumer: str) -> bool:
+        """Forgets the position recorded for `consumer` (its epoch stays, so
+        a zombie is still refused), in a snapshot of its own: after an
+        operator's rewind, the rows it delivers again are written again.
+        Delete the sink's rows past the rewind first, or they are
+        duplicated. True when there was one."""
+        table = self._table()
+        recorded, _ = self._read_progress(table, consumer)
+        if recorded.at is None:
+            return False
+        cleared = Progress(recorded.epoch, None, None)
+        user = f"tidemark-{digest(consumer + '|' + self.identifier)}"
+        commit = table.new_stream_write_builder()._with_commit_user(user).new_commit()
+        try:
+            commit.commit([], commit_identifier(recorded.at) + 1, snapshot_properties=self._properties(consumer, cleared))
+        finally:
+            commit.close()
+        table.file_io.overwrite_file_utf8(self._side_file(table, consumer), _encode(consumer, cleared))
+        return True
+
+    @staticmethod
+    def _properties(consumer: str, progress: Progress) -> dict:
+        return {PROPERTY_PREFIX + digest(consumer): _encode(consumer, progress)}
+
     def _side_file(self, table, consumer: str) -> str:
         return f"{table.table_path.rstrip('/')}/tidemark-sink/{digest(consumer)}.json"
 
@@ -179,7 +203,7 @@ class PaimonSink:
         inner = commit.file_store_commit.snapshot_commit
         commit.file_store_commit.snapshot_commit = _FencedCommit(inner, self, table, consumer, progress.epoch, read_at)
         try:
-            commit.commit(messages, ident, snapshot_properties={PROPERTY_PREFIX + digest(consumer): _encode(consumer, progress)})
+            commit.commit(messages, ident, snapshot_properties=self._properties(consumer, progress))
         except _Fenced as fenced:
             raise fenced.refusal from None
         finally:

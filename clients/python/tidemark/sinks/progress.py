@@ -67,13 +67,23 @@ class Gate:
         if recorded is not None and at[0] == recorded[0] and at[1] == recorded[1]:
             self._same_plan(at, plan)
         if recorded is not None and full and at[0] > recorded[0]:
+            if recorded[1] == 0:
+                resume = (
+                    f"restart the query with scan.mode=from-snapshot-full and scan.snapshot-id={recorded[0]} (while "
+                    f"snapshot {recorded[0]} is readable): the sink resumes inside that full scan"
+                )
+            else:
+                resume = (
+                    f"put the consumer back where the sink is (tidemark consumers reset <table> <consumer-id> "
+                    f"{recorded[0]} --create --execute): the sink drops what it already has"
+                )
             raise SinkRefused(
                 "FULL_SCAN_RESTARTED",
                 f"{self.sink} holds consumer {self.consumer}'s rows up to {describe(recorded)}, and this batch is an "
                 f"initial full scan of snapshot {at[0]}: its rows are the table's state then, much of which is "
-                "already written (the consumer was deleted, or a query started over without its checkpoint before "
-                "the consumer existed). Start the query from the recorded position (consumers reset to "
-                f"{recorded[0] + 1}), or reset the sink's progress and its rows",
+                "already written (a query started over without its checkpoint before the consumer existed, or the "
+                f"consumer was deleted). Nothing was written; {resume}. To start over instead, empty the sink and "
+                "reset its progress",
             )
         if recorded is not None and at <= recorded and not mutant("skip_position_check"):
             self.dropped += 1
