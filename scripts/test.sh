@@ -131,6 +131,13 @@ failed=0
 "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider deploy/tests || failed=1
 TIDEMARK_TEST_DATABASE_URL="$python_db" "$TIDEMARK_PYTHON" -m pytest -q -p no:cacheprovider \
   --ignore-glob='*/test_spark_*.py' clients/python/tests || failed=1
+# The exactly-once checker (SPEC §12 X4), beside the Spark tests: real Spark
+# into both sinks (Postgres and Paimon) while drivers are SIGKILLed before
+# and after the sinks' commit and at random, a checkpoint is lost, tidemark
+# restarts and a zombie query is made, each kind once in a fixed order;
+# every row exactly once, no zombie row. Long runs and the two mutants that
+# must fail it: docs/reliability.md.
+scripts/exactly-once.sh --seed 1 || failed=1
 wait "$spark_tests" || failed=1
 echo "--- the Spark tests (clients/python/tests/test_spark_*.py):"
 cat "$spark_log"

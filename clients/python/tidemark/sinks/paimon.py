@@ -62,11 +62,11 @@ def commit_identifier(at: pos.Position) -> int:
     return (snapshot * 2 + kind) * 2**24 + split
 
 
-def _encode(consumer: str, progress: Progress) -> str:
-    return json.dumps(
-        {"consumer": consumer, "epoch": progress.epoch, "at": list(progress.at or []) or None, "plan": progress.plan},
-        sort_keys=True,
-    )
+def _encode(consumer: str, progress: Progress, batch_epoch: Optional[int] = None) -> str:
+    data = {"consumer": consumer, "epoch": progress.epoch, "at": list(progress.at or []) or None, "plan": progress.plan}
+    if batch_epoch is not None:
+        data["batch_epoch"] = batch_epoch  # the epoch the snapshot's rows were read under
+    return json.dumps(data, sort_keys=True)
 
 
 def _decode(text: str) -> Progress:
@@ -129,8 +129,8 @@ class PaimonSink:
         return True
 
     @staticmethod
-    def _properties(consumer: str, progress: Progress) -> dict:
-        return {PROPERTY_PREFIX + digest(consumer): _encode(consumer, progress)}
+    def _properties(consumer: str, progress: Progress, batch_epoch: Optional[int] = None) -> dict:
+        return {PROPERTY_PREFIX + digest(consumer): _encode(consumer, progress, batch_epoch)}
 
     def _side_file(self, table, consumer: str) -> str:
         return f"{table.table_path.rstrip('/')}/tidemark-sink/{digest(consumer)}.json"
@@ -203,7 +203,7 @@ class PaimonSink:
         inner = commit.file_store_commit.snapshot_commit
         commit.file_store_commit.snapshot_commit = _FencedCommit(inner, self, table, consumer, progress.epoch, read_at)
         try:
-            commit.commit(messages, ident, snapshot_properties=self._properties(consumer, progress))
+            commit.commit(messages, ident, snapshot_properties=self._properties(consumer, progress, gate.epoch))
         except _Fenced as fenced:
             raise fenced.refusal from None
         finally:
