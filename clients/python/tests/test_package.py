@@ -24,7 +24,7 @@ SMOKE = textwrap.dedent(
         assert response.next_snapshot == 4, response
         assert client.describe_consumer("pkg.events", sys.argv[2]).info.consumer.next_snapshot == 4
         client.release_lease(lease)
-    import tidemark.paimon_plan, tidemark.fenced_sink  # the Spark pieces import without pyspark installed
+    import tidemark.paimon_plan, tidemark.sinks  # the Spark pieces and the sinks import without pyspark or drivers
     print("installed tidemark works")
     """
 )

@@ -90,6 +90,20 @@ def wait_lease_free(client: Client, table: PaimonTable, consumer: str, timeout: 
     )
 
 
+def revoke_lease(client: Client, table_id: str, consumer: str, reason: str) -> None:
+    """An operator hands the consumer to another query (RevokeLease)."""
+    from tidemark.v1 import admin_pb2, types_pb2
+
+    client.admin.RevokeLease(
+        admin_pb2.RevokeLeaseRequest(
+            consumer=types_pb2.ConsumerKey(table=table_id, branch="main", consumer_id=consumer),
+            reason=reason,
+            execute=True,
+        ),
+        timeout=10,
+    )
+
+
 def run_to_end(query, timeout: float = 180.0) -> None:
     assert query.awaitTermination(timeout), "the availableNow query finished"
     assert query.exception() is None
@@ -420,51 +434,3 @@ def test_a_running_query_survives_a_tidemark_restart_and_loses_nothing(
                  and next_snapshot(client, table, q.consumer) >= 2, 30, "commits after the restart")
     finally:
         query.stop()
-
-
-def test_a_zombie_batch_is_refused_by_the_epoch_fenced_sink(spark, tidemark_server, client_for, tmp_path, unique):
-    from tidemark.fenced_sink import EpochFencedSink
-    from tidemark.v1 import admin_pb2, types_pb2
-
-    client = client_for(tidemark_server)
-    table = PaimonTable(tmp_path / "warehouse", unique("zombie"))
-    table.commit()
-    q = Query(spark, tmp_path, table, unique("etl"), tidemark_server)
-    fenced = EpochFencedSink(tmp_path / "out")
-    entered, release = threading.Event(), threading.Event()
-
-    def stalling(frame, batch_id):
-        if batch_id == 1:  # a batch whose write hangs (a slow store, a GC pause)
-            entered.set()
-            release.wait(120)
-        fenced(frame, batch_id)
-
-    options = {"tidemark.epoch-column": "_tidemark_epoch"}
-    zombie = q.start("zombie", stalling, trigger="300 milliseconds", options=options)
-    try:
-        wait_for(lambda: fenced.epoch() == 1, 120, "the first batch, under epoch 1")
-        table.commit()
-        assert entered.wait(120), "batch 1 reached the sink"
-        # Meanwhile an operator hands the consumer to another query.
-        client.admin.RevokeLease(
-            admin_pb2.RevokeLeaseRequest(
-                consumer=types_pb2.ConsumerKey(table=table.id, branch="main", consumer_id=q.consumer),
-                reason="moved to another query",
-                execute=True,
-            ),
-            timeout=10,
-        )
-        run_to_end(q.start("successor", fenced, options=options))
-        successor_epoch = fenced.epoch()
-        assert successor_epoch > 1
-        release.set()
-        message = run_to_failure(zombie)
-        assert "ZOMBIE_BATCH" in message
-    finally:
-        release.set()
-        if zombie.isActive:
-            zombie.stop()
-    assert fenced.epoch() == successor_epoch, "the zombie never lowered the fence"
-    written = fenced.batches()
-    assert not [name for name in written if name.startswith("epoch-000001-batch-000001")], "the zombie batch"
-    assert sorted(r["id"] for rows in written.values() for r in rows) == table.ids(), "every row, from live leases"

@@ -13,8 +13,8 @@ import pytest
 from harness import PaimonTable, wait_for
 
 from test_sink_postgres import base_dsn
-from test_spark_paimon import Query, next_snapshot, run_to_end, run_to_failure, wait_lease_free
-from tidemark.sinks import PaimonSink, PostgresSink
+from test_spark_paimon import Query, next_snapshot, revoke_lease, run_to_end, run_to_failure, wait_lease_free
+from tidemark.sinks import PaimonSink, ParquetSink, PostgresSink
 
 pytestmark = pytest.mark.spark
 
@@ -112,21 +112,27 @@ def test_a_restart_without_its_checkpoint_delivers_every_row_exactly_once(
     assert written() == table.ids(), "every row exactly once"
 
 
-def test_a_zombie_querys_batch_is_refused_by_the_postgres_sink(
-    spark, tidemark_server, client_for, tmp_path, unique, pg
-):
+@pytest.mark.parametrize("kind", ["postgres", "parquet"])
+def test_a_zombie_querys_batch_is_refused_by_the_sink(spark, tidemark_server, client_for, tmp_path, unique, pg, kind):
     """A query whose lease was revoked while its batch was in the sink: the
     next query's first batch raised the sink's epoch, so the old batch is
-    refused (ZOMBIE_BATCH) and none of its rows land twice."""
+    refused (ZOMBIE_BATCH) and none of its rows land twice. (The Parquet
+    sink replaces the old host-local fenced_sink example.)"""
     import threading
-
-    from tidemark.v1 import admin_pb2, types_pb2
 
     client = client_for(tidemark_server)
     table = PaimonTable(tmp_path / "warehouse", unique("zombie"))
     table.commit()
     q = Query(spark, tmp_path, table, unique("etl"), tidemark_server)
-    sink = PostgresSink(pg, "events")
+    if kind == "postgres":
+        sink, written = PostgresSink(pg, "events"), lambda: sink_ids(pg)
+    else:
+        sink = ParquetSink(str(tmp_path / "out"))
+
+        def written():
+            rows = sink.read()
+            return sorted(rows.column("id").to_pylist()) if rows is not None else []
+
     entered, release = threading.Event(), threading.Event()
 
     def stalling(frame, batch_id):
@@ -137,17 +143,10 @@ def test_a_zombie_querys_batch_is_refused_by_the_postgres_sink(
 
     zombie = q.start("zombie", stalling, trigger="300 milliseconds", options=SINK_COLUMNS)
     try:
-        wait_for(lambda: len(sink_ids(pg)) == 6, 120, "the first batch, under epoch 1")
+        wait_for(lambda: len(written()) == 6, 120, "the first batch, under epoch 1")
         table.commit()
         assert entered.wait(120), "batch 1 reached the sink"
-        client.admin.RevokeLease(
-            admin_pb2.RevokeLeaseRequest(
-                consumer=types_pb2.ConsumerKey(table=table.id, branch="main", consumer_id=q.consumer),
-                reason="moved to another query",
-                execute=True,
-            ),
-            timeout=10,
-        )
+        revoke_lease(client, table.id, q.consumer, "moved to another query")
         run_to_end(q.start("successor", sink, options=SINK_COLUMNS))
         release.set()
         message = run_to_failure(zombie)
@@ -156,7 +155,7 @@ def test_a_zombie_querys_batch_is_refused_by_the_postgres_sink(
         release.set()
         if zombie.isActive:
             zombie.stop()
-    assert sink_ids(pg) == table.ids(), "every row exactly once, none from the zombie's batch"
+    assert written() == table.ids(), "every row exactly once, none from the zombie's batch"
 
 
 def test_a_full_scan_restarted_without_checkpoint_is_refused_then_resumed_at_the_recorded_snapshot(

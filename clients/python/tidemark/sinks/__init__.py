@@ -6,10 +6,11 @@ even from a lost checkpoint) and refuses batches from a lower epoch
 (`ZOMBIE_BATCH`). The source must run with `tidemark.sink-columns=true`.
 
 `PostgresSink` needs psycopg 3 (`pip install tidemark[postgres]`), `PaimonSink`
-pypaimon (`pip install tidemark[spark]`)."""
+pypaimon (`pip install tidemark[spark]`), `ParquetSink` pyarrow (and boto3 for S3)."""
 
 from tidemark.sinks.errors import SinkRefused
 from tidemark.sinks.paimon import PaimonSink
+from tidemark.sinks.parquet import ParquetSink
 from tidemark.sinks.postgres import PostgresSink
 
-__all__ = ["PaimonSink", "PostgresSink", "SinkRefused"]
+__all__ = ["PaimonSink", "ParquetSink", "PostgresSink", "SinkRefused"]
