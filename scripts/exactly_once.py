@@ -275,7 +275,12 @@ class Checker:
             in_plan = bool(plan)
             kind = plan.pop(0) if plan else self.rng.choice(KINDS)
             if not self.wait_batches(current, 1):
-                print(f"a driver made no progress before {kind}; see {self.dir / 'drivers.log'}", file=sys.stderr)
+                # A query ended under it (its lease lost while tidemark was
+                # down past the ttl): a new driver, and the same fault again.
+                print(f"a driver stopped before {kind}; starting another", file=sys.stderr)
+                self.faults["driver_restarted"] += 1
+                if in_plan:
+                    plan.insert(0, kind)
                 self.kill(current)
                 current = self.driver()
                 continue
@@ -329,7 +334,8 @@ class Checker:
         events = self.read_events()
         print(f"{time.monotonic() - started:.0f} s{' (mutant ' + self.args.mutant + ')' if self.args.mutant else ''}, "
               f"work in {self.dir}")
-        print("faults: " + ", ".join(f"{k}={self.faults[k]}" for k in [*KINDS, "checkpoint_deleted"]))
+        print("faults: " + ", ".join(f"{k}={self.faults[k]}" for k in [*KINDS, "checkpoint_deleted"])
+              + f" (drivers restarted after a query ended: {self.faults['driver_restarted']})")
         failed = False
         for kind in self.sinks:
             ids, epochs, state = self.sink_state(kind)

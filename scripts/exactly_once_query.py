@@ -121,6 +121,11 @@ def main() -> int:
                     failed = True
                     log(event="failed", lane=lane, message=str(error)[:2000])
                 queries.remove((lane, query))
+                if error is not None:
+                    # One query ended (a zombie refused, a lease lost): the
+                    # driver ends, and the checker starts another.
+                    for _, other in queries:
+                        other.stop()
         time.sleep(0.2)
     log(event="exited", failed=failed)
     return 3 if failed else 0
