@@ -17,7 +17,6 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tidemark import Client, TidemarkError
-from tidemark.v1 import types_pb2
 
 from test_console import (  # noqa: F401  (fixtures: console, browser)
     TOKENS,

@@ -105,7 +105,6 @@ class PostgresSink:
 
     def write(self, consumer: str, columns: Sequence[str], rows: Iterable[Mapping]) -> dict:
         """Writes one batch exactly once; returns what it did."""
-        import psycopg
         from psycopg import sql
 
         data_columns = [c for c in columns if c != ROWKIND or self.mode == "append"]
