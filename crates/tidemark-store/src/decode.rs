@@ -254,6 +254,7 @@ where
         mirrored_at: row.timestamp("mirrored_at")?,
         failures: row.try_get("failures")?,
         last_error: row.try_get("last_error")?,
+        location: row.try_get("location")?,
     })
 }
 

@@ -4,9 +4,11 @@
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use tidemark_core::{ConsumerKey, KeyState};
-use tidemark_paimon::{ObjectVersion, PaimonTable, Written};
-use tidemark_store::{MirrorTask, Store};
+use tidemark_core::{ConsumerKey, EventKind, HistoryEvent, KeyState};
+use tidemark_paimon::{FileState, ObjectVersion, PaimonTable, Written};
+use tidemark_store::{CallContext, MirrorState, MirrorTask, Store};
+
+use crate::metrics;
 
 /// One replica's writers of a consumer file (the rounds and the keeper)
 /// take turns: each reads the database inside its turn and writes what it
@@ -137,4 +139,52 @@ pub(super) async fn delete_dropped(
         return Ok(Rewritten::Yes);
     }
     Ok(Rewritten::No)
+}
+
+/// What a file found just before tidemark wrote `next` over it says of an
+/// outside change: its cause and the position it held, or `None` when the
+/// file is tidemark's own. A file tidemark never wrote at this location
+/// (no record) is not its own yet, whatever it holds. A position between the
+/// one recorded and `next` may be another replica's write landing before
+/// its record: taken as tidemark's (an outside change to such a position
+/// goes unrecorded; the file is written back all the same).
+pub(super) fn outside_change(
+    found: &FileState,
+    recorded: Option<&MirrorState>,
+    location: &str,
+    next: i64,
+) -> Option<(&'static str, Option<i64>)> {
+    let last = recorded
+        .filter(|r| r.location.as_deref().is_none_or(|l| l == location))
+        .and_then(|r| r.mirrored_next)?;
+    match *found {
+        FileState::Position(n) if n == next || (last.min(next)..=last.max(next)).contains(&n) => None,
+        FileState::Position(n) => Some(("changed", Some(n))),
+        FileState::Missing => Some(("missing", None)),
+        FileState::Unreadable(_) => Some(("unreadable", None)),
+    }
+}
+
+/// Counts, logs and records in the consumer's history a file changed from
+/// outside that `writer` (the rounds or the keeper) wrote tidemark's
+/// position back over.
+pub(super) async fn record_repair(
+    store: &Store,
+    key: &ConsumerKey,
+    writer: &str,
+    (cause, found): (&'static str, Option<i64>),
+    wrote: i64,
+    path: &str,
+) {
+    metrics::mirror_repair(cause);
+    tracing::warn!(
+        %path, cause, found, wrote,
+        "{writer}: a consumer file was changed from outside; wrote tidemark's position back"
+    );
+    let mut event = HistoryEvent::new(EventKind::MirrorRepair, found, Some(wrote));
+    event.detail = Some(format!("{cause}: {path}"));
+    let ctx = CallContext::internal(format!("{}-{}", writer.replace(' ', "-"), uuid::Uuid::now_v7()));
+    if let Err(e) = store.append_history(key, &[event], &ctx).await {
+        tracing::warn!(error = %e, "{writer}: cannot record a repair in history");
+    }
 }

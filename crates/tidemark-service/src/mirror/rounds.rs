@@ -9,7 +9,9 @@ use tidemark_paimon::{ObjectVersion, PaimonTable, Written};
 use tidemark_store::{MirrorBackoff, MirrorFailure, MirrorTask, Store};
 use tracing::Instrument;
 
-use super::files::{FileTurns, Rewritten, concurrently, delete_dropped, undo_if_dropped};
+use super::files::{
+    FileTurns, Rewritten, concurrently, delete_dropped, outside_change, record_repair, undo_if_dropped,
+};
 use crate::metrics;
 
 /// Most files one round writes.
@@ -105,14 +107,21 @@ async fn mirror_one(
         Ok(table) => table,
         Err(e) => return record(Err(e)).await,
     };
-    // The object's version before the database: a put over it lands only
-    // if no one wrote since the position below was read.
+    // The object (its content and version) before the database: a put over
+    // it lands only if no one wrote since the position below was read. The
+    // content, then what tidemark last wrote, tell an outside change (the
+    // keeper's to find, but a commit or a refresh may bring a round here
+    // first), which is written back and recorded, never overwritten silently.
     let (branch, id) = (task.key.branch.as_str(), task.key.consumer_id.as_str());
-    let seen = match task.next_snapshot {
-        Some(_) => match table.consumer_version(branch, id).await {
-            Ok(seen) => seen,
+    let (found, seen) = match task.next_snapshot {
+        Some(_) => match table.consumer_file_versioned(branch, id).await {
+            Ok((found, seen)) => (Some(found), seen),
             Err(e) => return record(Err(e.to_string())).await,
         },
+        None => (None, None),
+    };
+    let last_written = match found {
+        Some(_) => store.paimon().mirror_state(&task.key).await.ok().flatten(),
         None => None,
     };
     // Re-read the consumer just before touching its file: a task read at
@@ -134,7 +143,16 @@ async fn mirror_one(
         },
     };
     let recorded = match outcome {
-        Ok(Written::Written) => record(Ok(())).await,
+        Ok(Written::Written) => {
+            let done = record(Ok(())).await;
+            if let (Some(found), Some(next)) = (&found, task.next_snapshot)
+                && let Some(change) = outside_change(found, last_written.as_ref(), &task.location, next)
+            {
+                let path = table.consumer_location(branch, id);
+                record_repair(store, &task.key, "mirror", change, next, &path).await;
+            }
+            done
+        }
         // Another writer was first: the task, if still due, comes back.
         Ok(Written::Conflict) => {
             metrics::mirror_write_conflict();

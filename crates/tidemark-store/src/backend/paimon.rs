@@ -104,6 +104,9 @@ pub struct MirrorState {
     pub failures: i32,
     /// The last attempt's error.
     pub last_error: Option<String>,
+    /// The table location the file was last written at; `None` for a record
+    /// of a release before postgres 0008 / sqlite 0007 (taken as current).
+    pub location: Option<String>,
 }
 
 /// The Paimon registry (SPEC §9) and what the mirror wrote to its files.

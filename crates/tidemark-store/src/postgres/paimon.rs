@@ -63,11 +63,11 @@ const MIRROR_FAILED: &str = "INSERT INTO consumer_mirrors AS m (table_name, bran
     SET failures = m.failures + 1, last_error = EXCLUDED.last_error,
       retry_at = tidemark_now() + least($5 * power(2, least(m.failures, 30))::int8, $6) * interval '1 microsecond'";
 
-const MIRROR_STATE: &str = "SELECT mirrored_next, mirrored_updated_at, mirrored_at, failures, last_error
+const MIRROR_STATE: &str = "SELECT mirrored_next, mirrored_updated_at, mirrored_at, failures, last_error, location
     FROM consumer_mirrors WHERE table_name = $1 AND branch = $2 AND consumer_id = $3";
 
-const MIRROR_STATES: &str = "SELECT consumer_id, mirrored_next, mirrored_updated_at, mirrored_at, failures, last_error
-    FROM consumer_mirrors WHERE table_name = $1 AND branch = $2";
+const MIRROR_STATES: &str = "SELECT consumer_id, mirrored_next, mirrored_updated_at, mirrored_at, failures, last_error,
+           location FROM consumer_mirrors WHERE table_name = $1 AND branch = $2";
 
 #[async_trait]
 impl PaimonStore for PostgresBackend {

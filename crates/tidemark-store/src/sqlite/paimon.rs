@@ -53,11 +53,11 @@ const MIRROR_FAILED: &str = "INSERT INTO consumer_mirrors (table_name, branch, c
     SET failures = consumer_mirrors.failures + 1, last_error = excluded.last_error, \
     retry_at = ?5 + min(?6 * (1 << min(consumer_mirrors.failures, 30)), ?7)";
 
-const MIRROR_STATE: &str = "SELECT mirrored_next, mirrored_updated_at, mirrored_at, failures, last_error \
-    FROM consumer_mirrors WHERE table_name = ?1 AND branch = ?2 AND consumer_id = ?3";
+const MIRROR_STATE: &str = "SELECT mirrored_next, mirrored_updated_at, mirrored_at, failures, last_error, \
+    location FROM consumer_mirrors WHERE table_name = ?1 AND branch = ?2 AND consumer_id = ?3";
 
 const MIRROR_STATES: &str = "SELECT consumer_id, mirrored_next, mirrored_updated_at, mirrored_at, failures, \
-    last_error FROM consumer_mirrors WHERE table_name = ?1 AND branch = ?2";
+    last_error, location FROM consumer_mirrors WHERE table_name = ?1 AND branch = ?2";
 
 #[async_trait]
 impl PaimonStore for SqliteBackend {

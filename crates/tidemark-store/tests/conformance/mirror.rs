@@ -184,6 +184,9 @@ pub(crate) async fn stale_and_deleted_consumers_are_mirror_tasks_until_done(kind
     let state = backend.mirror_state(&key("c2")).await.unwrap().unwrap();
     assert_eq!((state.mirrored_next, state.failures), (Some(8), 0));
     assert_eq!(state.mirrored_at, Some(db.now()));
+    // Where it was written: the rounds tell an outside change only from a
+    // record at the table's current location.
+    assert_eq!(state.location.as_deref(), Some(tasks[1].location.as_str()));
     // The failing task waits out its backoff before it is due again: 10 s,
     // then twice as long after each further failure, up to the 25 s cap.
     for (failures, wait) in [(1, 10), (2, 20), (3, 25), (4, 25)] {

@@ -3,13 +3,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tidemark_core::{ConsumerKey, EventKind, HistoryEvent, TableName};
+use tidemark_core::{ConsumerKey, TableName};
 use tidemark_paimon::{FileState, ListedConsumer, ObjectVersion, PaimonTable, Written};
-use tidemark_store::{CallContext, MirrorEntry, MirrorFailure, MirrorTask, Store};
+use tidemark_store::{MirrorEntry, MirrorFailure, MirrorTask, Store};
 
 use super::Keeper;
 use crate::metrics;
-use crate::mirror::files::{Rewritten, concurrently, delete_dropped, undo_if_dropped};
+use crate::mirror::files::{Rewritten, concurrently, delete_dropped, record_repair, undo_if_dropped};
 
 impl Keeper {
     /// Deletes the files of consumers tidemark dropped that are still there
@@ -146,17 +146,15 @@ impl Keeper {
             }
         }
         metrics::mirror_write(true);
-        metrics::mirror_repair(cause);
-        tracing::warn!(
-            %path, cause, found, wrote = consumer.next_snapshot,
-            "mirror keeper: a consumer file was changed from outside; wrote tidemark's position back"
-        );
         let _ = store.paimon().mirror_done(&task, None).await;
-        let mut event = HistoryEvent::new(EventKind::MirrorRepair, found, Some(consumer.next_snapshot));
-        event.detail = Some(format!("{cause}: {path}"));
-        let ctx = CallContext::internal(format!("mirror-keeper-{}", uuid::Uuid::now_v7()));
-        if let Err(e) = store.append_history(&entry.key, &[event], &ctx).await {
-            tracing::warn!(error = %e, "mirror keeper: cannot record a repair in history");
-        }
+        record_repair(
+            store,
+            &entry.key,
+            "mirror keeper",
+            (cause, found),
+            consumer.next_snapshot,
+            &path,
+        )
+        .await;
     }
 }
