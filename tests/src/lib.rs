@@ -221,6 +221,19 @@ impl TestServer {
             .expect("connect")
     }
 
+    /// Registers a Paimon table at `location` (executed).
+    pub async fn register_table(&self, table: &str, location: &std::path::Path) -> pb::RegisterTableResponse {
+        pb::admin_client::AdminClient::new(self.channel().await)
+            .register_table(pb::RegisterTableRequest {
+                table: table.into(),
+                location: location.display().to_string(),
+                execute: true,
+            })
+            .await
+            .expect("register the table")
+            .into_inner()
+    }
+
     /// Everything stored for a key: its state and its whole history.
     pub async fn stored(&self, key: &pb::ConsumerKey) -> (Option<KeyState>, Vec<HistoryRecord>) {
         let key = ConsumerKey::parse(&key.table, &key.branch, &key.consumer_id, "").expect("valid key");
@@ -442,3 +455,12 @@ pub async fn channel_with_token(url: &str, token: Option<&str>) -> tidemark_clie
 }
 
 pub use tidemark_testkit::paimon_table_dir;
+
+/// Waits (up to 10 s) until `check` holds; fails naming `what` otherwise.
+pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -8,21 +8,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tidemark_core::lease::LeasePolicy;
-use tidemark_e2e::{Kind, TestServer, Worker, key, offset, on_both_backends};
+use tidemark_e2e::{Kind, TestServer, Worker, eventually, key, offset, on_both_backends};
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::admin_client::AdminClient;
 use tidemark_server::ServerConfig;
 
 on_both_backends!(a_round_that_finds_an_outside_change_records_the_repair);
-
-/// Waits (up to 10 s) until `check` holds.
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
@@ -67,14 +58,7 @@ async fn a_round_that_finds_an_outside_change_records_the_repair(kind: Kind) {
     let server = TestServer::start_with(kind, LeasePolicy::default(), config).await;
     let dir = tempfile::tempdir().unwrap();
     tidemark_e2e::paimon_table_dir(dir.path(), 30, 1_000, "");
-    AdminClient::new(server.channel().await)
-        .register_table(pb::RegisterTableRequest {
-            table: "db.orders".into(),
-            location: dir.path().display().to_string(),
-            execute: true,
-        })
-        .await
-        .unwrap();
+    server.register_table("db.orders", dir.path()).await;
     let client = server.client().await;
     let mut worker = Worker::acquire(&client, &key("db.orders", "main", "etl"), "q-1", None)
         .await

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use tidemark_core::lease::LeasePolicy;
-use tidemark_e2e::{Kind, TestServer, Worker, api_error, key, offset, on_both_backends};
+use tidemark_e2e::{Kind, TestServer, Worker, api_error, eventually, key, offset, on_both_backends};
 use tidemark_proto::v1 as pb;
 use tidemark_proto::v1::admin_client::AdminClient;
 use tidemark_server::ServerConfig;
@@ -49,15 +49,7 @@ fn paimon_table(root: &Path, latest: i64, created_millis: i64, options: &str) {
 }
 
 async fn register(server: &TestServer, location: &Path) -> pb::RegisterTableResponse {
-    AdminClient::new(server.channel().await)
-        .register_table(pb::RegisterTableRequest {
-            table: "db.orders".into(),
-            location: location.display().to_string(),
-            execute: true,
-        })
-        .await
-        .unwrap()
-        .into_inner()
+    server.register_table("db.orders", location).await
 }
 
 fn recovery(consumer: &str, lease_id: Option<String>, latest: i64) -> pb::GetRecoveryPositionRequest {
@@ -75,15 +67,6 @@ fn recovery(consumer: &str, lease_id: Option<String>, latest: i64) -> pb::GetRec
         }),
         lease_id,
         ..Default::default()
-    }
-}
-
-/// Waits (up to 10 s) until `check` holds.
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
