@@ -158,7 +158,7 @@ pub(super) fn outside_change(
         .filter(|r| r.location.as_deref().is_none_or(|l| l == location))
         .and_then(|r| r.mirrored_next)?;
     match *found {
-        FileState::Position(n) if n == next || (last.min(next)..=last.max(next)).contains(&n) => None,
+        FileState::Position(n) if (last.min(next)..=last.max(next)).contains(&n) => None,
         FileState::Position(n) => Some(("changed", Some(n))),
         FileState::Missing => Some(("missing", None)),
         FileState::Unreadable(_) => Some(("unreadable", None)),
