@@ -197,3 +197,46 @@ ensure_chromium() {
   /usr/bin/chromedriver --version >/dev/null || { echo "chromedriver does not run" >&2; return 1; }
   export CHROMIUM=/usr/bin/chromium CHROMEDRIVER=/usr/bin/chromedriver
 }
+
+# cargo-nextest, the test runner (the suites use its filtersets), built from
+# crates.io at a pinned version into .tools/cargo (once; cached) unless a
+# cargo-nextest of that version is already on PATH. Without self-update, so
+# it builds fewer crates. Puts it first on PATH.
+NEXTEST_VERSION=0.9.151
+ensure_nextest() {
+  local root="$TOOLS_DIR/cargo"
+  if command -v cargo-nextest >/dev/null 2>&1 \
+    && cargo-nextest nextest --version 2>/dev/null | grep -q "cargo-nextest $NEXTEST_VERSION"; then
+    return 0
+  fi
+  if [ ! -x "$root/bin/cargo-nextest" ] \
+    || ! "$root/bin/cargo-nextest" nextest --version 2>/dev/null | grep -q "cargo-nextest $NEXTEST_VERSION"; then
+    echo "building cargo-nextest $NEXTEST_VERSION into $root (once; cached)" >&2
+    CARGO_TARGET_DIR="$TOOLS_DIR/download/nextest-target" cargo install --quiet --locked \
+      --no-default-features --features default-no-update \
+      --version "$NEXTEST_VERSION" --root "$root" cargo-nextest >&2 \
+      || { echo "cargo-nextest $NEXTEST_VERSION could not be built from crates.io" >&2; return 1; }
+    rm -rf "$TOOLS_DIR/download/nextest-target"
+  fi
+  export PATH="$root/bin:$PATH"
+}
+
+# Debian's tools the scripts and tests call directly (COMMAND:PACKAGE
+# pairs), installed with apt-get when absent, which needs root; a clear
+# error names what is missing otherwise.
+DEBIAN_TOOLS="curl:curl runuser:util-linux od:coreutils kill:procps openssl:openssl psql:postgresql-client"
+ensure_debian_tools() {
+  local pair missing=()
+  for pair in $DEBIAN_TOOLS; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+  done
+  [ "${#missing[@]}" = 0 ] && return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "missing Debian packages: ${missing[*]} (apt-get install them as root)" >&2
+    return 1
+  fi
+  echo "installing Debian's ${missing[*]} (once)" >&2
+  apt-get update >/dev/null 2>&1 || true
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null \
+    || { echo "could not install Debian packages: ${missing[*]}" >&2; return 1; }
+}
